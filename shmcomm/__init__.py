@@ -1,0 +1,26 @@
+"""shmcomm: run PTO-ISA-style communication kernels on a Linux CPU, truly concurrently.
+
+Ranks are processes, blocks are threads, signal matrices live in POSIX shared memory and change
+only through hardware atomics. Kernels import their instructions from :mod:`shmcomm.comm` and
+:mod:`shmcomm.pipe`; hosts start with :func:`shmcomm.run`.
+"""
+
+from .config import MAX_BLOCKS as MAX_BLOCKS
+from .config import MAX_RANKS as MAX_RANKS
+from .config import Config as Config
+from .context import DeviceContext as DeviceContext
+from .context import KernelError as KernelError
+from .context import RankRuntime as RankRuntime
+from .errors import Aborted as Aborted
+from .errors import ArgumentError as ArgumentError
+from .errors import DeadlockError as DeadlockError
+from .errors import Failure as Failure
+from .errors import LibraryError as LibraryError
+from .errors import RunError as RunError
+from .errors import RunTimeout as RunTimeout
+from .errors import ShmcommError as ShmcommError
+from .errors import WaitTimeout as WaitTimeout
+from .memory import GMPtr as GMPtr
+from .runner import run as run
+
+__version__ = "0.1.0"

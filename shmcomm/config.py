@@ -1,0 +1,128 @@
+"""The one strict configuration object of a run.
+
+Every knob of a run lives in :class:`Config`, with its default and its allowed range written once
+in ``_FIELDS``. Unknown keys are rejected, values are checked when the object is built, and every
+field can also be set from the environment as ``SHMCOMM_<NAME>`` (a bad value raises and names
+the variable). Explicit arguments win over the environment.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ArgumentError
+
+MAX_RANKS = 64  # as pto-isa's CommDeviceContext (kMaxRankNum)
+MAX_BLOCKS = 64
+WAIT_POLICIES = ("adaptive", "spin", "yield", "futex")
+MODES = ("eager", "hazard")
+KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+
+
+@dataclass(frozen=True)
+class Config:
+    """Settings of one run; see the field table in ``_FIELDS`` for ranges.
+
+    ``nranks``: rank processes. ``blocks``: default block threads per launch.
+    ``signal_bytes`` / ``heap_bytes``: each rank window's signal matrix and data heap.
+    ``ub_bytes``: per-block tile (UB) capacity, 192 KiB as on A2/A3.
+    ``timeout``: whole run, seconds. ``wait_timeout``: one TWAIT's deadline, seconds.
+    ``deadlock_grace``: how long "everyone waits, nothing changes" must last to be a deadlock.
+    ``wait_policy``: how a blocked wait burns or yields the CPU. ``spin_us``: adaptive spin budget.
+    ``switch_interval``: ``sys.setswitchinterval`` in rank processes (finer block interleaving).
+    ``seed``: the run's seed (jitter and hazard models draw from it). ``mode``: eager or hazard.
+    """
+
+    nranks: int = 8
+    blocks: int = 4
+    signal_bytes: int = 64 * KiB
+    heap_bytes: int = 64 * MiB
+    ub_bytes: int = 192 * KiB
+    timeout: float = 300.0
+    wait_timeout: float = 60.0
+    deadlock_grace: float = 1.0
+    wait_policy: str = "adaptive"
+    spin_us: float = 50.0
+    switch_interval: float = 0.001
+    seed: int = 0
+    mode: str = "eager"
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            _check(f.name, getattr(self, f.name), f.name)
+
+    @classmethod
+    def from_kwargs(cls, env: dict[str, str] | None = None, **kwargs: Any) -> Config:
+        """Build a Config from ``SHMCOMM_*`` environment variables overlaid by ``kwargs``.
+
+        ``None`` values in ``kwargs`` mean "not given". Unknown keys raise ArgumentError.
+        """
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(kwargs) - names)
+        if unknown:
+            raise ArgumentError(
+                f"unknown configuration key(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}"
+            )
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        for name in names:
+            raw = env.get("SHMCOMM_" + name.upper())
+            if raw is not None and raw != "":
+                values[name] = _parse_env(name, raw)
+        values.update({k: v for k, v in kwargs.items() if v is not None})
+        return cls(**values)
+
+    def replace(self, **changes: Any) -> Config:
+        """A copy with ``changes`` applied (checked like the original)."""
+        return dataclasses.replace(self, **changes)
+
+
+# name: (type, low, high) for numbers, or (str, choices)
+_FIELDS: dict[str, tuple] = {
+    "nranks": (int, 1, MAX_RANKS),
+    "blocks": (int, 1, MAX_BLOCKS),
+    "signal_bytes": (int, 4 * KiB, 64 * MiB),
+    "heap_bytes": (int, 0, 16 * GiB),
+    "ub_bytes": (int, 1 * KiB, 64 * MiB),
+    "timeout": (float, 0.1, 7 * 24 * 3600.0),
+    "wait_timeout": (float, 0.01, 7 * 24 * 3600.0),
+    "deadlock_grace": (float, 0.05, 3600.0),
+    "wait_policy": (str, WAIT_POLICIES),
+    "spin_us": (float, 0.0, 1e6),
+    "switch_interval": (float, 1e-6, 1.0),
+    "seed": (int, 0, 2**63 - 1),
+    "mode": (str, MODES),
+}
+
+
+def _check(name: str, value: Any, label: str) -> None:
+    spec = _FIELDS[name]
+    if spec[0] is str:
+        if value not in spec[1]:
+            raise ArgumentError(f"{label} must be one of {', '.join(spec[1])}; got {value!r}")
+        return
+    kind, low, high = spec
+    ok_type = isinstance(value, (int, float)) if kind is float else isinstance(value, int)
+    if isinstance(value, bool) or not ok_type:
+        raise ArgumentError(f"{label} must be {kind.__name__} in [{low}, {high}]; got {value!r}")
+    if not low <= value <= high:
+        raise ArgumentError(f"{label} must be in [{low}, {high}]; got {value!r}")
+    if name == "signal_bytes" and value % 64:
+        raise ArgumentError(f"{label} must be a multiple of 64 bytes; got {value}")
+
+
+def _parse_env(name: str, raw: str) -> Any:
+    var = "SHMCOMM_" + name.upper()
+    kind = _FIELDS[name][0]
+    try:
+        value = kind(raw) if kind is str else kind(float(raw)) if kind is float else int(raw, 0)
+    except ValueError:
+        raise ArgumentError(f"environment variable {var}={raw!r} is not a valid {kind.__name__}") from None
+    try:
+        _check(name, value, f"environment variable {var}")
+    except ArgumentError:
+        raise
+    return value

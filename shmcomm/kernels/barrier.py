@@ -1,0 +1,142 @@
+"""Device barriers: the seed's ``DeviceBarrier``, verbatim, and an epoch-safe barrier.
+
+Seed signal-matrix layout (one per rank, int32 words from ``signal_base``)::
+
+    [0 .. MAX_RANKS-1]   cross-rank counters: peer r adds 1 to word r      (CROSS_RANK_OFFSET)
+    [MAX_RANKS]          local broadcast flag: block 0 -> all blocks       (LOCAL_FLAG_OFFSET)
+    [MAX_RANKS+1]        intra-rank arrival counter                         (INTRA_RANK_OFFSET)
+
+Epoch barrier layout (from ``EPOCH_BARRIER_OFFSET``, each group on its own 64-byte line)::
+
+    +0  .. +63           cross-rank arrivals: peer r adds 1 to word r at every barrier
+    +64                  intra-rank arrivals: every block adds 1 at every barrier
+    +80                  release count: block 0 adds 1 when the rank may go on
+
+Protocol of ``EpochBarrier`` (all AtomicAdd, all GE waits on monotonic counts):
+
+1. every block drains and fences (``pipe_barrier(PIPE_ALL)`` + ``dsb(DSB_DDR)``) and derives its
+   round ``k = release + 1`` from the release count, which counts this rank's finished barriers
+   (nobody can enter round k+1 before round k is released, nor see round k released before it
+   arrived), then adds 1 to the intra counter;
+2. block 0 waits for ``intra >= num_blocks``, takes the arrivals back (``AtomicAdd(-num_blocks)``,
+   a self-clearing counter as in pypto PR #2279, so launches may change the block count), adds 1
+   to word ``my_rank`` of every rank's cross-rank group (its own too) and waits for all
+   ``nranks`` words of its own group to reach ``k`` (one ``Signal2D`` sweep);
+3. block 0 adds 1 to the release count; the other blocks wait for it to reach ``k``.
+
+So it stays correct for any number of calls in a launch and any number of launches without a
+signal reset, as long as every rank calls it the same number of times.
+"""
+
+from __future__ import annotations
+
+from ..comm import TNOTIFY, TWAIT, GetRemotePtr, NotifyOp, Signal, Signal2D, WaitCmp
+from ..config import MAX_RANKS
+from ..pipe import DSB_DDR, PIPE_ALL, dsb, pipe_barrier
+
+CROSS_RANK_OFFSET = 0
+LOCAL_FLAG_OFFSET = MAX_RANKS
+INTRA_RANK_OFFSET = MAX_RANKS + 1
+
+EPOCH_BARRIER_OFFSET = 256  # words; the seed's layout ends at MAX_RANKS + 2 + phases
+EPOCH_CROSS = 0
+EPOCH_INTRA = MAX_RANKS  # own 64-byte line
+EPOCH_RELEASE = MAX_RANKS + 16  # own 64-byte line
+EPOCH_BARRIER_WORDS = MAX_RANKS + 32
+
+
+def DeviceBarrier(ctx, signal_base, phase, my_rank, nranks, block_idx, num_comm_blocks):
+    """The seed's cross-rank barrier, line for line (``signal-design.md``).
+
+    Known hazards, kept on purpose (reference notes §6.A):
+
+    * the cross-rank slot ``signal_base + my_rank`` ignores ``phase``: a second call in the same
+      launch is satisfied at once by the first call's counts;
+    * nothing is reset: a relaunch without ``rt.reset_signals()`` passes at once;
+    * the arrival count assumes ``num_comm_blocks`` equals the real launch count (more: hang;
+      fewer: passes early);
+    * no release fence at entry: data stored just before the barrier may not be visible yet;
+    * ``LOCAL_FLAG_OFFSET + phase`` aliases ``INTRA_RANK_OFFSET + phase - 1``.
+
+    Use :func:`EpochBarrier` for anything called more than once.
+    """
+    # Step 1: intra-rank barrier (every block must arrive)
+    intra_counter = signal_base + INTRA_RANK_OFFSET + phase
+    if block_idx != 0:
+        TNOTIFY(Signal(intra_counter), 1, NotifyOp.AtomicAdd)
+    elif num_comm_blocks > 1:
+        TWAIT(Signal(intra_counter), num_comm_blocks - 1, WaitCmp.GE)
+    pipe_barrier(PIPE_ALL)
+
+    # Step 2: cross-rank barrier (block 0 only)
+    if block_idx == 0:
+        for r in range(nranks):
+            if r == my_rank:
+                continue
+            remote_sig = GetRemotePtr(ctx, signal_base + my_rank, r)
+            TNOTIFY(Signal(remote_sig), 1, NotifyOp.AtomicAdd)
+        for r in range(nranks):
+            if r == my_rank:
+                continue
+            TWAIT(Signal(signal_base + r), 1, WaitCmp.GE)
+        local_flag = signal_base + LOCAL_FLAG_OFFSET + phase
+        TNOTIFY(Signal(local_flag), 1, NotifyOp.Set)
+    else:
+        local_flag = signal_base + LOCAL_FLAG_OFFSET + phase
+        TWAIT(Signal(local_flag), 1, WaitCmp.GE)
+    pipe_barrier(PIPE_ALL)
+
+
+class _EpochSignals:
+    """The precomputed signals of one rank's epoch barrier (hot path: no per-call objects)."""
+
+    __slots__ = ("intra", "release", "peers", "cross_all")
+
+    def __init__(self, ctx, base):
+        me, n = ctx.rank, ctx.nranks
+        self.intra = Signal(base + EPOCH_INTRA)
+        self.release = Signal(base + EPOCH_RELEASE)
+        # my word in every rank's cross-rank group, my own included, so that the wait is one
+        # Signal2D sweep over words 0..nranks-1 instead of nranks-1 separate TWAITs
+        self.peers = [Signal(GetRemotePtr(ctx, base + EPOCH_CROSS + me, r)) for r in range(n)]
+        self.cross_all = Signal2D(base + EPOCH_CROSS, 1, n)
+
+
+def _epoch_signals(ctx, base):
+    cache = ctx.rt.__dict__.setdefault("_epoch_barrier_cache", {})
+    key = base.offset
+    sigs = cache.get(key)
+    if sigs is None:
+        sigs = cache[key] = _EpochSignals(ctx, base)
+    return sigs
+
+
+def EpochBarrier(ctx, signal_base=None, num_blocks=None):
+    """Barrier of every block of every rank; reusable without any reset (see module docstring).
+
+    ``signal_base`` is the start of the barrier's region (default
+    ``ctx.signal_base + EPOCH_BARRIER_OFFSET``); ``num_blocks`` defaults to the launch's real
+    block count. Returns the round number ``k`` (1 for the first barrier on a fresh region).
+    """
+    base = ctx.signal_base + EPOCH_BARRIER_OFFSET if signal_base is None else signal_base
+    nblocks = ctx.block_num if num_blocks is None else num_blocks
+    s = _epoch_signals(ctx, base)
+    pipe_barrier(PIPE_ALL)
+    dsb(DSB_DDR)  # release: what this block stored before the barrier is visible to all
+    k = s.release.value + 1
+    TNOTIFY(s.intra, 1, NotifyOp.AtomicAdd)
+    if ctx.block_idx == 0:
+        TWAIT(s.intra, nblocks, WaitCmp.GE)
+        TNOTIFY(s.intra, -nblocks, NotifyOp.AtomicAdd)
+        for sig in s.peers:
+            TNOTIFY(sig, 1, NotifyOp.AtomicAdd)
+        TWAIT(s.cross_all, k, WaitCmp.GE)
+        TNOTIFY(s.release, 1, NotifyOp.AtomicAdd)
+    else:
+        TWAIT(s.release, k, WaitCmp.GE)
+    pipe_barrier(PIPE_ALL)
+    return k
+
+
+__all__ = ["DeviceBarrier", "EpochBarrier", "CROSS_RANK_OFFSET", "LOCAL_FLAG_OFFSET",
+           "INTRA_RANK_OFFSET", "EPOCH_BARRIER_OFFSET", "EPOCH_BARRIER_WORDS"]

@@ -1,0 +1,166 @@
+"""Pipes, events, tiles and the data moves between GM and UB, in PTO's vocabulary.
+
+An AI core issues work to several pipes that run concurrently: ``PIPE_MTE2`` moves GM -> UB
+(``TLOAD``), ``PIPE_MTE3`` moves UB -> GM (``TSTORE``), ``PIPE_V`` computes, ``PIPE_S`` is the
+scalar unit (``TNOTIFY``, signal reads). Ordering between pipes exists only where the kernel asks:
+
+* ``set_flag(src, dst, id)`` / ``wait_flag(src, dst, id)``: work issued to ``dst`` after the wait
+  starts only once the work issued to ``src`` before the set has completed (1-bit flag per
+  ``(src, dst, id)``, ids 0-7; the wait consumes it);
+* ``pipe_barrier(pipe)``: all work issued to ``pipe`` (every pipe for ``PIPE_ALL``) completes;
+* ``dsb(DSB_DDR)``: completed stores become visible to other ranks (a DDR fence);
+* ``dcci``: write back / invalidate data-cache lines (a no-op until the line model is on).
+
+In eager mode everything completes at issue, as pto-isa's CPU simulator does. In hazard mode the
+same calls queue work and retire it later, so a missing flag or barrier shows up.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import agent as _agent
+from .engine import (
+    NUM_EVENTS,
+    PIPE_ALL,
+    PIPE_FIX,
+    PIPE_M,
+    PIPE_MTE1,
+    PIPE_MTE2,
+    PIPE_MTE3,
+    PIPE_NAMES,
+    PIPE_S,
+    PIPE_V,
+)
+from .errors import ArgumentError
+from .memory import _check_shape, as_dtype
+from .tensor import GlobalTensor
+from .types import AtomicType, check_enum
+
+EVENT_ID0, EVENT_ID1, EVENT_ID2, EVENT_ID3, EVENT_ID4, EVENT_ID5, EVENT_ID6, EVENT_ID7 = range(8)
+DSB_ALL, DSB_DDR, DSB_UB = 0, 1, 2
+SINGLE_CACHE_LINE, ENTIRE_DATA_CACHE = 0, 1
+CACHELINE_OUT = 0
+
+__all__ = [
+    "PIPE_S", "PIPE_V", "PIPE_MTE1", "PIPE_MTE2", "PIPE_MTE3", "PIPE_M", "PIPE_ALL", "PIPE_FIX",
+    "EVENT_ID0", "EVENT_ID1", "EVENT_ID2", "EVENT_ID3", "EVENT_ID4", "EVENT_ID5", "EVENT_ID6",
+    "EVENT_ID7", "DSB_ALL", "DSB_DDR", "DSB_UB", "SINGLE_CACHE_LINE", "ENTIRE_DATA_CACHE",
+    "CACHELINE_OUT", "AtomicType", "Tile", "TLOAD", "TSTORE", "TSTORE_IMPL", "set_flag",
+    "wait_flag", "pipe_barrier", "dsb", "dcci",
+]
+
+
+class Tile:
+    """A block-local UB buffer of ``rows x cols`` elements (made by ``ctx.tile``).
+
+    ``valid`` is the region the last ``TLOAD`` filled, as PTO's ``ValidRow`` / ``ValidCol``.
+    ``array`` is the numpy buffer (block-local memory, never shared).
+    """
+
+    __slots__ = ("array", "rows", "cols", "dtype", "valid")
+
+    def __init__(self, shape: Any, dtype: Any) -> None:
+        shape = _check_shape(shape, "tile shape", max_dims=2)
+        if len(shape) == 1:
+            shape = (1, shape[0])
+        if shape[0] < 1 or shape[1] < 1:
+            raise ArgumentError(f"tile shape must be at least 1x1, got {shape}")
+        self.dtype = as_dtype(dtype, "tile dtype")
+        self.rows, self.cols = shape
+        self.array = np.zeros(shape, dtype=self.dtype)
+        self.valid = (0, 0)
+
+    @property
+    def nbytes(self) -> int:
+        return self.array.nbytes
+
+    def __repr__(self) -> str:
+        return f"Tile({self.rows}x{self.cols} {self.dtype}, valid={self.valid[0]}x{self.valid[1]})"
+
+
+def _check_pipe(pipe: Any, what: str) -> int:
+    if isinstance(pipe, bool) or not isinstance(pipe, int) or not 0 <= pipe < len(PIPE_NAMES):
+        raise ArgumentError(f"{what} must be a pipe (PIPE_S=0 ... PIPE_FIX=7), got {pipe!r}")
+    return pipe
+
+
+def _check_event(event: Any, what: str) -> int:
+    if isinstance(event, bool) or not isinstance(event, int) or not 0 <= event < NUM_EVENTS:
+        raise ArgumentError(f"{what} must be an event id in [0, {NUM_EVENTS}), got {event!r}")
+    return event
+
+
+def _check_fit(op: str, tile: Any, g: Any) -> None:
+    if not isinstance(tile, Tile):
+        raise ArgumentError(f"{op}: tile must be a Tile from ctx.tile(), got {type(tile).__name__}")
+    if not isinstance(g, GlobalTensor):
+        raise ArgumentError(f"{op}: expected a GlobalTensor, got {type(g).__name__}")
+    if g.dtype != tile.dtype:
+        raise ArgumentError(f"{op}: tile dtype {tile.dtype} differs from the tensor's {g.dtype}")
+    if g.rows > tile.rows or g.cols > tile.cols:
+        raise ArgumentError(
+            f"{op}: a {g.rows}x{g.cols} tensor does not fit a {tile.rows}x{tile.cols} tile "
+            "(chunk it, or use TPUT/TGET which chunk)")
+
+
+def TLOAD(tile: Tile, src: GlobalTensor) -> None:
+    """Issue a GM -> UB copy of ``src`` into ``tile`` on ``PIPE_MTE2`` (viewed as rows x cols)."""
+    _check_fit("TLOAD", tile, src)
+    _agent.current().pipes.load(tile, src)
+
+
+def TSTORE(dst: GlobalTensor, tile: Tile, atomic: AtomicType = AtomicType.AtomicNone) -> None:
+    """Issue a UB -> GM copy of ``tile`` into ``dst`` on ``PIPE_MTE3``.
+
+    ``AtomicType.AtomicAdd`` accumulates (``dst += tile``) atomically against every other
+    AtomicAdd on the same memory, from any block or rank.
+    """
+    _check_fit("TSTORE", tile, dst)
+    atomic = check_enum(AtomicType, atomic, "TSTORE: atomic")
+    _agent.current().pipes.store(dst, tile, atomic)
+
+
+def TSTORE_IMPL(dst: GlobalTensor, tile: Tile, atomic: AtomicType = AtomicType.AtomicNone) -> None:
+    """``TSTORE`` as the seed's manual pipeline writes it (``TSTORE_IMPL<..., AtomicType>``)."""
+    TSTORE(dst, tile, atomic)
+
+
+def set_flag(src_pipe: int, dst_pipe: int, event_id: int) -> None:
+    """Set event ``event_id`` from ``src_pipe`` to ``dst_pipe`` once src's earlier work is done."""
+    src = _check_pipe(src_pipe, "set_flag: src_pipe")
+    dst = _check_pipe(dst_pipe, "set_flag: dst_pipe")
+    _agent.current().pipes.set_flag(src, dst, _check_event(event_id, "set_flag: event_id"))
+
+
+def wait_flag(src_pipe: int, dst_pipe: int, event_id: int) -> None:
+    """Make ``dst_pipe`` wait for (and consume) the event set by ``set_flag``."""
+    src = _check_pipe(src_pipe, "wait_flag: src_pipe")
+    dst = _check_pipe(dst_pipe, "wait_flag: dst_pipe")
+    _agent.current().pipes.wait_flag(src, dst, _check_event(event_id, "wait_flag: event_id"))
+
+
+def pipe_barrier(pipe: int) -> None:
+    """Complete all work issued to ``pipe`` (``PIPE_ALL``: to every pipe) before going on.
+
+    It orders completion inside the block; it does not make stores visible to other ranks
+    (that is ``dsb(DSB_DDR)``).
+    """
+    _agent.current().pipes.barrier(_check_pipe(pipe, "pipe_barrier: pipe"))
+
+
+def dsb(mode: int = DSB_DDR) -> None:
+    """Data synchronization barrier: completed stores become visible at the given level."""
+    if mode not in (DSB_ALL, DSB_DDR, DSB_UB):
+        raise ArgumentError(f"dsb: mode must be DSB_ALL=0, DSB_DDR=1 or DSB_UB=2; got {mode!r}")
+    _agent.current().pipes.dsb(mode)
+
+
+def dcci(ptr: Any = None, mode: int = SINGLE_CACHE_LINE, dst: int = CACHELINE_OUT) -> None:
+    """Data-cache clean and invalidate of the line at ``ptr`` (or the whole cache)."""
+    if mode not in (SINGLE_CACHE_LINE, ENTIRE_DATA_CACHE):
+        raise ArgumentError(f"dcci: mode must be SINGLE_CACHE_LINE=0 or ENTIRE_DATA_CACHE=1; got {mode!r}")
+    addr = getattr(ptr, "addr", 0) if ptr is not None else 0
+    _agent.current().pipes.dcci(addr, mode)

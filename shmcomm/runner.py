@@ -1,0 +1,388 @@
+"""``shmcomm.run``: start the rank processes, supervise them, clean up.
+
+The launcher creates the control segment and every rank's window (exclusive, 0600, unlinked at
+once), then forks one process per rank, which inherits the mappings. Each rank runs
+``host(rt)`` and sends back its result or its failure through a pipe. Meanwhile the launcher
+watches:
+
+* a failure report or a rank that dies (signal, ``os.abort``, ``os._exit``) sets the abort flag,
+  so every wait in every rank raises ``Aborted`` within a poll;
+* "every live agent waits, no wait can be satisfied by what memory holds, and nothing changed
+  for ``deadlock_grace``" is a deadlock: abort, with the wait-for table in the report;
+* the run timeout aborts too (the CLI then exits 124).
+
+Ranks that do not stop within ``STOP_GRACE_S`` of an abort are killed. Ranks get
+``PR_SET_PDEATHSIG``, so they die with the launcher even when it is SIGKILLed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import pickle
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from multiprocessing.connection import Connection, Pipe, wait
+from typing import Any
+
+from . import _atomics as at
+from . import control as C
+from .config import Config
+from .errors import (
+    Aborted,
+    ArgumentError,
+    DeadlockError,
+    Failure,
+    RunError,
+    RunTimeout,
+)
+from .memory import Windows
+from .wait import CMP_FUNCS, CMP_SYMBOLS, KIND_HOST_BARRIER, first_unsatisfied
+
+POLL_S = 0.02
+STOP_GRACE_S = 1.0
+
+
+def run(host: Callable[..., Any], nranks: int | None = None, *, blocks: int | None = None,
+        window_bytes: int | None = None, timeout: float | None = None, seed: int | None = None,
+        mode: str | None = None, args: tuple = (), config: Config | None = None,
+        **settings: Any) -> list[Any]:
+    """Run ``host(rt, *args)`` once in each of ``nranks`` rank processes; return their results.
+
+    ``window_bytes`` sizes each rank's data heap; any other :class:`Config` field may be given by
+    name (unknown names raise). Raises :class:`RunError` (``DeadlockError``, ``RunTimeout``) with
+    one report naming the failing rank, block and traceback.
+    """
+    if not callable(host):
+        raise ArgumentError(f"run: host must be callable, got {type(host).__name__}")
+    if config is None:
+        config = Config.from_kwargs(nranks=nranks, blocks=blocks, heap_bytes=window_bytes,
+                                    timeout=timeout, seed=seed, mode=mode, **settings)
+    elif any(v is not None for v in (nranks, blocks, window_bytes, timeout, seed, mode)) or settings:
+        raise ArgumentError("run: pass either config= or individual settings, not both")
+    return _Launcher(config, host, args).run()
+
+
+class _Launcher:
+    def __init__(self, config: Config, host: Callable, args: tuple) -> None:
+        self.config = config
+        self.host = host
+        self.args = args
+        self.pids: dict[int, int] = {}
+        self.conns: dict[Connection, int] = {}
+        self.results: dict[int, Any] = {}
+        self.failures: list[Failure] = []
+        self.secondary = 0
+        self.exited: set[int] = set()
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def run(self) -> list[Any]:
+        cfg = self.config
+        self.ctl = C.Control(cfg.nranks)
+        try:
+            self.windows = Windows(cfg.nranks, cfg.signal_bytes, cfg.heap_bytes)
+        except BaseException:
+            self.ctl.close()
+            raise
+        old_int = signal.getsignal(signal.SIGINT)
+        old_term = signal.getsignal(signal.SIGTERM)
+        try:
+            for rank in range(cfg.nranks):
+                self._spawn(rank)
+            self._supervise()
+        except KeyboardInterrupt:
+            self.ctl.abort(C.ABORT_INTERRUPT)
+            self.failures.append(Failure(None, None, "interrupt", "interrupted (SIGINT)"))
+        finally:
+            self._stop_all()
+            self.windows.close()
+            self.ctl.close()
+            signal.signal(signal.SIGINT, old_int)
+            signal.signal(signal.SIGTERM, old_term)
+        if self.failures:
+            first = self.failures[0].kind
+            cls = {"deadlock": DeadlockError, "timeout": RunTimeout}.get(first, RunError)
+            raise cls(self.failures, cfg.seed, self.secondary)
+        return [self.results[r] for r in range(cfg.nranks)]
+
+    def _spawn(self, rank: int) -> None:
+        reader, writer = Pipe(duplex=False)
+        parent = os.getpid()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # the rank process; never returns
+            code = 1
+            try:
+                reader.close()
+                for other in self.conns:
+                    other.close()
+                code = _rank_main(rank, parent, self.config, self.windows, self.ctl, writer,
+                                  self.host, self.args)
+            finally:
+                os._exit(code)
+        writer.close()
+        self.pids[rank] = pid
+        self.conns[reader] = rank
+
+    def _supervise(self) -> None:
+        cfg = self.config
+        start = time.monotonic()
+        abort_at: float | None = None
+        deadlock = _DeadlockWatch(self, cfg.deadlock_grace)
+        while self.conns:
+            for conn in wait(list(self.conns), timeout=POLL_S):
+                self._receive(conn)  # type: ignore[arg-type]
+            now = time.monotonic()
+            if abort_at is None:
+                if self.failures:
+                    self.ctl.abort(C.ABORT_FAILURE)
+                    abort_at = now
+                elif now - start > cfg.timeout:
+                    self.ctl.abort(C.ABORT_TIMEOUT)
+                    self.failures.append(Failure(
+                        None, None, "timeout",
+                        f"the run did not finish within timeout={cfg.timeout:g} s"
+                        + self._still_running()))
+                    abort_at = now
+                else:
+                    report = deadlock.check(now)
+                    if report:
+                        self.ctl.abort(C.ABORT_DEADLOCK)
+                        self.failures.insert(0, Failure(None, None, "deadlock", report))
+                        abort_at = now
+            elif now - abort_at > STOP_GRACE_S:
+                for conn, rank in list(self.conns.items()):
+                    self._kill(rank)
+                    self.secondary += 1
+                    self._close(conn)
+
+    def _receive(self, conn: Connection) -> None:
+        rank = self.conns[conn]
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            status = self._reap(rank, block=True)
+            if rank not in self.results:
+                self._record_death(rank, status)
+            self._close(conn)
+            return
+        except Exception as exc:  # a result that does not unpickle here
+            self.failures.append(Failure(rank, None, "exception",
+                                         f"its result could not be received: {exc!r}"))
+            return
+        kind, payload = msg
+        if kind == "ok":
+            self.results[rank] = payload
+        elif kind == "aborted":
+            self.secondary += 1
+            self.results[rank] = None
+        else:
+            self.failures.append(Failure(**payload))
+            self.results[rank] = None
+
+    def _record_death(self, rank: int, status: int | None) -> None:
+        if self.ctl.aborted() and self.failures:
+            self.secondary += 1
+            self.results[rank] = None
+            return
+        if status is None:
+            why = "exited without a report"
+        elif os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+            why = f"died from signal {signal.Signals(sig).name}"
+        else:
+            why = f"exited with status {os.WEXITSTATUS(status)} without a report"
+        self.failures.append(Failure(rank, None, "crash", f"rank process (pid {self.pids[rank]}) {why}"))
+        self.results[rank] = None
+
+    def _still_running(self) -> str:
+        return "; ranks still running: " + ", ".join(str(r) for r in sorted(self.conns.values()))
+
+    def _reap(self, rank: int, block: bool) -> int | None:
+        if rank in self.exited:
+            return None
+        try:
+            pid, status = os.waitpid(self.pids[rank], 0 if block else os.WNOHANG)
+        except ChildProcessError:
+            self.exited.add(rank)
+            return None
+        if pid == 0:
+            return None
+        self.exited.add(rank)
+        return status
+
+    def _kill(self, rank: int) -> None:
+        if rank not in self.exited:
+            try:
+                os.kill(self.pids[rank], signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def _close(self, conn: Connection) -> None:
+        self.conns.pop(conn, None)
+        conn.close()
+
+    def _stop_all(self) -> None:
+        """Whatever happened: no rank process outlives the launcher's return."""
+        if any(r not in self.exited for r in self.pids):
+            self.ctl.abort(C.ABORT_INTERRUPT)
+            deadline = time.monotonic() + STOP_GRACE_S
+            while time.monotonic() < deadline and any(
+                    self._reap(r, block=False) is None and r not in self.exited for r in self.pids):
+                time.sleep(0.01)
+            for r in self.pids:
+                self._kill(r)
+            for r in self.pids:
+                self._reap(r, block=True)
+        for conn in list(self.conns):
+            self._close(conn)
+
+
+class _DeadlockWatch:
+    """Declares a deadlock when two snapshots ``deadlock_grace`` apart show every live agent
+    waiting on a condition memory does not satisfy, and no agent started a new wait between.
+
+    Only a running agent can change memory, so "all wait, none satisfied, same waits" cannot
+    resolve by itself (a deferring engine retires its work while its agent waits; it keeps
+    ``pending`` non-zero in the agent line so that such a wait is not judged too early).
+    """
+
+    def __init__(self, launcher: _Launcher, grace: float) -> None:
+        self.l = launcher
+        self.grace = grace
+        self.key: Any = None
+        self.since = 0.0
+
+    def check(self, now: float) -> str | None:
+        snap = self._snapshot()
+        if snap is None:
+            self.key = None
+            return None
+        key, waits = snap
+        if key != self.key:
+            self.key, self.since = key, now
+            return None
+        if now - self.since < self.grace:
+            return None
+        return self._report(waits, now - self.since)
+
+    def _snapshot(self):
+        l, ctl = self.l, self.l.ctl
+        waits = []
+        live = [r for r in l.conns.values() if r not in l.results]
+        if not live:
+            return None
+        for r in live:
+            agents = ctl.agents_of(r)
+            host = agents[C.HOST_SLOT]
+            if host[C.A_STATE] == C.WAITING:
+                waits.append((r, None, host))
+            elif host[C.A_STATE] == C.JOINING:
+                nb = ctl.rank_field(r, C.R_BLOCKS)
+                states = agents[:nb, C.A_STATE]
+                if (states == C.RUNNING).any() or (states == C.IDLE).any():
+                    return None
+                blocked = [(r, b, agents[b]) for b in range(nb) if states[b] == C.WAITING]
+                if not blocked:
+                    return None
+                waits.extend(blocked)
+            else:
+                return None
+        for _r, _b, line in waits:
+            if line[C.A_PENDING] or self._satisfied(line):
+                return None
+        key = (tuple((r, b, int(line[C.A_SEQ])) for r, b, line in waits))
+        return key, waits
+
+    def _addrs(self, line) -> list[int]:
+        rank, off = int(line[C.A_SIG_RANK]), int(line[C.A_SIG_OFF])
+        rows, cols, stride = int(line[C.A_ROWS]), int(line[C.A_COLS]), int(line[C.A_STRIDE])
+        if line[C.A_KIND] == KIND_HOST_BARRIER or rank < 0:
+            base = self.l.ctl.base + off
+        else:
+            base = self.l.windows.bases[rank] + off
+        return [ctypes.c_void_p(base + 4 * (i * stride + j)) for i in range(rows) for j in range(cols)]
+
+    def _satisfied(self, line) -> bool:
+        cmp, value = int(line[C.A_CMP]), int(line[C.A_VALUE])
+        if not 0 <= cmp < len(CMP_FUNCS):
+            return True
+        return first_unsatisfied(self._addrs(line), CMP_FUNCS[cmp], value)[0] < 0
+
+    def _report(self, waits, stable: float) -> str:
+        ctl = self.l.ctl
+        now_ms = ctl.now_ms()
+        rows = [("rank", "block", "waits on", "cmp", "expected", "current", "waiting")]
+        for r, b, line in waits:
+            addrs = self._addrs(line)
+            cmp, value = int(line[C.A_CMP]), int(line[C.A_VALUE])
+            idx, cur = first_unsatisfied(addrs, CMP_FUNCS[cmp], value)
+            if line[C.A_KIND] == KIND_HOST_BARRIER:
+                what = "host barrier (rt.barrier)"
+            else:
+                what = f"signal rank {int(line[C.A_SIG_RANK])} offset {int(line[C.A_SIG_OFF]):#x}"
+                if len(addrs) > 1:
+                    what += f" elem {max(idx, 0)}/{len(addrs)}"
+            rows.append((str(r), "host" if b is None else str(b), what, CMP_SYMBOLS[cmp],
+                         str(value), str(cur), f"{(now_ms - int(line[C.A_START])) / 1000:.2f} s"))
+        finished = sorted(r for r in self.l.results)
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        table = "\n".join("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True))
+                          for row in rows)
+        tail = f"\n  ranks already finished: {', '.join(map(str, finished))}" if finished else ""
+        return (f"deadlock: every live agent waits and no wait can be satisfied (stable for "
+                f"{stable:.2f} s)\n{table}{tail}")
+
+
+# --- the rank process ---------------------------------------------------------------------------
+
+def _rank_main(rank: int, parent: int, config: Config, windows: Windows, ctl: C.Control,
+               conn: Connection, host: Callable, args: tuple) -> int:
+    """Body of one rank process. Returns its exit status."""
+    from . import _atomics
+    from .context import KernelError, RankRuntime
+
+    _atomics.set_parent_death_signal(signal.SIGKILL)
+    if os.getppid() != parent:  # the launcher died before prctl took effect
+        return 1
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher handles Ctrl-C for everyone
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    sys.setswitchinterval(config.switch_interval)
+    ctl.set_rank(rank, C.R_PID, os.getpid())
+    ctl.set_rank(rank, C.R_STATE, C.R_RUNNING)
+    msg: tuple[str, Any]
+    try:
+        rt = RankRuntime(rank, config, windows, ctl)
+        result = host(rt, *args)
+        msg = ("ok", result)
+    except KernelError as exc:
+        msg = _failure_msg(rank, exc.block, exc.exc, exc.tb)
+    except BaseException as exc:
+        msg = _failure_msg(rank, None, exc, traceback.format_exc())
+    if msg[0] == "error":
+        ctl.abort(C.ABORT_FAILURE)
+    try:
+        conn.send(msg)
+    except (pickle.PicklingError, TypeError, AttributeError) as exc:
+        conn.send(_failure_msg(rank, None, exc, f"host() returned an object that cannot be "
+                               f"pickled back to the launcher: {exc!r}"))
+        ctl.abort(C.ABORT_FAILURE)
+        return 1
+    except (BrokenPipeError, OSError):
+        return 1
+    at.store(ctl.rank_addr(rank, C.R_STATE), C.R_EXITED if msg[0] == "ok" else C.R_FAILED)
+    return 0 if msg[0] == "ok" else 1
+
+
+def _failure_msg(rank: int, block: int | None, exc: BaseException, tb: str) -> tuple[str, Any]:
+    if isinstance(exc, Aborted):
+        return ("aborted", str(exc))
+    return ("error", dict(rank=rank, block=block, kind="exception",
+                          message=f"{type(exc).__name__}: {exc}", traceback=tb))
+
+

@@ -1,0 +1,205 @@
+"""The host runtime and the launcher: results, failures, crashes, deadlocks, timeouts, CLI."""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import shmcomm
+from shmcomm import DeadlockError, RunError, RunTimeout
+from shmcomm.comm import TNOTIFY, TWAIT, GetRemotePtr, NotifyOp, Signal, WaitCmp
+from shmcomm.kernels import EpochBarrier
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_results_come_back_in_rank_order():
+    assert shmcomm.run(lambda rt: (rt.rank, rt.nranks), nranks=5) == [(r, 5) for r in range(5)]
+
+
+def test_host_barrier_and_reset_signals():
+    def host(rt):
+        for _ in range(20):
+            rt.barrier()
+        TNOTIFY(Signal(GetRemotePtr(None, rt.signal_base + 9, 0)), 1, NotifyOp.AtomicAdd)
+        rt.barrier()
+        seen = int(rt.signals[9])
+        rt.reset_signals()
+        return seen, int(rt.signals.any())
+
+    res = shmcomm.run(host, nranks=4)
+    assert res[0] == (4, 0) and all(r == (0, 0) for r in res[1:])
+
+
+def _fail_in_block(ctx):
+    if ctx.rank == 2 and ctx.block_idx == 1:
+        raise ValueError("boom in block")
+    EpochBarrier(ctx)  # everybody else waits for the failed block
+
+
+def test_exception_in_one_block_stops_every_rank():
+    t0 = time.monotonic()
+    with pytest.raises(RunError) as info:
+        shmcomm.run(lambda rt: rt.launch(_fail_in_block, blocks=3), nranks=4, wait_timeout=60)
+    assert time.monotonic() - t0 < 10
+    err = info.value
+    assert err.failures[0].rank == 2 and err.failures[0].block == 1
+    assert "ValueError: boom in block" in str(err) and "_fail_in_block" in str(err)
+    assert len(err.failures) == 1  # the others were stopped by the abort, not reported as causes
+
+
+def _crash_host(how):
+    def host(rt):
+        if rt.rank == 1:
+            time.sleep(0.1)
+            if how == "abort":
+                os.abort()
+            os.kill(os.getpid(), signal.SIGKILL)
+        rt.barrier()  # the others wait for the dead rank forever
+    return host
+
+
+@pytest.mark.parametrize("how,signame", [("abort", "SIGABRT"), ("kill", "SIGKILL")])
+def test_crashed_rank_is_reported_and_others_stop(how, signame):
+    t0 = time.monotonic()
+    with pytest.raises(RunError) as info:
+        shmcomm.run(_crash_host(how), nranks=4, wait_timeout=60)
+    assert time.monotonic() - t0 < 10
+    first = info.value.failures[0]
+    assert first.kind == "crash" and first.rank == 1 and signame in first.message
+
+
+def _deadlock_kernel(ctx):
+    # rank 0 waits for a signal that nobody sends; the others wait for rank 0
+    if ctx.rank == 0:
+        TWAIT(Signal(ctx.signal_base + 100), 1, WaitCmp.EQ)
+    EpochBarrier(ctx)
+
+
+def test_deadlock_is_reported_with_wait_for_table_before_timeout():
+    t0 = time.monotonic()
+    with pytest.raises(DeadlockError) as info:
+        shmcomm.run(lambda rt: rt.launch(_deadlock_kernel, blocks=2), nranks=3, wait_timeout=60,
+                    timeout=60, deadlock_grace=0.3)
+    assert time.monotonic() - t0 < 15
+    msg = str(info.value)
+    assert "deadlock" in msg and "waits on" in msg
+    assert "signal rank 0 offset 0x190" in msg and "==" in msg  # rank 0's TWAIT(EQ 1) on word 100
+
+
+def test_run_timeout():
+    def host(rt):
+        time.sleep(30 if rt.rank == 0 else 0)
+
+    t0 = time.monotonic()
+    with pytest.raises(RunTimeout):
+        shmcomm.run(host, nranks=2, timeout=0.5)
+    assert time.monotonic() - t0 < 5
+
+
+def test_unpicklable_result_is_a_clear_error():
+    with pytest.raises(RunError, match="pickled"):
+        shmcomm.run(lambda rt: (lambda: None), nranks=1)
+
+
+def test_launch_argument_errors():
+    def host(rt):
+        errors = []
+        for kwargs in ({"kernel": 3}, {"kernel": lambda c: None, "blocks": 0},
+                       {"kernel": lambda c: None, "blocks": 65}, {"kernel": lambda c: None, "args": [1]}):
+            try:
+                rt.launch(**kwargs)
+            except shmcomm.ArgumentError as exc:
+                errors.append(str(exc))
+        return errors
+
+    (errors,) = shmcomm.run(host, nranks=1)
+    assert len(errors) == 4 and "callable" in errors[0] and "[1, 64]" in errors[1]
+
+
+def test_get_block_num_is_the_real_launch_count():
+    from shmcomm.comm import get_block_idx, get_block_num
+
+    def host(rt):
+        seen = []
+        rt.launch(lambda ctx: seen.append((get_block_idx(), get_block_num(), ctx.block_num)), blocks=3)
+        return sorted(seen)
+
+    assert shmcomm.run(host, nranks=1) == [[(0, 3, 3), (1, 3, 3), (2, 3, 3)]]
+
+
+def test_segments_are_private_and_unlinked(tmp_path):
+    # names exist only between create and unlink: watch /dev/shm while creating windows
+    from shmcomm.memory import Segment
+
+    seg = Segment("probe", 4096)
+    try:
+        assert not any(seg.name.strip("/") == n for n in os.listdir("/dev/shm"))
+        token = seg.name.split(".")[2]
+        assert len(token) >= 16  # >= 64 random bits
+    finally:
+        seg.close()
+    import posix_ipc
+
+    probe = posix_ipc.SharedMemory("/shmcomm.test.mode", posix_ipc.O_CREX, mode=0o600, size=64)
+    try:
+        mode = os.stat("/dev/shm/shmcomm.test.mode").st_mode
+        assert stat.S_IMODE(mode) == 0o600
+    finally:
+        probe.close_fd()
+        probe.unlink()
+
+
+def _cli(*args, timeout=120):
+    return subprocess.run([sys.executable, "-m", "shmcomm.launch", *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_cli_default_job_prints_table():
+    p = _cli("--nranks", "3", "--blocks", "2", "--iters", "20")
+    assert p.returncode == 0, p.stderr
+    assert "EpochBarrier" in p.stdout and "DeviceBarrier" in p.stdout and "result: OK" in p.stdout
+    assert "RuntimeWarning" not in p.stderr
+
+
+def test_cli_usage_errors_exit_2():
+    p = _cli("--nranks", "0")
+    assert p.returncode == 2 and "--nranks" in p.stderr
+    p = _cli("--nranks", "2", "--program", "no_such_module_xyz:host")
+    assert p.returncode == 2 and "no_such_module_xyz" in p.stderr
+    p = _cli("--help")
+    assert p.returncode == 0 and "--nranks" in p.stdout
+
+
+def test_cli_program_failure_and_timeout_exit_codes(tmp_path):
+    (tmp_path / "userprog.py").write_text(
+        "import time\n"
+        "def ok(rt):\n    return rt.rank * 10\n"
+        "def bad(rt):\n    raise RuntimeError('user bug')\n"
+        "def slow(rt):\n    time.sleep(60)\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    run = lambda *a: subprocess.run([sys.executable, "-m", "shmcomm.launch", *a], capture_output=True,  # noqa: E731
+                                    text=True, timeout=120, env=env)
+    p = run("--nranks", "2", "--program", "userprog:ok")
+    assert p.returncode == 0 and "rank 1: 10" in p.stdout
+    p = run("--nranks", "2", "--program", "userprog:bad")
+    assert p.returncode == 1 and "RuntimeError: user bug" in p.stderr
+    p = run("--nranks", "2", "--program", "userprog:slow", "--timeout", "0.5")
+    assert p.returncode == 124
+
+
+def test_many_launches_reuse_one_process():
+    def host(rt):
+        x = rt.alloc((4,), np.int32)
+        for _ in range(30):
+            rt.launch(lambda ctx: EpochBarrier(ctx), blocks=2)
+        return x.ptr.offset
+
+    assert len(set(shmcomm.run(host, nranks=3))) == 1
