@@ -1,7 +1,7 @@
 """The ``python -m shmcomm.launch`` command line (argument parsing, exit codes).
 
 Exit status: 0 when every rank succeeded, 1 when the run failed (the report goes to stderr),
-2 for a usage error, 124 when the run timed out.
+2 for a usage error, 124 when the run timed out, 130 / 143 when interrupted by SIGINT / SIGTERM.
 """
 
 from __future__ import annotations
@@ -79,7 +79,11 @@ def main(argv: list[str] | None = None) -> int:
         return 124
     except RunError as exc:
         print(exc, file=sys.stderr)
-        return 1
+        signum = getattr(exc, "signum", None)  # interrupted: the shell's 128 + signal number
+        return 128 + signum if exc.kind == "interrupt" and signum else 1
+    except KeyboardInterrupt:  # Ctrl-C outside the run (imports, printing): no traceback
+        print("shmcomm.launch: interrupted", file=sys.stderr)
+        return 130
     except ShmcommError as exc:
         print(f"shmcomm.launch: {exc}", file=sys.stderr)
         return 1

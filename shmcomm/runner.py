@@ -22,6 +22,7 @@ import os
 import pickle
 import signal
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -66,6 +67,14 @@ def run(host: Callable[..., Any], nranks: int | None = None, *, blocks: int | No
     return _Launcher(config, host, args).run()
 
 
+class _Interrupted(BaseException):
+    """SIGINT or SIGTERM reached the launcher (raised by its handler, caught by ``run``)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
 class _Launcher:
     def __init__(self, config: Config, host: Callable, args: tuple) -> None:
         self.config = config
@@ -77,37 +86,68 @@ class _Launcher:
         self.failures: list[Failure] = []
         self.secondary = 0
         self.exited: set[int] = set()
+        self.ctl: C.Control | None = None
+        self.windows: Windows | None = None
+        self.stopping = False  # set once teardown starts: signals then wait for it to finish
+        self.signum: int | None = None  # the signal that interrupted the run, if any
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def run(self) -> list[Any]:
         cfg = self.config
-        self.ctl = C.Control(cfg.nranks)
+        restore = self._catch_signals()
         try:
-            self.windows = Windows(cfg.nranks, cfg.signal_bytes, cfg.heap_bytes)
-        except BaseException:
-            self.ctl.close()
-            raise
-        old_int = signal.getsignal(signal.SIGINT)
-        old_term = signal.getsignal(signal.SIGTERM)
-        try:
-            for rank in range(cfg.nranks):
-                self._spawn(rank)
-            self._supervise()
-        except KeyboardInterrupt:
-            self.ctl.abort(C.ABORT_INTERRUPT)
-            self.failures.append(Failure(None, None, "interrupt", "interrupted (SIGINT)"))
+            try:
+                self.ctl = C.Control(cfg.nranks)
+                self.windows = Windows(cfg.nranks, cfg.signal_bytes, cfg.heap_bytes)
+                for rank in range(cfg.nranks):
+                    self._spawn(rank)
+                self._supervise()
+            except (_Interrupted, KeyboardInterrupt) as exc:
+                self.stopping = True
+                self.signum = getattr(exc, "signum", signal.SIGINT)
+                how = ("interrupted by SIGINT (Ctrl-C)" if self.signum == signal.SIGINT
+                       else f"terminated by {signal.Signals(self.signum).name}")
+                self.failures.append(Failure(None, None, "interrupt",
+                                             f"{how}; every rank process was stopped"))
+            finally:
+                self.stopping = True  # a second Ctrl-C must not cut the teardown short
+                self._stop_all()
+                if self.windows is not None:
+                    self.windows.close()
+                if self.ctl is not None:
+                    self.ctl.close()
         finally:
-            self._stop_all()
-            self.windows.close()
-            self.ctl.close()
-            signal.signal(signal.SIGINT, old_int)
-            signal.signal(signal.SIGTERM, old_term)
+            restore()
         if self.failures:
             first = self.failures[0].kind
             cls = {"deadlock": DeadlockError, "timeout": RunTimeout}.get(first, RunError)
-            raise cls(self.failures, cfg.seed, self.secondary)
+            err = cls(self.failures, cfg.seed, self.secondary)
+            err.signum = self.signum  # type: ignore[attr-defined]  # the CLI's exit status 128+n
+            raise err
         return [self.results[r] for r in range(cfg.nranks)]
+
+    def _catch_signals(self) -> Callable[[], None]:
+        """Turn SIGINT / SIGTERM into one clean teardown; returns the function restoring the old
+        handlers. Only the main thread may set handlers: elsewhere Ctrl-C stays KeyboardInterrupt."""
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+        old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+        def handler(signum: int, frame: Any) -> None:
+            if self.stopping:
+                return  # already tearing down: finish that first
+            self.stopping = True
+            raise _Interrupted(signum)
+
+        for s in old:
+            signal.signal(s, handler)
+
+        def restore() -> None:
+            for s, h in old.items():
+                signal.signal(s, h if h is not None else signal.SIG_DFL)
+
+        return restore
 
     def _spawn(self, rank: int) -> None:
         reader, writer = Pipe(duplex=False)
