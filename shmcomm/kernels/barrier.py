@@ -26,12 +26,27 @@ Protocol of ``EpochBarrier`` (all AtomicAdd, all GE waits on monotonic counts):
 
 So it stays correct for any number of calls in a launch and any number of launches without a
 signal reset, as long as every rank calls it the same number of times.
+
+Central barrier layout (from ``CENTRAL_BARRIER_OFFSET``; only rank 0's words are used)::
+
+    +0                   arrivals of every block of every rank (monotonic)
+
+Protocol of ``CentralBarrier`` (a one-level combining tree: every block is a leaf of rank 0):
+every block drains and fences, derives its round ``k = arrivals // N + 1`` with
+``N = nranks * num_blocks`` (before its own add the count lies in ``[(k-1)N, kN)``), adds 1 and
+waits for ``arrivals >= k * N``. One atomic add and one single-word wait per block, and the last
+arrival releases everybody directly: no hop through a block 0. The price: every launch that uses
+a region must have the same ``N`` (use another ``signal_base``, or ``rt.reset_signals()``, when
+the block count changes), and the int32 count allows ``2**31 // N`` rounds per region.
+A dissemination barrier needs ``log2(nranks)`` dependent waits per barrier, each one a
+scheduling hop on an oversubscribed box, so the flat counter wins here.
 """
 
 from __future__ import annotations
 
 from ..comm import TNOTIFY, TWAIT, GetRemotePtr, NotifyOp, Signal, Signal2D, WaitCmp
 from ..config import MAX_RANKS
+from ..errors import ShmcommError
 from ..pipe import DSB_DDR, PIPE_ALL, dsb, pipe_barrier
 
 CROSS_RANK_OFFSET = 0
@@ -43,6 +58,10 @@ EPOCH_CROSS = 0
 EPOCH_INTRA = MAX_RANKS  # own 64-byte line
 EPOCH_RELEASE = MAX_RANKS + 16  # own 64-byte line
 EPOCH_BARRIER_WORDS = MAX_RANKS + 32
+CENTRAL_BARRIER_OFFSET = 512  # words, past the epoch region
+CENTRAL_ARRIVALS = 0
+CENTRAL_BARRIER_WORDS = 16
+_INT32_MAX = 2**31 - 1
 
 
 def DeviceBarrier(ctx, signal_base, phase, my_rank, nranks, block_idx, num_comm_blocks):
@@ -138,5 +157,37 @@ def EpochBarrier(ctx, signal_base=None, num_blocks=None):
     return k
 
 
-__all__ = ["DeviceBarrier", "EpochBarrier", "CROSS_RANK_OFFSET", "LOCAL_FLAG_OFFSET",
-           "INTRA_RANK_OFFSET", "EPOCH_BARRIER_OFFSET", "EPOCH_BARRIER_WORDS"]
+def _central_signal(ctx, base):
+    cache = ctx.rt.__dict__.setdefault("_central_barrier_cache", {})
+    sig = cache.get(base.offset)
+    if sig is None:
+        sig = cache[base.offset] = Signal(GetRemotePtr(ctx, base + CENTRAL_ARRIVALS, 0))
+    return sig
+
+
+def CentralBarrier(ctx, signal_base=None, num_blocks=None):
+    """Barrier of every block of every rank on one arrival counter (see module docstring).
+
+    ``signal_base`` is the start of the barrier's region (default
+    ``ctx.signal_base + CENTRAL_BARRIER_OFFSET``; the counter lives in rank 0's window);
+    ``num_blocks`` defaults to the launch's real block count and must be the same on every rank
+    and in every launch that uses the region. Returns the round number ``k``.
+    """
+    base = ctx.signal_base + CENTRAL_BARRIER_OFFSET if signal_base is None else signal_base
+    n = ctx.nranks * (ctx.block_num if num_blocks is None else num_blocks)
+    arrivals = _central_signal(ctx, base)
+    pipe_barrier(PIPE_ALL)
+    dsb(DSB_DDR)  # release: what this block stored before the barrier is visible to all
+    k = arrivals.value // n + 1
+    if k * n > _INT32_MAX:
+        raise ShmcommError(f"CentralBarrier: the arrival counter is exhausted after {k - 1} rounds "
+                           f"of {n} arrivals; call rt.reset_signals() or use another signal_base")
+    TNOTIFY(arrivals, 1, NotifyOp.AtomicAdd)
+    TWAIT(arrivals, k * n, WaitCmp.GE)
+    pipe_barrier(PIPE_ALL)
+    return k
+
+
+__all__ = ["DeviceBarrier", "EpochBarrier", "CentralBarrier", "CROSS_RANK_OFFSET", "LOCAL_FLAG_OFFSET",
+           "INTRA_RANK_OFFSET", "EPOCH_BARRIER_OFFSET", "EPOCH_BARRIER_WORDS",
+           "CENTRAL_BARRIER_OFFSET", "CENTRAL_BARRIER_WORDS"]

@@ -1,0 +1,595 @@
+"""Barrier latency: shmcomm's device barriers against what a user would reach for instead.
+
+Every case runs in fresh processes, and every figure is the **slowest rank's** mean time per
+barrier over ``iters`` back-to-back barriers (the max over all ranks and blocks), repeated
+``repeats`` times; a row gives min / median / max over the repeats. All rows of one invocation
+are measured in the same run, so their ratios are what to read (the box is shared: the 1-minute
+load average is kept with every row).
+
+Measured, for each ``nranks x blocks``:
+
+* shmcomm ``DeviceBarrier`` (the seed's, single-use: every call gets a freshly zeroed signal
+  region, which is what a reset between uses gives it), ``EpochBarrier`` and ``CentralBarrier``;
+* ``multiprocessing.Barrier`` over every rank x block thread (ranks as processes);
+* ``threading.Barrier`` in each process + ``multiprocessing.Barrier`` across processes (thread 0
+  of each process), what a user hand-writes for ranks x blocks;
+* ``MPI_Barrier`` through mpi4py (thread 0 of each MPI rank, ``threading.Barrier`` around it),
+  when the ``mpi`` extra (mpi4py + the MPICH wheel) is installed; skipped with a note otherwise.
+
+Plus the wait policies (spin / yield / futex / adaptive) on a few shapes, latency versus nranks
+up to 64 (oversubscribed), and the launch cost. Writes ``<out>.json`` (versioned, with machine
+metadata), ``<out>.md`` and ``<out>.png`` (matplotlib, the ``bench`` extra; skipped with a note
+when missing).
+
+    python benchmarks/barrier_latency.py --quick          # < 1 minute
+    python benchmarks/barrier_latency.py                  # the full table (a few minutes)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+import shmcomm
+from shmcomm.kernels.barrier import CentralBarrier, DeviceBarrier, EpochBarrier
+
+SCHEMA = "shmcomm.bench.barrier_latency/1"
+SEED_REGION0 = 1024  # words: past the Epoch / Central barrier regions of the signal matrix
+SEED_STRIDE = 128  # words per single-use seed-barrier region (MAX_RANKS + 2 rounded up to lines)
+SHM_BARRIERS = ("seed", "epoch", "central")
+POLICIES = ("spin", "yield", "futex", "adaptive")
+CASE_TIMEOUT_S = 120.0
+
+
+@dataclass
+class Row:
+    """One measured case: ``us`` holds the slowest rank's latency of each repeat."""
+
+    kind: str  # "barrier" | "policy" | "scaling"
+    impl: str
+    nranks: int
+    blocks: int
+    policy: str
+    iters: int
+    us: list[float]
+    loadavg: float
+    note: str = ""
+    stats: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.us:
+            self.stats = {"min": min(self.us), "median": statistics.median(self.us), "max": max(self.us)}
+
+
+# --- shmcomm ------------------------------------------------------------------------------------
+
+def _shm_kernel(ctx, which: str, iters: int, repeats: int, out: list) -> None:
+    perf = time.perf_counter
+    me, n, b, nb = ctx.rank, ctx.nranks, ctx.block_idx, ctx.block_num
+    # the seed barrier is single-use: every call gets its own zeroed region (= a reset between uses)
+    seeds = [ctx.signal_base + SEED_REGION0 + i * SEED_STRIDE for i in range(iters * repeats)] \
+        if which == "seed" else []
+    EpochBarrier(ctx)  # warm-up and alignment
+    if which == "central":
+        CentralBarrier(ctx)
+    lat = []
+    for rep in range(repeats):
+        EpochBarrier(ctx)  # align the repeats
+        inside = 0.0
+        if which == "seed":
+            for i in range(iters):
+                base = seeds[rep * iters + i]
+                t0 = perf()
+                DeviceBarrier(ctx, base, 0, me, n, b, nb)
+                inside += perf() - t0
+        elif which == "epoch":
+            for _ in range(iters):
+                t0 = perf()
+                EpochBarrier(ctx)
+                inside += perf() - t0
+        else:
+            for _ in range(iters):
+                t0 = perf()
+                CentralBarrier(ctx)
+                inside += perf() - t0
+        lat.append(inside / iters)
+    out[b] = lat
+
+
+def _shm_host(rt, which: str, blocks: int, iters: int, repeats: int) -> list[float]:
+    out: list = [None] * blocks
+    rt.reset_signals()
+    rt.launch(_shm_kernel, blocks=blocks, args=(which, iters, repeats, out))
+    return [max(col) for col in zip(*out, strict=True)]  # slowest block of each repeat
+
+
+def shm_case(which: str, nranks: int, blocks: int, iters: int, repeats: int, policy: str) -> list[float]:
+    """The slowest rank's latency (s) per repeat of one shmcomm barrier."""
+    words = SEED_REGION0 + SEED_STRIDE * (iters * repeats + 1) if which == "seed" else SEED_REGION0
+    sig_bytes = -(-4 * words // 4096) * 4096
+    per_rank = shmcomm.run(_shm_host, nranks=nranks, blocks=blocks, args=(which, blocks, iters, repeats),
+                           signal_bytes=sig_bytes, window_bytes=0, wait_policy=policy,
+                           wait_timeout=CASE_TIMEOUT_S, timeout=CASE_TIMEOUT_S)
+    return [max(col) for col in zip(*per_rank, strict=True)]
+
+
+# --- multiprocessing / threading baselines -------------------------------------------------------
+
+def _time_loop(wait, iters: int, repeats: int, align) -> list[float]:
+    perf = time.perf_counter
+    wait()
+    lat = []
+    for _ in range(repeats):
+        align()
+        inside = 0.0
+        for _ in range(iters):
+            t0 = perf()
+            wait()
+            inside += perf() - t0
+        lat.append(inside / iters)
+    return lat
+
+
+def _mp_proc(kind: str, blocks: int, iters: int, repeats: int, mbar, conn) -> None:
+    try:
+        res: list = [None] * blocks
+        tbar = threading.Barrier(blocks)
+
+        def body(b: int) -> None:
+            if kind == "mp":
+                res[b] = _time_loop(mbar.wait, iters, repeats, mbar.wait)
+                return
+
+            def hybrid() -> None:  # threads meet, thread 0 crosses processes, threads meet again
+                tbar.wait()
+                if b == 0:
+                    mbar.wait()
+                tbar.wait()
+            res[b] = _time_loop(hybrid, iters, repeats, hybrid)
+
+        threads = [threading.Thread(target=body, args=(b,)) for b in range(1, blocks)]
+        for t in threads:
+            t.start()
+        body(0)
+        for t in threads:
+            t.join()
+        conn.send([max(col) for col in zip(*res, strict=True)])
+    except BaseException as exc:  # reported to the parent, which raises
+        conn.send(repr(exc))
+    finally:
+        conn.close()
+
+
+def mp_case(kind: str, nranks: int, blocks: int, iters: int, repeats: int) -> list[float]:
+    """``multiprocessing.Barrier`` over every thread (``mp``) or threading + mp (``hybrid``)."""
+    ctx = mp.get_context("fork")
+    parties = nranks * blocks if kind == "mp" else nranks
+    mbar = ctx.Barrier(parties)
+    pipes, procs = [], []
+    try:
+        for _ in range(nranks):
+            r, w = ctx.Pipe(duplex=False)
+            p = ctx.Process(target=_mp_proc, args=(kind, blocks, iters, repeats, mbar, w), daemon=True)
+            p.start()
+            w.close()
+            pipes.append(r)
+            procs.append(p)
+        results = []
+        for r in pipes:
+            if not r.poll(CASE_TIMEOUT_S):
+                raise RuntimeError(f"{kind} baseline {nranks}x{blocks} timed out")
+            results.append(r.recv())
+    finally:
+        for p in procs:
+            p.join(5)
+            if p.is_alive():
+                p.kill()
+                p.join()
+        for r in pipes:
+            r.close()
+    bad = [x for x in results if isinstance(x, str)]
+    if bad:
+        raise RuntimeError(f"{kind} baseline failed: {bad[0]}")
+    return [max(col) for col in zip(*results, strict=True)]
+
+
+# --- MPI ----------------------------------------------------------------------------------------
+
+def find_mpiexec() -> str | None:
+    """The MPICH wheel's ``mpiexec`` next to this interpreter, else one on PATH (with mpi4py)."""
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        return None
+    local = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    return local if os.access(local, os.X_OK) else shutil.which("mpiexec")
+
+
+def _mpi_worker(blocks: int, iters: int, repeats: int) -> None:
+    """Body of every MPI rank (``--mpi-worker``): rank 0 prints the per-repeat max as JSON."""
+    # mpi4py's default thread level ("multiple"): with "funneled" MPICH busy-polls without
+    # yielding and 8 ranks on 2 cores take ~16 ms a barrier; only block 0 calls MPI anyway
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    res: list = [None] * blocks
+    tbar = threading.Barrier(blocks)
+
+    def body(b: int) -> None:
+        def hybrid() -> None:
+            if blocks > 1:
+                tbar.wait()
+            if b == 0:
+                comm.Barrier()
+            if blocks > 1:
+                tbar.wait()
+        res[b] = _time_loop(hybrid, iters, repeats, hybrid)
+
+    threads = [threading.Thread(target=body, args=(b,)) for b in range(1, blocks)]
+    for t in threads:
+        t.start()
+    body(0)
+    for t in threads:
+        t.join()
+    mine = [max(col) for col in zip(*res, strict=True)]
+    worst = comm.reduce(mine, op=lambda a, b, _t=None: [max(x, y) for x, y in zip(a, b, strict=True)])
+    if comm.rank == 0:
+        print(json.dumps({"us": worst, "library": MPI.Get_library_version().split("\n")[0].strip()}))
+
+
+def mpi_case(mpiexec: str, nranks: int, blocks: int, iters: int, repeats: int) -> tuple[list[float], str]:
+    cmd = [mpiexec, "-n", str(nranks), sys.executable, os.path.abspath(__file__), "--mpi-worker",
+           "--blocks", str(blocks), "--iters", str(iters), "--repeats", str(repeats)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CASE_TIMEOUT_S)
+    if proc.returncode != 0:
+        raise RuntimeError(f"mpiexec failed ({proc.returncode}): {proc.stderr.strip()[-400:]}")
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")][-1]
+    data = json.loads(line)
+    return data["us"], data["library"]
+
+
+# --- launch cost --------------------------------------------------------------------------------
+
+def _first_kernel(ctx, out: list) -> None:
+    out.append(time.monotonic())  # CLOCK_MONOTONIC is system-wide: comparable across processes
+
+
+def _first_host(rt) -> float:
+    out: list = []
+    rt.launch(_first_kernel, blocks=1, args=(out,))
+    return out[0]
+
+
+def launch_cost(repeats: int, nranks: int = 8) -> dict[str, Any]:
+    """Time to the first kernel instruction of every rank (in-process ``shmcomm.run``) and the
+    total wall time of ``python -m shmcomm.launch --nranks 8`` (a fresh interpreter)."""
+    first, run_wall, cli_wall = [], [], []
+    for _ in range(repeats):
+        t0 = time.monotonic()
+        starts = shmcomm.run(_first_host, nranks=nranks, blocks=1, window_bytes=1 << 20)
+        run_wall.append(time.monotonic() - t0)
+        first.append(max(starts) - t0)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [os.path.dirname(os.path.dirname(shmcomm.__file__)), os.environ.get("PYTHONPATH", "")]))
+    for _ in range(repeats):
+        t0 = time.monotonic()
+        proc = subprocess.run([sys.executable, "-m", "shmcomm.launch", "--nranks", str(nranks)],
+                              capture_output=True, text=True, timeout=CASE_TIMEOUT_S, env=env)
+        cli_wall.append(time.monotonic() - t0)
+        if proc.returncode != 0:
+            raise RuntimeError(f"shmcomm.launch failed: {proc.stderr[-400:]}")
+    t0 = time.monotonic()
+    subprocess.run([sys.executable, "-c", "import shmcomm"], check=True, env=env)
+    import_wall = time.monotonic() - t0
+
+    def st(xs: list[float]) -> dict[str, float]:
+        return {"min": min(xs), "median": statistics.median(xs), "max": max(xs)}
+    return {"nranks": nranks, "first_instruction_s": st(first), "run_wall_s": st(run_wall),
+            "cli_wall_s": st(cli_wall), "python_import_shmcomm_s": import_wall,
+            "loadavg": os.getloadavg()[0]}
+
+
+# --- the driver ---------------------------------------------------------------------------------
+
+def machine() -> dict[str, Any]:
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
+    except OSError:
+        pass
+    return {"python": sys.version.split()[0], "implementation": platform.python_implementation(),
+            "platform": platform.platform(), "machine": platform.machine(), "cpu": cpu,
+            "cpus": os.cpu_count(), "affinity": len(os.sched_getaffinity(0)),
+            "numpy": np.__version__, "shmcomm": shmcomm.__version__}
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.a = args
+        self.rows: list[Row] = []
+        self.notes: list[str] = []
+        self.mpiexec = None if args.no_mpi else find_mpiexec()
+        self.mpi_library = ""
+        if self.mpiexec is None and not args.no_mpi:
+            self.notes.append("MPI_Barrier skipped: mpi4py / mpiexec not found "
+                              "(pip install -e '.[mpi]' installs mpi4py and the MPICH wheel)")
+
+    def add(self, kind: str, impl: str, nranks: int, blocks: int, policy: str, iters: int,
+            fn, note: str = "") -> Row | None:
+        load = os.getloadavg()[0]
+        t0 = time.monotonic()
+        try:
+            secs = fn()
+        except Exception as exc:  # one failing case must not hide the rest of the table
+            self.notes.append(f"{impl} {nranks}x{blocks} {policy}: failed: {exc}")
+            print(f"  {impl:<10} {nranks:>3}x{blocks:<2} FAILED: {exc}", flush=True)
+            return None
+        row = Row(kind, impl, nranks, blocks, policy, iters, [s * 1e6 for s in secs], load, note)
+        self.rows.append(row)
+        s = row.stats
+        print(f"  {kind:<8} {impl:<10} {nranks:>3}x{blocks:<2} {policy:<9} min {s['min']:9.1f}  "
+              f"median {s['median']:9.1f}  max {s['max']:9.1f} us  (load {load:.2f}, "
+              f"{time.monotonic() - t0:.1f} s)", flush=True)
+        return row
+
+    def barriers(self) -> None:
+        a = self.a
+        for n in a.nranks:
+            for b in a.blocks:
+                it = a.iters
+                for which in SHM_BARRIERS:
+                    self.add("barrier", which, n, b, a.policy, it,
+                             lambda w=which, n=n, b=b, it=it: shm_case(w, n, b, it, a.repeats, a.policy))
+                self.add("barrier", "mp", n, b, "-", it,
+                         lambda n=n, b=b, it=it: mp_case("mp", n, b, it, a.repeats))
+                self.add("barrier", "thread+mp", n, b, "-", it,
+                         lambda n=n, b=b, it=it: mp_case("hybrid", n, b, it, a.repeats))
+                if self.mpiexec:
+                    self.add("barrier", "mpi", n, b, "-", it, lambda n=n, b=b, it=it: self._mpi(n, b, it))
+
+    def _mpi(self, n: int, b: int, it: int) -> list[float]:
+        us, self.mpi_library = mpi_case(self.mpiexec, n, b, it, self.a.repeats)  # type: ignore[arg-type]
+        return us
+
+    def policies(self) -> None:
+        a = self.a
+        for n, b in a.policy_shapes:
+            for pol in a.policies:
+                # pure spinning when oversubscribed costs milliseconds per barrier: fewer iterations
+                it = max(2, a.iters // 10) if pol == "spin" and n * b > os.cpu_count() else a.iters
+                for which in a.policy_barriers:
+                    self.add("policy", which, n, b, pol, it,
+                             lambda w=which, n=n, b=b, p=pol, it=it: shm_case(w, n, b, it, a.repeats, p))
+
+    def scaling(self) -> None:
+        a = self.a
+        for n in a.scaling:
+            it = max(5, a.iters // max(1, n // 8))
+            for which in ("epoch", "central"):
+                self.add("scaling", which, n, 1, a.policy, it,
+                         lambda w=which, n=n, it=it: shm_case(w, n, 1, it, a.repeats, a.policy))
+            self.add("scaling", "mp", n, 1, "-", it, lambda n=n, it=it: mp_case("mp", n, 1, it, a.repeats))
+
+    # -- reporting -------------------------------------------------------------------------
+
+    def baseline(self, impl: str, n: int, b: int, kind: str = "barrier") -> Row | None:
+        for r in self.rows:
+            if r.kind == kind and r.impl == impl and r.nranks == n and r.blocks == b:
+                return r
+        return None
+
+    def ratios(self, row: Row) -> dict[str, float]:
+        out = {}
+        kind = "scaling" if row.kind == "scaling" else "barrier"
+        for base in ("mp", "thread+mp", "mpi"):
+            br = self.baseline(base, row.nranks, row.blocks, kind)
+            if br is not None and row.impl not in ("mp", "thread+mp", "mpi"):
+                out[base] = row.stats["median"] / br.stats["median"]
+        return out
+
+    def targets(self) -> list[dict[str, Any]]:
+        res = []
+
+        def med(impl: str, n: int, b: int) -> float | None:
+            r = self.baseline(impl, n, b)
+            return r.stats["median"] if r else None
+
+        def check(name: str, value: float | None, limit: float | None, unit: str = "ratio") -> None:
+            if value is None or limit is None:
+                res.append({"target": name, "value": None, "limit": limit, "met": None})
+            else:
+                res.append({"target": name, "value": value, "limit": limit, "met": value <= limit})
+
+        s8, m8, p8 = med("seed", 8, 1), med("mp", 8, 1), med("mpi", 8, 1)
+        check("8x1 seed / multiprocessing.Barrier <= 1/10", s8 / m8 if s8 and m8 else None, 0.1)
+        check("8x1 seed / MPI_Barrier <= 1/3", s8 / p8 if s8 and p8 else None, 1 / 3)
+        best2 = min((v for v in (med(w, 2, 1) for w in SHM_BARRIERS) if v), default=None)
+        check("2x1 best shmcomm barrier <= 3 us", best2, 3.0, "us")
+        best84 = min((v for v in (med(w, 8, 4) for w in SHM_BARRIERS) if v), default=None)
+        h84 = med("thread+mp", 8, 4)
+        check("8x4 best shmcomm barrier / threading+multiprocessing <= 1/3",
+              best84 / h84 if best84 and h84 else None, 1 / 3)
+        if self.launch:
+            check("python -m shmcomm.launch --nranks 8 wall <= 1 s",
+                  self.launch["cli_wall_s"]["median"], 1.0, "s")
+        return res
+
+    launch: dict[str, Any] | None = None
+
+    def markdown(self) -> str:
+        lines = [f"# Barrier latency ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})", "",
+                 "Slowest rank's mean latency per barrier in us (min / median / max over "
+                 f"{self.a.repeats} repeats); ratio = shmcomm median / baseline median (lower is "
+                 "better); load = 1-min loadavg when the row started.", ""]
+        for kind, title in (("barrier", "Barriers against baselines"), ("policy", "Wait policies"),
+                            ("scaling", "Scaling with nranks (1 block)")):
+            rows = [r for r in self.rows if r.kind == kind]
+            if not rows:
+                continue
+            lines += [f"## {title}", "",
+                      "| ranks x blocks | barrier | policy | min | median | max | vs mp | vs thread+mp | "
+                      "vs MPI | load |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+            for r in rows:
+                rat = self.ratios(r)
+                cell = [f"{rat[k]:.3f}" if k in rat else "" for k in ("mp", "thread+mp", "mpi")]
+                s = r.stats
+                lines.append(f"| {r.nranks}x{r.blocks} | {r.impl} | {r.policy} | {s['min']:.1f} | "
+                             f"{s['median']:.1f} | {s['max']:.1f} | {' | '.join(cell)} | {r.loadavg:.2f} |")
+            lines.append("")
+        if self.launch:
+            lc = self.launch
+            lines += ["## Launch cost", "",
+                      f"`shmcomm.run` to the first kernel instruction of every rank ({lc['nranks']} "
+                      f"ranks): median {lc['first_instruction_s']['median'] * 1e3:.0f} ms; whole "
+                      f"`shmcomm.run`: {lc['run_wall_s']['median'] * 1e3:.0f} ms; "
+                      f"`python -m shmcomm.launch --nranks {lc['nranks']}` wall: median "
+                      f"{lc['cli_wall_s']['median']:.2f} s (min {lc['cli_wall_s']['min']:.2f}, max "
+                      f"{lc['cli_wall_s']['max']:.2f}); `python -c 'import shmcomm'`: "
+                      f"{lc['python_import_shmcomm_s']:.2f} s.", ""]
+        lines += ["## Targets", ""]
+        for t in self.targets():
+            met = {True: "met", False: "NOT met", None: "not measured"}[t["met"]]
+            val = "" if t["value"] is None else f"{t['value']:.3g}"
+            lines.append(f"- {t['target']}: {val} -> **{met}**")
+        for n in self.notes:
+            lines.append(f"- note: {n}")
+        return "\n".join(lines) + "\n"
+
+    def plot(self, path: str) -> None:
+        try:
+            import matplotlib
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError:
+            self.notes.append("plot skipped: matplotlib missing (pip install -e '.[bench]')")
+            return
+        blocks = sorted({r.blocks for r in self.rows if r.kind == "barrier"})
+        panels = [("barrier", b) for b in blocks] + ([("scaling", 1)] if any(
+            r.kind == "scaling" for r in self.rows) else [])
+        if not panels:
+            return
+        fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 4), squeeze=False)
+        for ax, (kind, b) in zip(axes[0], panels, strict=True):
+            impls = sorted({r.impl for r in self.rows if r.kind == kind and r.blocks == b})
+            for impl in impls:
+                rs = sorted((r for r in self.rows if r.kind == kind and r.impl == impl and r.blocks == b),
+                            key=lambda r: r.nranks)
+                xs = [r.nranks for r in rs]
+                ax.errorbar(xs, [r.stats["median"] for r in rs],
+                            yerr=[[r.stats["median"] - r.stats["min"] for r in rs],
+                                  [r.stats["max"] - r.stats["median"] for r in rs]],
+                            marker="o", capsize=3, label=impl)
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xlabel("nranks")
+            ax.set_ylabel("slowest rank, us per barrier")
+            ax.set_title(f"{'scaling' if kind == 'scaling' else 'barriers'}, {b} block(s)/rank")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+
+    def write(self) -> None:
+        out = self.a.out
+        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+        self.plot(out + ".png")
+        md = self.markdown()
+        with open(out + ".md", "w") as f:
+            f.write(md)
+        doc = {"schema": SCHEMA, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+               "machine": machine(), "mpi_library": self.mpi_library,
+               "settings": {k: v for k, v in vars(self.a).items() if k != "out"},
+               "loadavg_start": self.load0, "loadavg_end": os.getloadavg(),
+               "rows": [dict(asdict(r), ratios=self.ratios(r)) for r in self.rows],
+               "launch": self.launch, "targets": self.targets(), "notes": self.notes}
+        with open(out + ".json", "w") as f:
+            json.dump(doc, f, indent=1)
+        print()
+        print(md)
+        print(f"wrote {out}.json, {out}.md" + ("" if not os.path.exists(out + ".png") else f", {out}.png"))
+
+    def run(self) -> None:
+        self.load0 = os.getloadavg()
+        print(f"barrier latency: loadavg {self.load0[0]:.2f}, {os.cpu_count()} cpus", flush=True)
+        if "barriers" in self.a.sections:
+            self.barriers()
+        if "policies" in self.a.sections:
+            self.policies()
+        if "scaling" in self.a.sections:
+            self.scaling()
+        if "launch" in self.a.sections:
+            self.launch = launch_cost(self.a.repeats)
+            print(f"  launch: {json.dumps(self.launch)}", flush=True)
+        self.write()
+
+
+def _ints(s: str) -> list[int]:
+    return [int(x) for x in s.split(",") if x]
+
+
+def _shapes(s: str) -> list[tuple[int, int]]:
+    return [tuple(int(v) for v in x.split("x")) for x in s.split(",") if x]  # type: ignore[misc]
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="a small sweep that finishes in < 1 minute")
+    p.add_argument("--nranks", type=_ints, default=None, help="e.g. 2,4,8,16")
+    p.add_argument("--blocks", type=_ints, default=None, help="e.g. 1,2,4")
+    p.add_argument("--iters", type=int, default=None, help="barriers per repeat")
+    p.add_argument("--repeats", type=int, default=None, help="repeats per case (>= 5)")
+    p.add_argument("--policy", default="adaptive", choices=POLICIES, help="wait policy of the main table")
+    p.add_argument("--policies", default=",".join(POLICIES), help="policies of the policy section")
+    p.add_argument("--policy-shapes", type=_shapes, default=None, help="e.g. 2x1,8x1,8x4")
+    p.add_argument("--policy-barriers", default="epoch,central")
+    p.add_argument("--scaling", type=_ints, default=None, help="nranks of the scaling section")
+    p.add_argument("--sections", default="barriers,policies,scaling,launch")
+    p.add_argument("--out", default="results/barrier_latency", help="output path without extension")
+    p.add_argument("--no-mpi", action="store_true", help="skip MPI_Barrier")
+    p.add_argument("--mpi-worker", action="store_true", help=argparse.SUPPRESS)
+    a = p.parse_args(argv)
+    q = a.quick
+    a.nranks = a.nranks or ([2, 8] if q else [2, 4, 8, 16])
+    a.blocks = a.blocks or ([1, 4] if q else [1, 2, 4])
+    a.iters = a.iters or (30 if q else 200)
+    a.repeats = a.repeats or 5
+    a.policy_shapes = a.policy_shapes or ([(8, 1)] if q else [(2, 1), (8, 1), (8, 4)])
+    a.scaling = a.scaling or ([4, 32] if q else [2, 4, 8, 16, 32, 64])
+    a.policies = [x for x in a.policies.split(",") if x]
+    a.policy_barriers = [x for x in a.policy_barriers.split(",") if x]
+    a.sections = [x for x in a.sections.split(",") if x]
+    for pol in a.policies:
+        if pol not in POLICIES:
+            p.error(f"--policies: unknown policy {pol!r}; choose from {', '.join(POLICIES)}")
+    if a.repeats < 1 or a.iters < 1:
+        p.error("--iters and --repeats must be >= 1")
+    return a
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse(argv)
+    if a.mpi_worker:
+        _mpi_worker(a.blocks[0], a.iters, a.repeats)
+        return 0
+    Bench(a).run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
