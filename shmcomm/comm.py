@@ -48,7 +48,7 @@ from .wait import CMP_FUNCS, WaitSite, first_unsatisfied, wait_until
 __all__ = [
     "Signal", "Signal2D", "NotifyOp", "WaitCmp", "ReduceOp", "AtomicType", "GlobalTensor",
     "TNOTIFY", "TWAIT", "TTEST", "TPUT", "TGET", "GetRemotePtr", "get_block_idx",
-    "get_block_num",
+    "get_block_num", "ParallelGroup", "TBROADCAST", "TSCATTER", "TGATHER", "TREDUCE",
 ]
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -309,3 +309,6 @@ def TGET(dst: GlobalTensor, src: GlobalTensor, tile: Tile, pong: Tile | None = N
     tiles = (tile,) if pong is None else (tile, pong)
     _check_copy("TGET", dst, src, tiles)
     _copy_through("TGET", dst, src, tiles, AtomicType.AtomicNone)
+
+
+from .group import TBROADCAST, TGATHER, TREDUCE, TSCATTER, ParallelGroup  # noqa: E402  (root collectives)

@@ -213,6 +213,35 @@ class RankRuntime:
         self.signals.fill(0)
         self.barrier()
 
+    # -- collectives (thin: the kernels live in shmcomm.kernels.collectives) ---------------------
+
+    def all_reduce(self, x: SymmetricArray, op: Any = "sum", out: SymmetricArray | None = None,
+                   blocks: int | None = None, tile_elems: int | None = None) -> SymmetricArray:
+        """AllReduce ``x`` across the ranks (op "sum" / "max" / "min"), in place unless ``out``.
+
+        Collective: every rank calls it with the same shape; it launches the two-shot kernel.
+        """
+        from .kernels.collectives import host_all_reduce
+
+        return host_all_reduce(self, x, op, out, blocks, tile_elems)
+
+    def reduce_scatter(self, x: SymmetricArray, out: SymmetricArray, op: Any = "sum",
+                       blocks: int | None = None, tile_elems: int | None = None) -> SymmetricArray:
+        """ReduceScatter ``x``: this rank's share of the reduction lands in ``out``; returns it.
+
+        Shares are ``share_bounds(x.size, nranks, rank)``; ``out`` holds the longest share.
+        """
+        from .kernels.collectives import host_reduce_scatter
+
+        return host_reduce_scatter(self, x, out, op, blocks, tile_elems)
+
+    def all_gather(self, x: SymmetricArray, out: SymmetricArray, blocks: int | None = None,
+                   tile_elems: int | None = None) -> SymmetricArray:
+        """AllGather: every rank's share (``x[:hi-lo]``) lands at its place in every ``out``."""
+        from .kernels.collectives import host_all_gather
+
+        return host_all_gather(self, x, out, blocks, tile_elems)
+
     def __repr__(self) -> str:
         return f"RankRuntime(rank={self.rank}/{self.nranks}, launches={self.launches})"
 
