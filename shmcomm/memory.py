@@ -69,7 +69,15 @@ class Segment:
             raise ArgumentError(f"segment size must be > 0, got {size}")
         self.size = size
         self.name = segment_name(tag)
-        shm = posix_ipc.SharedMemory(self.name, posix_ipc.O_CREX, mode=0o600, size=size)
+        try:
+            shm = posix_ipc.SharedMemory(self.name, posix_ipc.O_CREX, mode=0o600, size=size)
+        except posix_ipc.ExistentialError:  # exclusive create: never attach to someone else's
+            raise ShmcommError(
+                f"shared-memory segment {self.name} already exists; refusing to attach to memory "
+                "this run did not create (another process took the name)") from None
+        except (OSError, posix_ipc.Error) as exc:  # EMFILE, ENOSPC, EACCES on /dev/shm ...
+            raise ShmcommError(f"cannot create shared-memory segment {self.name} of {size} "
+                               f"bytes: {exc}") from None
         try:
             self._mmap: mmap.mmap | None = mmap.mmap(shm.fd, size)
         finally:
