@@ -32,6 +32,7 @@ import posix_ipc
 from .errors import ArgumentError, ShmcommError
 
 PREFIX = "shmcomm."
+SHM_DIR = "/dev/shm"  # where Linux keeps POSIX shared memory (a tmpfs)
 ALIGN = 64  # cache line: allocations and the signal matrix start on one
 
 # dtypes a GM pointer may carry (PTO's data types that numpy has)
@@ -51,6 +52,15 @@ def as_dtype(dtype: Any, what: str = "dtype") -> np.dtype:
     if dt not in DTYPES:
         raise ArgumentError(f"{what} must be one of {', '.join(str(d) for d in DTYPES)}; got {dt}")
     return dt
+
+
+def shm_free_bytes() -> int | None:
+    """Bytes free in the shared-memory file system (``None`` if it cannot be told)."""
+    try:
+        st = os.statvfs(SHM_DIR)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
 
 
 def segment_name(tag: str) -> str:
@@ -106,6 +116,12 @@ class Windows:
         self.signal_bytes = signal_bytes
         self.heap_bytes = heap_bytes
         self.size = signal_bytes + heap_bytes
+        free = shm_free_bytes()
+        if free is not None and nranks * self.size > free:  # tmpfs past its size: SIGBUS on touch
+            raise ArgumentError(
+                f"windows: nranks={nranks} x (signal_bytes + heap_bytes = {self.size}) = "
+                f"{nranks * self.size} bytes exceed the {free} bytes free in {SHM_DIR}; lower "
+                "heap_bytes or nranks")
         self.segments: list[Segment] = []
         try:
             for r in range(nranks):
