@@ -60,6 +60,12 @@ CORRECT: tuple[Entry, ...] = (
     Entry("device_barrier", correct.device_barrier, "any", nranks=(2, 4, 8), blocks=(1, 2, 4),
           bug=False),
     Entry("ring_put", correct.ring_put, "any", nranks=(2, 4, 8), blocks=(1, 2), bug=False),
+    Entry("reduce_scatter", correct.reduce_scatter, "any", nranks=(2, 4, 8), blocks=(1, 2, 4),
+          sizes=(64, 1003), bug=False),
+    Entry("all_gather", correct.all_gather, "any", nranks=(2, 4, 8), blocks=(1, 2, 4),
+          sizes=(64, 1003), bug=False),
+    Entry("all_reduce", correct.all_reduce, "any", nranks=(2, 4, 8), blocks=(1, 2, 4),
+          sizes=(64, 1003), bug=False),
 )
 
 ENTRIES: dict[str, Entry] = {e.name: e for e in BUGS + CORRECT}

@@ -1,14 +1,15 @@
 """Small pieces the catalogue's programs share: the signal slots they use and data helpers.
 
-Signal layout of the catalogue programs (int32 words from ``ctx.signal_base``), above the seed
-barrier (words 0..MAX_RANKS+3) and the epoch barrier (from word 256); each slot group starts
-on its own 64-byte line so that only the packed-slot bug shares a line on purpose::
+Signal layout of the catalogue programs (int32 words from ``ctx.signal_base``), clear of the
+seed barrier (words 0..~70), the epoch barrier (256..351) and the collectives (1024..9215); each
+slot group starts on its own 64-byte line so that only the packed-slot bug shares a line on
+purpose::
 
-    FLAG_SLOT   1024    a data-ready flag or counter
-    ACK_SLOT    1040    an acknowledgement count back to the producer
-    PHASE_SLOT  1056    a phase word (the EQ-transient bug)
-    PACKED_SLOT 1072    nranks Set slots packed on one line (the pto-isa #322 bug)
-    RING_SLOT   1088    a ring notification (the host-reset bug)
+    FLAG_SLOT   CAT_BASE + 0    a data-ready flag or counter
+    ACK_SLOT    CAT_BASE + 16   an acknowledgement count back to the producer
+    PHASE_SLOT  CAT_BASE + 32   a phase word (the EQ-transient bug)
+    PACKED_SLOT CAT_BASE + 48   up to 16 Set slots packed on one line (the pto-isa #322 bug)
+    RING_SLOT   CAT_BASE + 64   a ring notification (the host-reset bug)
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ import numpy as np
 from ..comm import TPUT, GlobalTensor
 from ..pipe import DSB_DDR, PIPE_ALL, TLOAD, dsb, pipe_barrier
 
-FLAG_SLOT = 1024
-ACK_SLOT = 1040
-PHASE_SLOT = 1056
-PACKED_SLOT = 1072
-RING_SLOT = 1088
+CAT_BASE = 12288  # words (48 KiB): inside the default 64 KiB signal matrix
+FLAG_SLOT = CAT_BASE
+ACK_SLOT = CAT_BASE + 16
+PHASE_SLOT = CAT_BASE + 32
+PACKED_SLOT = CAT_BASE + 48
+RING_SLOT = CAT_BASE + 64
 
 TILE_COLS = 256  # staging tile width: sizes above it make TPUT chunk
 
@@ -61,10 +63,11 @@ def read(src, size: int, tile) -> np.ndarray:
     return out
 
 
-def expect(what: str, got: np.ndarray, want: float) -> None:
+def expect(what: str, got: np.ndarray, want) -> None:
     """Raise AssertionError (a "wrong result") naming the first wrong element."""
+    want = np.broadcast_to(np.asarray(want, dtype=got.dtype), got.shape)
     bad = np.flatnonzero(got != want)
     if bad.size:
         i = int(bad[0])
-        raise AssertionError(f"{what}: element {i} is {got[i]!r}, expected {want!r} "
+        raise AssertionError(f"{what}: element {i} is {got.flat[i]}, expected {want.flat[i]} "
                              f"({bad.size} of {got.size} elements wrong)")

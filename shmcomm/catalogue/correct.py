@@ -11,10 +11,20 @@ import numpy as np
 
 from ..comm import TNOTIFY, TWAIT, NotifyOp, Signal, WaitCmp
 from ..kernels.barrier import DeviceBarrier, EpochBarrier
+from ..kernels.collectives import (
+    all_gather_kernel,
+    all_reduce_kernel,
+    max_share,
+    reduce_scatter_kernel,
+    share_bounds,
+)
+from ..types import ReduceOp
 from ._common import FLAG_SLOT, expect, put, read, release, slot, staging
 
 EPOCH_ROUNDS = 3
 SEED_LAUNCHES = 2
+COLL_ITERS = 2  # collectives per launch (back to back, no reset)
+COLL_LAUNCHES = 2
 
 
 def _epoch_kernel(ctx, src, recv, size, rounds):
@@ -86,3 +96,51 @@ def ring_put(rt, size: int) -> None:
     src[:] = rt.rank + 1.0
     rt.reset_signals()
     rt.launch(_ring_put_kernel, args=(src.ptr, recv.ptr, size))
+
+
+def _inputs(rt, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every rank's input (small integers: float32 sums stay exact) and their sum."""
+    base = np.arange(n, dtype=np.float32) % 7
+    every = np.stack([base + r + 1 for r in range(rt.nranks)])
+    return every[rt.rank], every.sum(axis=0)
+
+
+def reduce_scatter(rt, size: int) -> None:
+    """ReduceScatter (``shmcomm.kernels.collectives``), ``COLL_ITERS`` per launch, relaunched
+    without a reset; my share of the sum must land in ``out``."""
+    x = rt.alloc((size,), np.float32)
+    out = rt.alloc((max_share(size, rt.nranks),), np.float32)
+    mine, total = _inputs(rt, size)
+    lo, hi = share_bounds(size, rt.nranks, rt.rank)
+    for launch in range(COLL_LAUNCHES):
+        x[:] = mine
+        rt.barrier()
+        rt.launch(reduce_scatter_kernel, args=(x.ptr, out.ptr, size, ReduceOp.Sum, COLL_ITERS))
+        expect(f"rank {rt.rank} ReduceScatter launch {launch}", np.asarray(out[:hi - lo]), total[lo:hi])
+
+
+def all_gather(rt, size: int) -> None:
+    """AllGather, ``COLL_ITERS`` per launch, relaunched without a reset; every rank's share
+    must land in every rank's ``out``."""
+    out = rt.alloc((size,), np.float32)
+    x = rt.alloc((max_share(size, rt.nranks),), np.float32)
+    want = np.arange(size, dtype=np.float32)
+    lo, hi = share_bounds(size, rt.nranks, rt.rank)
+    for launch in range(COLL_LAUNCHES):
+        x[:hi - lo] = want[lo:hi] + launch
+        rt.barrier()
+        rt.launch(all_gather_kernel, args=(x.ptr, out.ptr, size, COLL_ITERS))
+        expect(f"rank {rt.rank} AllGather launch {launch}", np.asarray(out), want + launch)
+
+
+def all_reduce(rt, size: int) -> None:
+    """AllReduce (two-shot), ``COLL_ITERS`` back-to-back in place per launch, relaunched
+    without a reset; the sum is checked against numpy."""
+    x = rt.alloc((size,), np.float32)
+    out = rt.alloc((size,), np.float32)
+    mine, total = _inputs(rt, size)
+    for launch in range(COLL_LAUNCHES):
+        x[:] = mine
+        rt.barrier()
+        rt.launch(all_reduce_kernel, args=(x.ptr, out.ptr, size, ReduceOp.Sum, COLL_ITERS))
+        expect(f"rank {rt.rank} AllReduce launch {launch}", np.asarray(out), total)
