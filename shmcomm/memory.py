@@ -21,6 +21,7 @@ Every address is checked here before it reaches a ctypes call.
 from __future__ import annotations
 
 import ctypes
+import math
 import mmap
 import os
 import secrets
@@ -154,7 +155,7 @@ class Windows:
 
     def view(self, rank: int, offset: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         """A numpy view of ``shape`` elements of ``dtype`` at ``offset`` in ``rank``'s window."""
-        n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        n = math.prod(shape) * dtype.itemsize  # not np.prod: ~3 us on every TLOAD / TSTORE
         self.check_extent(rank, offset, n, "view")
         seg = self.segments[rank]
         return seg.array[offset:offset + n].view(dtype).reshape(shape)
