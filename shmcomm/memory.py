@@ -25,6 +25,7 @@ import math
 import mmap
 import os
 import secrets
+import sys
 from typing import Any
 
 import numpy as np
@@ -53,6 +54,10 @@ def as_dtype(dtype: Any, what: str = "dtype") -> np.dtype:
     if dt not in DTYPES:
         raise ArgumentError(f"{what} must be one of {', '.join(str(d) for d in DTYPES)}; got {dt}")
     return dt
+
+
+# mmap keeps a dup of the fd, reopenable through /proc/<pid>/fd; 3.13+ can map without it
+_NO_FD_DUP: dict[str, Any] = {"trackfd": False} if sys.version_info >= (3, 13) else {}
 
 
 def shm_free_bytes() -> int | None:
@@ -90,7 +95,7 @@ class Segment:
             raise ShmcommError(f"cannot create shared-memory segment {self.name} of {size} "
                                f"bytes: {exc}") from None
         try:
-            self._mmap: mmap.mmap | None = mmap.mmap(shm.fd, size)
+            self._mmap: mmap.mmap | None = mmap.mmap(shm.fd, size, **_NO_FD_DUP)
         finally:
             shm.close_fd()
             shm.unlink()  # nothing left to attach to: ranks inherit the mapping through fork
