@@ -1,0 +1,144 @@
+"""The stress harness: classification, the summary, exit codes, JSON, a user's --program, and
+the promise that the printed repro command reruns the failure."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from shmcomm.errors import DeadlockError, Failure, RunError, RunTimeout
+from shmcomm.stress import RunSpec, Settings, classify, configs, repro_command, specs
+
+pytestmark = pytest.mark.timeout(90)
+
+USER_PROGRAM = '''
+import numpy as np
+
+def host(rt, size):
+    """Fails with a wrong result exactly when the run's seed is 2 mod 3 (a deterministic 'race')."""
+    x = rt.alloc((size,), np.float32)
+    x[:] = rt.rank
+    rt.all_reduce(x)
+    if rt.config.seed % 3 == 2:
+        assert False, f"seed {rt.config.seed}: sum is off"
+    return float(x[0])  # the sum of ranks
+
+def host_plain(rt):
+    rt.barrier()
+'''
+
+
+def _stress(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "shmcomm.stress", *args, "--no-progress"],
+                          capture_output=True, text=True, timeout=80, env=env)
+
+
+def _repro(stdout: str) -> list[str]:
+    lines = [line for line in stdout.splitlines() if line.startswith("reproduce: ")]
+    assert lines, stdout
+    argv = shlex.split(lines[0][len("reproduce: "):])
+    assert argv[:3] == ["python", "-m", "shmcomm.stress"]
+    return argv[3:]
+
+
+@pytest.fixture
+def user_env(tmp_path):
+    (tmp_path / "my_stress_prog.py").write_text(textwrap.dedent(USER_PROGRAM))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), env.get("PYTHONPATH")]))
+    return env
+
+
+def test_classify_by_exception_type():
+    def err(kind, message, cls=RunError):
+        return cls([Failure(0, 1, kind, message)], seed=3)
+
+    assert classify(err("exception", "AssertionError: wrong"))[0] == "wrong result"
+    assert classify(err("exception", "ValueError: bad sum"))[0] == "wrong result"
+    assert classify(err("deadlock", "deadlock: ...", DeadlockError))[0] == "deadlock"
+    assert classify(err("timeout", "did not finish", RunTimeout))[0] == "deadlock"
+    assert classify(err("exception", "WaitTimeout: TWAIT: timed out"))[0] == "deadlock"
+    assert classify(err("crash", "rank process died from signal SIGSEGV"))[0] == "crash"
+    assert classify(err("exception", "ShmcommError: wait_flag(...): no set_flag"))[0] == "checker"
+    assert classify(err("exception", "ArgumentError: TWAIT: bad"))[0] == "error"
+    assert classify(err("exception", "KeyError: 'x'"))[0] == "error"
+
+
+def test_specs_sweep_configurations_then_seeds():
+    cfgs = configs((2, 4), (1,), (8,), ("eager",))
+    got = [s for s, _ in zip(specs(cfgs, 10), range(5), strict=False)]
+    assert [(s.nranks, s.seed) for s in got] == [(2, 10), (4, 11), (2, 12), (4, 13), (2, 14)]
+    cmd = repro_command("x:y", RunSpec(4, 2, 1000, "eager", 1234), Settings())
+    assert cmd == ("python -m shmcomm.stress --program x:y --nranks 4 --blocks 2 --size 1000 "
+                   "--mode eager --seed 1234 --runs 1")
+    assert "--deadlock-grace 0.5" in repro_command("x:y", RunSpec(2, 1, 1, "eager", 0),
+                                                   Settings(deadlock_grace=0.5))
+
+
+def test_correct_program_exits_zero_with_histogram():
+    p = _stress("--program", "epoch_barrier", "--nranks", "2,3", "--blocks", "2", "--size", "16",
+                "--runs", "4")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "4 runs" in p.stdout and "failures: 0" in p.stdout
+    assert "nranks=2 blocks=2 size=16 mode=eager" in p.stdout
+    assert "nranks=3 blocks=2 size=16 mode=eager" in p.stdout
+    assert "reproduce:" not in p.stdout
+
+
+def test_deadlock_repro_command_reruns_the_same_failure():
+    p = _stress("--program", "arrival_count_mismatch", "--nranks", "2", "--blocks", "1,2",
+                "--runs", "2", "--seed", "40")
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "deadlock 2" in p.stdout and "waits on" in p.stdout
+    argv = _repro(p.stdout)
+    assert argv[argv.index("--seed") + 1] == "40"
+    again = _stress(*argv)
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert "1 runs" in again.stdout and "deadlock 1" in again.stdout
+    assert _repro(again.stdout) == argv
+
+
+def test_user_program_failure_is_reproduced_by_seed(user_env, tmp_path):
+    out = tmp_path / "results" / "stress.json"
+    p = _stress("--program", "my_stress_prog:host", "--nranks", "2", "--blocks", "1",
+                "--size", "32", "--seed", "0", "--runs", "6", "--json", str(out), env=user_env)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "failures: 2  (wrong result 2," in p.stdout
+    argv = _repro(p.stdout)
+    assert argv[argv.index("--seed") + 1] == "2"  # seeds 0..5: the first failing one is 2
+    again = _stress(*argv, env=user_env)
+    assert again.returncode == 1 and "wrong result 1" in again.stdout, again.stdout + again.stderr
+    assert "seed 2: sum is off" in again.stdout
+    doc = json.loads(out.read_text())
+    assert doc["version"] == 1 and "loadavg" in doc["machine"]
+    kinds = [o["kind"] for o in doc["reports"][0]["outcomes"]]
+    assert kinds == ["ok", "ok", "wrong result", "ok", "ok", "wrong result"]
+
+
+def test_user_program_without_size_and_usage_errors(user_env):
+    p = _stress("--program", "my_stress_prog:host_plain", "--nranks", "2", "--runs", "2",
+                env=user_env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert _stress("--program", "no_such_program").returncode == 2
+    assert _stress("--program", "my_stress_prog:missing", env=user_env).returncode == 2
+    assert _stress("--program", "epoch_barrier", "--catalogue").returncode == 2
+    assert _stress("--program", "epoch_barrier", "--runs", "0").returncode == 2
+    assert _stress("--program", "epoch_barrier", "--nranks", "two").returncode == 2
+
+
+def test_catalogue_cli_prints_kill_matrix():
+    p = _stress("--catalogue", "--only", "eq_transient,event_id_clash,ring_put", "--runs", "3",
+                "--seconds", "20")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "kill matrix" in p.stdout
+    rows = {line.split()[0]: line.split() for line in p.stdout.splitlines()[2:4]}
+    assert rows["eq_transient"][2:4] == ["yes", "deadlock"]
+    assert rows["event_id_clash"][2:4] == ["yes", "checker"]
+    assert "caught 2 of 2 bugs" in p.stdout
+    assert "ring_put" in p.stdout and "0 alarms" in p.stdout
