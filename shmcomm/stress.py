@@ -324,7 +324,8 @@ def _brief(message: str) -> list[str]:
     lines = message.strip().splitlines()
     if not lines:
         return []
-    frames = [i for i, line in enumerate(lines) if line.lstrip().startswith("File ")]
+    frames = [i for i, line in enumerate(lines) if line.lstrip().startswith("File ")
+              and "catalogue/_common.py" not in line]  # skip the check helper: show its caller
     out = [lines[0]]
     if frames:
         i = frames[-1]
