@@ -20,6 +20,7 @@ the runtime's own pipe checks); ``error`` (anything else, e.g. a bad argument: n
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import inspect
 import itertools
@@ -35,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from . import catalogue
+from .config import Config
 from .errors import ArgumentError, RunError, ShmcommError
 from .runner import run
 
@@ -81,6 +83,7 @@ class Settings:
     wait_timeout: float = 1.0
     deadlock_grace: float = 0.3
     run_timeout: float = 30.0
+    trace_dir: str = os.path.join("results", "stress-traces")  # hazard runs; kept on failure
 
     def config(self) -> dict[str, float]:
         return dict(wait_timeout=self.wait_timeout, deadlock_grace=self.deadlock_grace,
@@ -203,18 +206,41 @@ def _trace_of(message: str) -> str | None:
 
 # --- running -------------------------------------------------------------------------------------
 
-def run_one(host: Callable[..., Any], spec: RunSpec, settings: Settings) -> Outcome:
-    """Run ``host`` once under ``spec``; never raises for a failing run (only for Ctrl-C)."""
+def _trace_path(program: str, spec: RunSpec, settings: Settings) -> str | None:
+    """Where a hazard run writes its trace (when this build's Config has ``trace``)."""
+    if spec.mode != "hazard" or not settings.trace_dir or \
+            "trace" not in {f.name for f in dataclasses.fields(Config)}:
+        return None
+    name = re.sub(r"[^\w.-]+", "_", program or "program")
+    return os.path.abspath(os.path.join(
+        settings.trace_dir, f"{name}-{spec.nranks}x{spec.blocks}-n{spec.size}-seed{spec.seed}.json"))
+
+
+def run_one(host: Callable[..., Any], spec: RunSpec, settings: Settings,
+            program: str = "") -> Outcome:
+    """Run ``host`` once under ``spec``; never raises for a failing run (only for Ctrl-C).
+
+    A hazard run writes a trace file; it is deleted when the run passes and kept (its path in
+    ``Outcome.trace``) when it fails.
+    """
     args = (spec.size,) if _with_size(host) else ()
+    extra: dict[str, Any] = {}
+    trace = _trace_path(program, spec, settings)
+    if trace is not None:
+        os.makedirs(os.path.dirname(trace), exist_ok=True)
+        extra["trace"] = trace
     t0 = time.perf_counter()
     try:
         run(host, nranks=spec.nranks, blocks=spec.blocks, seed=spec.seed, mode=spec.mode,
-            args=args, **settings.config())
+            args=args, **settings.config(), **extra)
     except RunError as exc:
         kind, message = classify(exc)
-        return Outcome(spec, kind, time.perf_counter() - t0, message, _trace_of(str(exc)))
+        kept = trace if trace and os.path.isfile(trace) else _trace_of(str(exc))
+        return Outcome(spec, kind, time.perf_counter() - t0, message, kept)
     except ArgumentError as exc:
         return Outcome(spec, "error", time.perf_counter() - t0, f"ArgumentError: {exc}")
+    if trace is not None and os.path.isfile(trace):
+        os.unlink(trace)
     return Outcome(spec, "ok", time.perf_counter() - t0)
 
 
@@ -247,7 +273,7 @@ def sweep(host: Callable[..., Any], cfgs: Sequence[tuple[int, int, int, str]], *
                 break
             if seconds is not None and time.perf_counter() - t0 >= seconds:
                 break
-            out = run_one(host, spec, settings)
+            out = run_one(host, spec, settings, program)
             report.outcomes.append(out)
             if bar is not None:
                 bar.update(1)
@@ -491,6 +517,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="deadlock detector grace in s (default %(default)s)")
     p.add_argument("--run-timeout", type=float, default=Settings.run_timeout,
                    help="one run's timeout in s (default %(default)s)")
+    p.add_argument("--trace-dir", default=Settings.trace_dir,
+                   help="where hazard runs write traces; a failing run's is kept (default %(default)s)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
 
@@ -509,7 +537,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--runs must be at most 1e9")
     if ns.seed < 0:
         parser.error(f"--seed must be >= 0, got {ns.seed}")
-    settings = Settings(ns.wait_timeout, ns.deadlock_grace, ns.run_timeout)
+    settings = Settings(ns.wait_timeout, ns.deadlock_grace, ns.run_timeout, ns.trace_dir)
     progress = not ns.no_progress
     try:
         if ns.catalogue:
