@@ -59,6 +59,7 @@ _store = at.fast_store
 _load = at.fast_load
 _VP = ctypes.c_void_p
 _tls = _agent._tls
+_signals: dict[int, Signal] = {}  # address -> Signal, in this rank process (see Signal)
 
 
 def _check_signal_ptr(ptr: Any, what: str, nbytes: int) -> GMPtr:
@@ -76,17 +77,30 @@ def _check_signal_ptr(ptr: Any, what: str, nbytes: int) -> GMPtr:
 
 
 class Signal:
-    """One int32 signal word in GM (PTO's ``comm::Signal``, a 1x1x1x1x1 GlobalTensor)."""
+    """One int32 signal word in GM (PTO's ``comm::Signal``, a 1x1x1x1x1 GlobalTensor).
+
+    A Signal holds nothing but the word's address, so ``Signal(ptr)`` hands back the one object
+    already made for that word in this rank process: kernels written like the seed build a fresh
+    Signal for every instruction, and that lookup costs a third of building one.
+    """
 
     __slots__ = ("ptr", "addr", "cp", "sleepers", "_site")
 
-    def __init__(self, ptr: GMPtr) -> None:
+    def __new__(cls, ptr: GMPtr) -> Signal:
+        if type(ptr) is GMPtr and ptr.dtype is _I32:
+            sig = _signals.get(ptr.addr)
+            if sig is not None and sig.ptr.windows is ptr.windows:
+                return sig
         _check_signal_ptr(ptr, "Signal", 4)
+        self = object.__new__(cls)
         self.ptr = ptr
         self.addr = ptr.addr
         self.cp = _VP(ptr.addr)
         self.sleepers = _sleepers_addr(ptr.rank)
-        self._site: WaitSite | None = None
+        self._site = None
+        if cls is Signal:
+            _signals[ptr.addr] = self
+        return self
 
     @property
     def site(self) -> WaitSite:
@@ -204,7 +218,11 @@ def TWAIT(sig: Signal | Signal2D, value: int, cmp: WaitCmp) -> None:
         _check_i32(value, "TWAIT")
     if type(cmp) is not WaitCmp:
         cmp = check_enum(WaitCmp, cmp, "TWAIT: cmp")
-    if t is Signal and CMP_FUNCS[cmp](_load(sig.cp, _SEQ), value):
+    fn = CMP_FUNCS[cmp]
+    if t is Signal:
+        if fn(_load(sig.cp, _SEQ), value):
+            return
+    elif first_unsatisfied(sig.addrs, fn, value)[0] < 0:
         return
     wait_until(_agent.current(), sig.site, value, cmp)
 

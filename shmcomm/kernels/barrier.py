@@ -157,11 +157,13 @@ def EpochBarrier(ctx, signal_base=None, num_blocks=None):
     return k
 
 
-def _central_signal(ctx, base):
+def _central_signal(ctx, signal_base):
     cache = ctx.rt.__dict__.setdefault("_central_barrier_cache", {})
-    sig = cache.get(base.offset)
+    key = None if signal_base is None else signal_base.offset
+    sig = cache.get(key)
     if sig is None:
-        sig = cache[base.offset] = Signal(GetRemotePtr(ctx, base + CENTRAL_ARRIVALS, 0))
+        base = ctx.signal_base + CENTRAL_BARRIER_OFFSET if signal_base is None else signal_base
+        sig = cache[key] = Signal(GetRemotePtr(ctx, base + CENTRAL_ARRIVALS, 0))
     return sig
 
 
@@ -172,10 +174,12 @@ def CentralBarrier(ctx, signal_base=None, num_blocks=None):
     ``ctx.signal_base + CENTRAL_BARRIER_OFFSET``; the counter lives in rank 0's window);
     ``num_blocks`` defaults to the launch's real block count and must be the same on every rank
     and in every launch that uses the region. Returns the round number ``k``.
+
+    No ``pipe_barrier`` after the wait: ``TWAIT`` holds the scalar unit, which issues every
+    later instruction, so no later pipe work can start before the barrier is passed.
     """
-    base = ctx.signal_base + CENTRAL_BARRIER_OFFSET if signal_base is None else signal_base
+    arrivals = _central_signal(ctx, signal_base)
     n = ctx.nranks * (ctx.block_num if num_blocks is None else num_blocks)
-    arrivals = _central_signal(ctx, base)
     pipe_barrier(PIPE_ALL)
     dsb(DSB_DDR)  # release: what this block stored before the barrier is visible to all
     k = arrivals.value // n + 1
@@ -184,7 +188,6 @@ def CentralBarrier(ctx, signal_base=None, num_blocks=None):
                            f"of {n} arrivals; call rt.reset_signals() or use another signal_base")
     TNOTIFY(arrivals, 1, NotifyOp.AtomicAdd)
     TWAIT(arrivals, k * n, WaitCmp.GE)
-    pipe_barrier(PIPE_ALL)
     return k
 
 
