@@ -1,0 +1,255 @@
+"""Collective bandwidth: ReduceScatter, AllGather, AllReduce against numpy memcpy, nccl-tests style.
+
+For every ``nranks x blocks`` shape one run measures, per size, the slowest rank's mean time per
+collective over ``iters`` back-to-back calls inside one launch (an EpochBarrier before and after),
+and prints nccl-tests' columns:
+
+* ``size``: bytes of the full vector per rank (AllReduce's buffer, RS's input, AG's output);
+* ``time``: microseconds per collective;
+* ``algbw = size / time``; ``busbw = algbw * 2(n-1)/n`` for AllReduce and ``(n-1)/n`` for RS / AG
+  (nccl-tests' PERFORMANCE.md), the figure comparable with a link's bandwidth.
+
+The roofline is numpy's memcpy measured in the same run: every rank copies a private buffer at
+the same time (``np.copyto``, GiB/s = bytes copied / time), which is what the cores available
+give each rank when all ranks move data at once (8 ranks share 2 cores here). ``vs roof`` is
+``busbw / memcpy per rank``. A single-process memcpy is recorded too.
+
+Writes ``<out>.json`` (versioned, machine metadata, load averages) and ``<out>.png``
+(matplotlib, the ``bench`` extra; skipped with a note when missing).
+
+    python benchmarks/collectives.py --quick      # well under a minute
+    python benchmarks/collectives.py              # 4 KiB .. 64 MiB, nranks 2 4 8, blocks 1 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+import shmcomm
+from shmcomm.kernels.barrier import EpochBarrier
+from shmcomm.kernels.collectives import all_gather, all_reduce, max_share, reduce_scatter
+
+SCHEMA = "shmcomm.bench.collectives/1"
+KiB, MiB = 1024, 1024 * 1024
+OPS = ("rs", "ag", "ar")
+OP_NAMES = {"rs": "ReduceScatter", "ag": "AllGather", "ar": "AllReduce"}
+FULL_SIZES = tuple(4 * KiB * 4**k for k in range(8))  # 4 KiB .. 64 MiB
+QUICK_SIZES = (4 * KiB, 64 * KiB, 1 * MiB)
+ROOF_BYTES = 16 * MiB
+
+
+def parse_size(text: str) -> int:
+    """"4K", "16M", "4096" -> bytes."""
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    mult = {"K": KiB, "M": MiB, "G": 1024 * MiB}.get(t[-1:], 1)
+    return int(float(t.rstrip("KMG")) * mult)
+
+
+def busbw_factor(op: str, n: int) -> float:
+    return (2 * (n - 1) / n) if op == "ar" else ((n - 1) / n)
+
+
+def _bench_kernel(ctx, op: str, big, small, n: int, iters: int, out: list) -> None:
+    EpochBarrier(ctx)
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        if op == "ar":
+            all_reduce(ctx, big, big, n)
+        elif op == "rs":
+            reduce_scatter(ctx, big, small, n)
+        else:
+            all_gather(ctx, small, big, n)
+    EpochBarrier(ctx)
+    if ctx.block_idx == 0:
+        out.append((time.perf_counter() - t0) / iters)
+
+
+def _memcpy_per_rank(rt, nbytes: int, window_s: float, repeats: int = 3) -> float:
+    """GiB/s of back-to-back np.copyto of a private buffer over ``window_s`` while every rank
+    copies at the same time (a window, not one copy, so that the ranks' copies overlap)."""
+    a = np.ones(nbytes // 4, np.float32)
+    b = np.empty_like(a)
+    rates = []
+    for _ in range(repeats):
+        rt.barrier()
+        t0 = time.perf_counter()
+        copies = 0
+        while True:
+            np.copyto(b, a)
+            copies += 1
+            t = time.perf_counter() - t0
+            if t >= window_s:
+                break
+        rates.append(copies * nbytes / t / 2**30)
+    rt.barrier()
+    return sorted(rates)[len(rates) // 2]
+
+
+def _host(rt, sizes: list[int], ops: list[str], blocks: int, max_iters: int, roof_bytes: int,
+          window_s: float) -> dict:
+    dt = np.dtype(np.float32)
+    nmax = max(sizes) // dt.itemsize
+    big = rt.alloc((nmax,), dt)
+    small = rt.alloc((max_share(nmax, rt.nranks),), dt)
+    rows = []
+    memcpy0 = _memcpy_per_rank(rt, roof_bytes, window_s)
+    for size in sizes:
+        n = size // dt.itemsize
+        iters = max(2, min(max_iters, (32 * MiB) // size))
+        for op in ops:
+            out: list = []
+            big[:n] = 0.0  # AR sums in place, iters times: zeros stay finite
+            rt.launch(_bench_kernel, blocks=blocks, args=(op, big.ptr, small.ptr, n, iters, out))
+            rows.append({"op": op, "size": size, "iters": iters, "time_s": out[0]})
+    memcpy1 = _memcpy_per_rank(rt, roof_bytes, window_s)
+    return {"rows": rows, "memcpy_GiBps": (memcpy0 + memcpy1) / 2}
+
+
+def single_memcpy(nbytes: int, repeats: int = 7) -> float:
+    a = np.ones(nbytes // 4, np.float32)
+    b = np.empty_like(a)
+    ts = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        np.copyto(b, a)
+        ts.append(time.perf_counter() - t0)
+    return nbytes / sorted(ts)[len(ts) // 2] / 2**30
+
+
+def measure(nranks: int, blocks: int, sizes: list[int], ops: list[str], max_iters: int,
+            roof_bytes: int, window_s: float = 0.3) -> list[dict]:
+    """Rows for one ``nranks x blocks`` shape (one shmcomm run)."""
+    nmax = max(sizes) // 4
+    heap = 4 * (nmax + max_share(nmax, nranks)) + 1 * MiB
+    load0 = os.getloadavg()
+    res = shmcomm.run(_host, nranks=nranks, blocks=blocks, window_bytes=heap, timeout=1800,
+                      args=(sizes, ops, blocks, max_iters, roof_bytes, window_s))
+    roof = min(r["memcpy_GiBps"] for r in res)  # the slowest rank's copy rate: a fair share
+    rows = []
+    for i, base in enumerate(res[0]["rows"]):
+        t = max(r["rows"][i]["time_s"] for r in res)  # the slowest rank
+        algbw = base["size"] / t / 2**30
+        busbw = algbw * busbw_factor(base["op"], nranks)
+        rows.append({"op": base["op"], "nranks": nranks, "blocks": blocks, "size": base["size"],
+                     "iters": base["iters"], "time_us": t * 1e6, "algbw_GiBps": algbw,
+                     "busbw_GiBps": busbw, "memcpy_per_rank_GiBps": roof, "vs_roof": busbw / roof,
+                     "loadavg": [round(x, 2) for x in load0]})
+    return rows
+
+
+def fmt_size(b: int) -> str:
+    return f"{b // MiB} MiB" if b >= MiB else f"{b // KiB} KiB"
+
+
+def table(rows: list[dict]) -> str:
+    hdr = (f"{'op':<14}{'nranks':>7}{'blocks':>7}{'size':>10}{'time us':>12}{'algbw GiB/s':>13}"
+           f"{'busbw GiB/s':>13}{'memcpy/rank':>13}{'vs roof':>9}")
+    lines = [hdr, "-" * len(hdr)]
+    for r in rows:
+        lines.append(f"{OP_NAMES[r['op']]:<14}{r['nranks']:>7}{r['blocks']:>7}{fmt_size(r['size']):>10}"
+                     f"{r['time_us']:>12.1f}{r['algbw_GiBps']:>13.3f}{r['busbw_GiBps']:>13.3f}"
+                     f"{r['memcpy_per_rank_GiBps']:>13.3f}{r['vs_roof']:>9.2f}")
+    return "\n".join(lines)
+
+
+def plot(rows: list[dict], path: str) -> str | None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib is not installed (pip install -e '.[bench]'): plot skipped"
+    ops = [o for o in OPS if any(r["op"] == o for r in rows)]
+    fig, axes = plt.subplots(1, len(ops), figsize=(5 * len(ops), 4), squeeze=False)
+    for ax, op in zip(axes[0], ops, strict=True):
+        shapes = sorted({(r["nranks"], r["blocks"]) for r in rows if r["op"] == op})
+        for nr, nb in shapes:
+            rr = [r for r in rows if r["op"] == op and (r["nranks"], r["blocks"]) == (nr, nb)]
+            line, = ax.plot([r["size"] for r in rr], [r["busbw_GiBps"] for r in rr], marker="o",
+                            label=f"{nr}x{nb}")
+            ax.axhline(rr[0]["memcpy_per_rank_GiBps"], color=line.get_color(), ls=":", lw=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_title(f"{OP_NAMES[op]} (dotted: memcpy per rank)")
+        ax.set_xlabel("size per rank (bytes)")
+        ax.set_ylabel("busbw GiB/s")
+        ax.legend(title="ranks x blocks", fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return None
+
+
+def machine() -> dict[str, Any]:
+    return {"platform": platform.platform(), "python": platform.python_version(),
+            "numpy": np.__version__, "shmcomm": shmcomm.__version__, "cpus": os.cpu_count(),
+            "affinity": len(os.sched_getaffinity(0)), "processor": platform.processor(),
+            "loadavg_start": [round(x, 2) for x in os.getloadavg()]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="sizes 4 KiB, 64 KiB, 1 MiB; few iterations")
+    p.add_argument("--nranks", default=None, help="comma list (default 2,4,8; quick: 2,8)")
+    p.add_argument("--blocks", default=None, help="comma list (default 1,4; quick: 4)")
+    p.add_argument("--ops", default="rs,ag,ar", help="comma list of rs, ag, ar")
+    p.add_argument("--min-size", default=None, help="smallest size per rank, e.g. 4K")
+    p.add_argument("--max-size", default=None, help="largest size per rank, e.g. 64M")
+    p.add_argument("--out", default="results/collectives", help="path stem for .json and .png")
+    p.add_argument("--no-plot", action="store_true")
+    ns = p.parse_args(argv)
+    sizes = list(QUICK_SIZES if ns.quick else FULL_SIZES)
+    if ns.min_size:
+        sizes = [s for s in sizes if s >= parse_size(ns.min_size)]
+    if ns.max_size:
+        sizes = [s for s in sizes if s <= parse_size(ns.max_size)]
+    if not sizes:
+        p.error("no size left between --min-size and --max-size")
+    nranks = [int(x) for x in (ns.nranks or ("2,8" if ns.quick else "2,4,8")).split(",")]
+    blocks = [int(x) for x in (ns.blocks or ("4" if ns.quick else "1,4")).split(",")]
+    ops = [o.strip() for o in ns.ops.split(",")]
+    if any(o not in OPS for o in ops):
+        p.error(f"--ops: choose from {', '.join(OPS)}")
+    max_iters = 10 if ns.quick else 100
+    roof_bytes = min(ROOF_BYTES, max(sizes)) if ns.quick else ROOF_BYTES
+    meta = machine()
+    t0 = time.perf_counter()
+    single = single_memcpy(roof_bytes)
+    rows: list[dict] = []
+    for nr in nranks:
+        for nb in blocks:
+            rows += measure(nr, nb, sizes, ops, max_iters, roof_bytes, 0.1 if ns.quick else 0.3)
+    meta["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    print(f"collectives, float32 sum; memcpy 1 process {single:.2f} GiB/s ({fmt_size(roof_bytes)}); "
+          f"loadavg {meta['loadavg_start']} -> {meta['loadavg_end']}")
+    print(table(rows))
+    ar16 = [r for r in rows if r["op"] == "ar" and r["size"] == 16 * MiB and r["nranks"] == 8]
+    for r in ar16:
+        print(f"AllReduce 16 MiB x 8 ranks x {r['blocks']} blocks: busbw {r['busbw_GiBps']:.3f} GiB/s "
+              f"= {100 * r['vs_roof']:.0f}% of memcpy per rank ({r['memcpy_per_rank_GiBps']:.3f} GiB/s)")
+    out_dir = os.path.dirname(ns.out)
+    if out_dir:
+        os.makedirs(out_dir, exist_ok=True)
+    doc = {"schema": SCHEMA, "machine": meta, "dtype": "float32", "op": "sum",
+           "memcpy_single_GiBps": single, "roof_bytes": roof_bytes, "argv": sys.argv[1:],
+           "wall_s": time.perf_counter() - t0, "rows": rows}
+    with open(ns.out + ".json", "w") as f:
+        json.dump(doc, f, indent=1)
+    print(f"wrote {ns.out}.json")
+    if not ns.no_plot:
+        note = plot(rows, ns.out + ".png")
+        print(note or f"wrote {ns.out}.png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
