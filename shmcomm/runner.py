@@ -59,6 +59,10 @@ def run(host: Callable[..., Any], nranks: int | None = None, *, blocks: int | No
     """
     if not callable(host):
         raise ArgumentError(f"run: host must be callable, got {type(host).__name__}")
+    if "heap_bytes" in settings:  # the Config name of window_bytes
+        if window_bytes is not None:
+            raise ArgumentError("run: give window_bytes or heap_bytes, not both")
+        window_bytes = settings.pop("heap_bytes")
     if config is None:
         config = Config.from_kwargs(nranks=nranks, blocks=blocks, heap_bytes=window_bytes,
                                     timeout=timeout, seed=seed, mode=mode, **settings)
