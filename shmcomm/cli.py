@@ -27,6 +27,9 @@ def load_program(spec: str) -> Callable[..., Any]:
         mod = importlib.import_module(mod_name)
     except ImportError as exc:
         raise ArgumentError(f"--program: cannot import module {mod_name!r}: {exc}") from None
+    except Exception as exc:  # a syntax error or a failure while the module imports
+        raise ArgumentError(f"--program: importing module {mod_name!r} failed: "
+                            f"{type(exc).__name__}: {exc}") from None
     func = getattr(mod, func_name, None)
     if not callable(func):
         raise ArgumentError(f"--program: {mod_name!r} has no callable {func_name!r}")
