@@ -19,6 +19,8 @@ MAX_RANKS = 64  # as pto-isa's CommDeviceContext (kMaxRankNum)
 MAX_BLOCKS = 64
 WAIT_POLICIES = ("adaptive", "spin", "yield", "futex")
 MODES = ("eager", "hazard")
+# hazard-mode sub-models (shmcomm.race); "all" turns every one on
+HAZARDS = ("pipes", "visibility", "lines", "jitter", "checkers")
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 
 
@@ -34,6 +36,9 @@ class Config:
     ``wait_policy``: how a blocked wait burns or yields the CPU. ``spin_us``: adaptive spin budget.
     ``switch_interval``: ``sys.setswitchinterval`` in rank processes (finer block interleaving).
     ``seed``: the run's seed (jitter and hazard models draw from it). ``mode``: eager or hazard.
+    ``hazards``: the hazard-mode sub-models, ``"all"`` or a comma list of ``HAZARDS``.
+    ``hazard_delay``: mean seconds a queued pipe op or an unfenced remote store stays pending.
+    ``trace``: hazard mode writes a Chrome trace JSON (Perfetto) to this path ("" = none).
     """
 
     nranks: int = 8
@@ -49,6 +54,9 @@ class Config:
     switch_interval: float = 0.001
     seed: int = 0
     mode: str = "eager"
+    hazards: str = "all"
+    hazard_delay: float = 0.002
+    trace: str = ""
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -95,13 +103,21 @@ _FIELDS: dict[str, tuple] = {
     "switch_interval": (float, 1e-6, 1.0),
     "seed": (int, 0, 2**63 - 1),
     "mode": (str, MODES),
+    "hazards": (str, None),
+    "hazard_delay": (float, 0.0, 60.0),
+    "trace": (str, None),
 }
 
 
 def _check(name: str, value: Any, label: str) -> None:
     spec = _FIELDS[name]
     if spec[0] is str:
-        if value not in spec[1]:
+        if not isinstance(value, str):
+            raise ArgumentError(f"{label} must be a str; got {value!r}")
+        if name == "hazards":
+            parse_hazards(value, label)
+            return
+        if spec[1] is not None and value not in spec[1]:
             raise ArgumentError(f"{label} must be one of {', '.join(spec[1])}; got {value!r}")
         return
     kind, low, high = spec
@@ -112,6 +128,18 @@ def _check(name: str, value: Any, label: str) -> None:
         raise ArgumentError(f"{label} must be in [{low}, {high}]; got {value!r}")
     if name == "signal_bytes" and value % 64:
         raise ArgumentError(f"{label} must be a multiple of 64 bytes; got {value}")
+
+
+def parse_hazards(value: str, label: str = "hazards") -> frozenset[str]:
+    """The set of sub-model names in ``value`` (``"all"`` or a comma list of ``HAZARDS``)."""
+    if value.strip() == "all":
+        return frozenset(HAZARDS)
+    names = [n.strip() for n in value.split(",")]
+    bad = [n for n in names if n not in HAZARDS]
+    if bad or not names:
+        raise ArgumentError(f"{label} must be 'all' or a comma list of {', '.join(HAZARDS)}; "
+                            f"got {value!r}")
+    return frozenset(names)
 
 
 def _parse_env(name: str, raw: str) -> Any:

@@ -148,6 +148,10 @@ class RankRuntime:
             raise ArgumentError(f"launch: args must be a tuple, got {type(args).__name__}")
         kwargs = dict(kwargs or {})
         self.launches += 1
+        if self.config.mode == "hazard":  # before peers can see this launch's count
+            from .race.checkers import launch_snapshot
+
+            launch_snapshot(self)
         agents = [Agent(self, b, blocks, _seed(self.config.seed, self.rank, self.launches, b))
                   for b in range(blocks)]
         for a in agents:
@@ -180,10 +184,12 @@ class RankRuntime:
         agent.set_state(C.RUNNING)
         agent.set_active(True)
         try:
+            agent.pipes.start()
             kernel(DeviceContext(agent), *args, **kwargs)
             agent.pipes.finish()
             agent.set_state(C.DONE)
         except BaseException as exc:  # every failure of a block is reported, then aborts the run
+            agent.pipes.stop()
             agent.set_state(C.FAILED)
             if not isinstance(exc, Aborted):
                 self.ctl.abort(C.ABORT_FAILURE)

@@ -75,6 +75,12 @@ class Engine:
 
     # -- hooks ---------------------------------------------------------------------------------
 
+    def start(self) -> None:
+        """Called in the block's thread just before the kernel runs."""
+
+    def stop(self) -> None:
+        """Called in the block's thread when the kernel raised (``finish`` is not called)."""
+
     def idle(self) -> None:
         """Called while the block waits: a deferring engine may retire work here."""
 

@@ -1,0 +1,30 @@
+"""Hazard mode: make missing synchronization fail on a CPU without changing a kernel.
+
+``shmcomm.run(host, mode="hazard", seed=S, hazards="...")`` (or ``python -m shmcomm.launch
+--mode hazard --seed S [--hazards ...] [--trace out.json]``) swaps every block's pipe engine for
+:class:`~shmcomm.race.hazard.HazardEngine`. ``hazards`` is ``"all"`` (default) or a comma list of
+these sub-models:
+
+``pipes``       TLOAD / TSTORE (also inside TPUT / TGET) queue on MTE2 / MTE3 and retire at
+                seeded later points; only ``wait_flag`` on the matching event or
+                ``pipe_barrier`` completes them (:mod:`shmcomm.race.hazard`).
+``visibility``  a completed store into another rank's window stays in the writer block's
+                buffer until its ``dsb(DSB_DDR)`` or a seeded later time
+                (:mod:`shmcomm.race.visibility`).
+``lines``       ``TNOTIFY(..., Set)`` goes through a 64-byte cache line filled at the Set and
+                written back whole later, so packed Set slots of different writers clobber each
+                other (pto-isa #322) (:mod:`shmcomm.race.visibility`).
+``jitter``      seeded sleeps and GIL switches at sync points and data moves, and a small
+                ``sys.setswitchinterval`` (:mod:`shmcomm.race.jitter`).
+``checkers``    rule checks that raise :class:`HazardReport` (:mod:`shmcomm.race.checkers`).
+
+Checker names (the ``[name]`` in a report): ``stale-at-launch``, ``phase-reuse``,
+``line-shared``, ``notify-unfenced``, ``flag-unbalanced``, ``event-twice``. Every report names the
+kernel's file:line, rank, block, signal offset and the run's seed. ``hazard_delay`` (seconds)
+scales how long work stays pending; ``trace`` names a Chrome trace JSON file
+(:mod:`shmcomm.race.trace`).
+"""
+
+from .checkers import CHECKERS, HazardReport
+
+__all__ = ["HazardReport", "CHECKERS"]

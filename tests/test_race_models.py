@@ -1,0 +1,260 @@
+"""Hazard mode, one minimal kernel pair per sub-model: the synchronized kernel passes in hazard
+mode, the same kernel with the synchronization removed passes in eager mode and fails in hazard
+mode (wrong data or a checker report) for fixed seeds.
+
+``hazard_delay=5`` keeps unsynchronized work pending for seconds, so the failing runs fail by
+construction (no timing luck), while the synchronized kernels never wait for it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import shmcomm
+from shmcomm import ArgumentError
+from shmcomm.comm import TNOTIFY, TPUT, TWAIT, GetRemotePtr, NotifyOp, Signal, WaitCmp
+from shmcomm.config import Config
+from shmcomm.pipe import (
+    DSB_DDR,
+    EVENT_ID0,
+    PIPE_ALL,
+    PIPE_MTE2,
+    PIPE_MTE3,
+    PIPE_V,
+    TLOAD,
+    TSTORE,
+    dsb,
+    pipe_barrier,
+    set_flag,
+    wait_flag,
+)
+from shmcomm.tensor import GlobalTensor
+
+pytestmark = pytest.mark.timeout(120)
+N = 64
+SLOW = dict(hazard_delay=5.0)
+FIXED_SEEDS = (1, 2, 3)
+
+
+def _run(host, nranks=1, mode="hazard", seed=1, hazards="all", blocks=1, **kw):
+    return shmcomm.run(host, nranks=nranks, blocks=blocks, mode=mode, seed=seed, hazards=hazards,
+                       timeout=60, wait_timeout=20, **kw)
+
+
+def _fails(host, checker=None, **kw):
+    """The run fails: with ``checker``, by that checker's report."""
+    with pytest.raises(shmcomm.RunError) as ei:
+        _run(host, **kw)
+    text = str(ei.value)
+    assert f"seed: {kw.get('seed', 1)}" in text
+    if checker:
+        assert f"hazard [{checker}]" in text, text
+    return text
+
+
+# --- pipes: TLOAD completes only at wait_flag / pipe_barrier ----------------------------------
+
+def k_load_scale(ctx, src, out, synced):
+    tile = ctx.tile((1, N), np.float32)
+    TLOAD(tile, GlobalTensor(src, (1, N)))
+    if synced:
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0)
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0)
+    tile.array *= 2  # vector work on the loaded tile
+    TSTORE(GlobalTensor(out, (1, N)), tile)
+    pipe_barrier(PIPE_ALL)
+
+
+def host_load_scale(rt, synced, launches=1):
+    src, out = rt.alloc((N,), np.float32), rt.alloc((N,), np.float32)
+    src[:] = np.arange(N)
+    bad = 0
+    for _ in range(launches):
+        out[:] = 0
+        rt.launch(k_load_scale, blocks=1, args=(src.ptr, out.ptr, synced))
+        bad += not np.array_equal(out, 2 * np.arange(N))
+    return bad
+
+
+@pytest.mark.parametrize("seed", FIXED_SEEDS)
+def test_pipes_vector_reads_tile_before_load_retires(seed):
+    assert _run(host_load_scale, mode="eager", args=(False,)) == [0]
+    assert _run(host_load_scale, seed=seed, hazards="pipes", args=(True, 20)) == [0]
+    assert _run(host_load_scale, seed=seed, hazards="pipes", args=(False,), **SLOW) == [1]
+
+
+# --- pipes + visibility: TPUT then TNOTIFY, with and without drain and fence ------------------
+
+def k_put_notify(ctx, data, src, drain, fence):
+    """Rank 0 puts ``src`` into rank 1's ``data``, signals word 0; rank 1 copies what it sees."""
+    sig = ctx.signal_base
+    if ctx.rank == 0:
+        TPUT(GlobalTensor(GetRemotePtr(ctx, data, 1), (1, N)), GlobalTensor(src, (1, N)),
+             ctx.tile((1, 16), np.float32))
+        if drain:
+            pipe_barrier(PIPE_ALL)
+        if fence:
+            dsb(DSB_DDR)
+        TNOTIFY(Signal(GetRemotePtr(ctx, sig, 1)), 1, NotifyOp.AtomicAdd)
+        TWAIT(Signal(sig + 1), 1, WaitCmp.GE)  # rank 1 has looked
+    else:
+        TWAIT(Signal(sig), 1, WaitCmp.GE)
+        seen = GlobalTensor(data, (1, N)).view().copy()
+        GlobalTensor(src, (1, N)).view()[:] = seen  # rank 1's src: what it saw
+        TNOTIFY(Signal(GetRemotePtr(ctx, sig + 1, 0)), 1, NotifyOp.AtomicAdd)
+
+
+def host_put_notify(rt, drain, fence, launches=1):
+    data, src = rt.alloc((N,), np.float32), rt.alloc((N,), np.float32)
+    bad = 0
+    for i in range(launches):
+        rt.reset_signals()
+        data[:] = 0
+        src[:] = np.arange(N) + i if rt.rank == 0 else -1
+        rt.barrier()
+        rt.launch(k_put_notify, blocks=1, args=(data.ptr, src.ptr, drain, fence))
+        rt.barrier()
+        bad += rt.rank == 1 and not np.array_equal(src, np.arange(N) + i)
+    return bad
+
+
+@pytest.mark.parametrize("seed", FIXED_SEEDS)
+def test_pipes_tput_does_not_drain_before_tnotify(seed):
+    assert _run(host_put_notify, nranks=2, mode="eager", args=(False, False)) == [0, 0]
+    assert _run(host_put_notify, nranks=2, seed=seed, hazards="pipes", args=(False, False),
+                **SLOW) == [0, 1]
+    _fails(host_put_notify, "notify-unfenced", nranks=2, seed=seed, args=(False, False))
+
+
+@pytest.mark.parametrize("seed", FIXED_SEEDS)
+def test_visibility_needs_dsb_after_drain(seed):
+    assert _run(host_put_notify, nranks=2, mode="eager", args=(True, False)) == [0, 0]
+    assert _run(host_put_notify, nranks=2, seed=seed, args=(True, True, 10)) == [0, 0]
+    assert _run(host_put_notify, nranks=2, seed=seed, hazards="pipes,visibility",
+                args=(True, False), **SLOW) == [0, 1]
+    _fails(host_put_notify, "notify-unfenced", nranks=2, seed=seed, args=(True, False))
+
+
+# --- lines: Set slots of two writers on one 64-byte line (pto-isa #322) -----------------------
+
+SLOTS_OFF = 1024  # words; past the barrier regions
+GO, DONE = 0, 1
+
+
+def k_set_slots(ctx, stride):
+    """Ranks 1 and 2 Set their slot in rank 0's matrix, in turn: rank 1 first, then rank 2."""
+    base = ctx.signal_base + SLOTS_OFF
+    slot = Signal(GetRemotePtr(ctx, base + stride * ctx.rank, 0))
+    if ctx.rank == 1:
+        TNOTIFY(slot, 1, NotifyOp.Set)
+        TNOTIFY(Signal(GetRemotePtr(ctx, ctx.signal_base + GO, 2)), 1, NotifyOp.AtomicAdd)
+        TWAIT(Signal(ctx.signal_base + DONE), 1, WaitCmp.GE)
+        dsb(DSB_DDR)
+    elif ctx.rank == 2:
+        TWAIT(Signal(ctx.signal_base + GO), 1, WaitCmp.GE)
+        TNOTIFY(slot, 1, NotifyOp.Set)
+        dsb(DSB_DDR)
+        TNOTIFY(Signal(GetRemotePtr(ctx, ctx.signal_base + DONE, 1)), 1, NotifyOp.AtomicAdd)
+
+
+def host_set_slots(rt, stride, launches=1):
+    bad = 0
+    for _ in range(launches):
+        rt.reset_signals()
+        rt.launch(k_set_slots, blocks=1, args=(stride,))
+        rt.barrier()
+        if rt.rank == 0:
+            slots = rt.signals[SLOTS_OFF:SLOTS_OFF + 3 * stride:stride]
+            bad += slots.tolist() != [0, 1, 1]
+        rt.barrier()
+    return bad
+
+
+@pytest.mark.parametrize("seed", FIXED_SEEDS)
+def test_lines_packed_set_slots_clobber(seed):
+    assert _run(host_set_slots, nranks=3, mode="eager", args=(1,)) == [0, 0, 0]
+    assert _run(host_set_slots, nranks=3, seed=seed, args=(16, 10)) == [0, 0, 0]
+    assert _run(host_set_slots, nranks=3, seed=seed, hazards="lines", args=(1,), **SLOW)[0] == 1
+    _fails(host_set_slots, "line-shared", nranks=3, seed=seed, args=(1,), **SLOW)
+
+
+# --- jitter: a read-modify-write that only the GIL's coarse switching kept atomic -------------
+
+def k_rmw(ctx, counter, iters, atomic):
+    sig = Signal(counter)
+    view = GlobalTensor(counter, (1,)).view()
+    for _ in range(iters):
+        if atomic:
+            TNOTIFY(sig, 1, NotifyOp.AtomicAdd)
+            pipe_barrier(PIPE_ALL)
+        else:
+            v = int(view[0])
+            pipe_barrier(PIPE_ALL)
+            view[0] = v + 1
+
+
+def host_rmw(rt, atomic, launches=1, iters=30, blocks=4):
+    counter = rt.alloc((1,), np.int32)
+    bad = 0
+    for _ in range(launches):
+        counter[:] = 0
+        rt.launch(k_rmw, blocks=blocks, args=(counter.ptr, iters, atomic))
+        bad += int(counter[0]) != iters * blocks
+    return bad
+
+
+@pytest.mark.parametrize("seed", FIXED_SEEDS)
+def test_jitter_interleaves_blocks_of_a_rank(seed):
+    # a coarse switch interval in eager mode: the blocks run their loops one after another
+    assert _run(host_rmw, mode="eager", args=(False,), switch_interval=0.05) == [0]
+    assert _run(host_rmw, seed=seed, hazards="jitter", args=(True, 5)) == [0]
+    assert _run(host_rmw, seed=seed, hazards="jitter", args=(False,), switch_interval=0.05) == [1]
+
+
+# --- checkers on pipe events ------------------------------------------------------------------
+
+def k_flags(ctx, pattern):
+    if pattern == "balanced":
+        for _ in range(2):
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0)
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0)
+    elif pattern == "unbalanced":
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0)
+    elif pattern == "twice":
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0)
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0)
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0)
+
+
+def host_flags(rt, pattern, launches=1):
+    for _ in range(launches):
+        rt.launch(k_flags, blocks=2, args=(pattern,))
+    return 0
+
+
+@pytest.mark.parametrize("seed", FIXED_SEEDS)
+def test_checker_set_flag_without_wait_flag(seed):
+    assert _run(host_flags, mode="eager", args=("unbalanced",)) == [0]
+    assert _run(host_flags, seed=seed, args=("balanced", 10)) == [0]
+    text = _fails(host_flags, "flag-unbalanced", seed=seed, args=("unbalanced",))
+    assert "test_race_models.py" in text  # the set_flag's line
+
+
+@pytest.mark.parametrize("seed", FIXED_SEEDS)
+def test_checker_event_id_set_twice(seed):
+    assert _run(host_flags, mode="eager", args=("twice",)) == [0]
+    _fails(host_flags, "event-twice", seed=seed, args=("twice",))
+
+
+# --- configuration ----------------------------------------------------------------------------
+
+def test_hazards_setting_is_strict():
+    assert Config(hazards="pipes, lines").hazards == "pipes, lines"
+    for bad in ("", "pipe", "pipes,,lines", "all,pipes"):
+        with pytest.raises(ArgumentError, match="hazards must be 'all' or a comma list"):
+            Config(hazards=bad)
+    with pytest.raises(ArgumentError, match="hazard_delay"):
+        Config(hazard_delay=-1.0)
+    with pytest.raises(ArgumentError, match="SHMCOMM_HAZARDS"):
+        Config.from_kwargs(env={"SHMCOMM_HAZARDS": "visibilty"})
