@@ -226,6 +226,8 @@ class GMPtr:
             if n.rank != self.rank or n.dtype != self.dtype:
                 raise ArgumentError("pointer difference needs two pointers of one rank and dtype")
             return (self.offset - n.offset) // self.itemsize
+        if type(n) is not int and (isinstance(n, bool) or not isinstance(n, (int, np.integer))):
+            raise ArgumentError(f"pointer - n: n must be an int (elements) or a GMPtr, got {n!r}")
         return self + (-int(n))
 
     def on_rank(self, rank: int) -> GMPtr:
