@@ -232,7 +232,7 @@ class GMPtr:
 
     def on_rank(self, rank: int) -> GMPtr:
         """The same offset in ``rank``'s window (symmetric-heap translation)."""
-        if rank == self.rank:
+        if type(rank) is int and rank == self.rank:  # type first: an array has no single truth
             return self
         rank = self.windows.check_rank(rank, "GetRemotePtr: rank")
         p = object.__new__(GMPtr)
