@@ -189,6 +189,7 @@ def TNOTIFY(sig: Signal | Signal2D, value: int, op: NotifyOp = NotifyOp.AtomicAd
         _check_sig(sig, "TNOTIFY")
     if type(value) is not int or not INT32_MIN <= value <= INT32_MAX:
         _check_i32(value, "TNOTIFY")
+        value = int(value)  # a numpy integer: the unchecked ctypes binding takes ints only
     if op != 0 and op != 1:
         op = check_enum(NotifyOp, op, "TNOTIFY: op")
     try:
