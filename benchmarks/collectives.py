@@ -1,7 +1,8 @@
 """Collective bandwidth: ReduceScatter, AllGather, AllReduce against numpy memcpy, nccl-tests style.
 
 For every ``nranks x blocks`` shape one run measures, per size, the slowest rank's mean time per
-collective over ``iters`` back-to-back calls inside one launch (an EpochBarrier before and after),
+collective over ``iters`` back-to-back calls inside one launch (after one warm-up call, between
+two EpochBarriers),
 and prints nccl-tests' columns:
 
 * ``size``: bytes of the full vector per rank (AllReduce's buffer, RS's input, AG's output);
@@ -57,16 +58,21 @@ def busbw_factor(op: str, n: int) -> float:
     return (2 * (n - 1) / n) if op == "ar" else ((n - 1) / n)
 
 
+def _one(ctx, op: str, big, small, n: int) -> None:
+    if op == "ar":
+        all_reduce(ctx, big, big, n)
+    elif op == "rs":
+        reduce_scatter(ctx, big, small, n)
+    else:
+        all_gather(ctx, small, big, n)
+
+
 def _bench_kernel(ctx, op: str, big, small, n: int, iters: int, out: list) -> None:
+    _one(ctx, op, big, small, n)  # warm-up: first touches of the peers' pages fault them in
     EpochBarrier(ctx)
     t0 = time.perf_counter()
     for _ in range(iters):
-        if op == "ar":
-            all_reduce(ctx, big, big, n)
-        elif op == "rs":
-            reduce_scatter(ctx, big, small, n)
-        else:
-            all_gather(ctx, small, big, n)
+        _one(ctx, op, big, small, n)
     EpochBarrier(ctx)
     if ctx.block_idx == 0:
         out.append((time.perf_counter() - t0) / iters)
