@@ -50,6 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=None, help="seed of the run's randomness")
     p.add_argument("--mode", choices=("eager", "hazard"), default=None, help="eager (default) or hazard")
     p.add_argument("--wait-policy", choices=("adaptive", "spin", "yield", "futex"), default=None)
+    p.add_argument("--hazards", default=None, metavar="LIST",
+                   help="hazard-mode sub-models: all (default) or a comma list of "
+                        "pipes,visibility,lines,jitter,checkers")
+    p.add_argument("--trace", default=None, metavar="PATH",
+                   help="hazard mode: write a Chrome trace JSON (open it in Perfetto)")
     return p
 
 
@@ -60,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--nranks must be in [1, {MAX_RANKS}], got {ns.nranks}")
     try:
         settings = dict(nranks=ns.nranks, blocks=ns.blocks, timeout=ns.timeout, seed=ns.seed,
-                        mode=ns.mode, wait_policy=ns.wait_policy)
+                        mode=ns.mode, wait_policy=ns.wait_policy, hazards=ns.hazards,
+                        trace=ns.trace)
         if ns.program:
             host = load_program(ns.program)
             results = run(host, **settings)

@@ -75,8 +75,12 @@ def report(agent: Agent, checker: str, detail: str, offset: int | None = None,
     where = kernel_site(sys._getframe(2))
     sig = "" if offset is None else f", signal offset {offset:#x}" + (
         "" if sig_rank is None else f" of rank {sig_rank}")
-    return HazardReport(checker, f"hazard [{checker}] at {where}: {agent.where()}{sig}: {detail} "
-                                 f"(seed {cfg.seed}, hazards={cfg.hazards})")
+    msg = (f"hazard [{checker}] at {where}: {agent.where()}{sig}: {detail} "
+           f"(seed {cfg.seed}, hazards={cfg.hazards})")
+    tracer = getattr(agent.pipes, "tracer", None)
+    if tracer is not None:
+        tracer.instant(f"hazard [{checker}]", message=msg)
+    return HazardReport(checker, msg)
 
 
 class LaunchState:
@@ -98,7 +102,7 @@ def launch_snapshot(rt: RankRuntime) -> None:
     notified yet, so every non-zero word is left over from earlier. (Of two racing ranks at
     least one always gets a clean snapshot.)
     """
-    sigs = rt.signals
+    sigs = rt.signals.copy()  # peers may write while we look: scan a copy
     nz = sigs.nonzero()[0]
     stale = {int(i) * 4: int(sigs[i]) for i in nz}
     ctl = rt.ctl

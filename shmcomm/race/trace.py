@@ -1,8 +1,8 @@
 """Chrome trace JSON (loadable in Perfetto / chrome://tracing): a track per rank and block.
 
 Every rank process appends its blocks' events to the one file named by ``Config.trace``, under an
-exclusive ``flock``, in the JSON array format (the closing bracket is optional in that format, so
-ranks can append independently). ``pid`` is the rank, ``tid`` the block; TWAIT / TPUT / TGET are
+exclusive ``flock``, in the JSON array format: each write replaces the closing bracket, so the
+file is valid JSON after every write. ``pid`` is the rank, ``tid`` the block; TWAIT / TPUT / TGET are
 complete events (``X``) from start to return, TNOTIFY, pipe issues and checker reports are
 instants, pipe retirements and remote-store flushes are complete events from issue to
 retirement. The first line names the run (its control segment), so a file left by an earlier
@@ -46,20 +46,21 @@ class Tracer:
                             "ts": start_us, "dur": max(end - start_us, 0.0), "args": args})
 
     def flush(self) -> None:
-        """Append the collected events to the trace file (one locked write)."""
+        """Append the collected events to the trace file (one locked write; valid JSON after)."""
         if not self.events:
             return
-        body = "".join(json.dumps(e, default=str) + ",\n" for e in self.events)
+        body = ",\n".join(json.dumps(e, default=str) for e in self.events)
         self.events = []
         header = "[\n" + json.dumps({"ph": "M", "name": "shmcomm_run", "pid": 0,
-                                     "args": {"run": self.run_id}}) + ",\n"
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+                                     "args": {"run": self.run_id}})
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            first = os.pread(fd, len(header), 0).decode(errors="replace")
-            if first != header:  # empty, or left by another run
-                os.ftruncate(fd, 0)
-                os.write(fd, header.encode())
-            os.write(fd, body.encode())
+            size = os.fstat(fd).st_size
+            if size < len(header) + 3 or os.pread(fd, len(header), 0).decode(errors="replace") != header:
+                os.ftruncate(fd, 0)  # empty, or left by another run
+                os.pwrite(fd, (header + "\n]\n").encode(), 0)
+                size = len(header) + 3
+            os.pwrite(fd, (",\n" + body + "\n]\n").encode(), size - 3)  # over the closing "\n]\n"
         finally:
             os.close(fd)  # closing releases the lock

@@ -1,0 +1,75 @@
+"""Hazard mode on the barriers: the seed's DeviceBarrier reused (twice in a launch, or relaunched
+without a signal reset) is flagged; used as its contract says, and EpochBarrier in any reuse, not.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import shmcomm
+from shmcomm.kernels import DeviceBarrier, EpochBarrier
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def k_seed(ctx, calls):
+    for phase in range(calls):
+        DeviceBarrier(ctx, ctx.signal_base, phase, ctx.rank, ctx.nranks, ctx.block_idx, ctx.block_num)
+
+
+def k_epoch(ctx, calls, out):
+    for _ in range(calls):
+        k = EpochBarrier(ctx)
+    if ctx.block_idx == 0:
+        out.append(k)
+
+
+def host_seed(rt, calls, launches, reset):
+    rt.reset_signals()
+    for _ in range(launches):
+        rt.launch(k_seed, args=(calls,))
+        if reset:
+            rt.reset_signals()
+    return 0
+
+
+def host_epoch(rt, calls, launches, blocks):
+    rt.reset_signals()
+    out: list = []
+    for i in range(launches):  # no reset between launches; the block count may change
+        rt.launch(k_epoch, blocks=blocks[i % len(blocks)], args=(calls, out))
+    return out
+
+
+def _run(host, mode="hazard", seed=5, nranks=3, blocks=3, **kw):
+    return shmcomm.run(host, nranks=nranks, blocks=blocks, mode=mode, seed=seed, timeout=60,
+                       wait_timeout=20, **kw)
+
+
+@pytest.mark.parametrize("seed", (5, 6))
+def test_seed_barrier_twice_in_one_launch_is_flagged(seed):
+    assert _run(host_seed, mode="eager", args=(2, 1, True)) == [0, 0, 0]
+    with pytest.raises(shmcomm.RunError) as ei:
+        _run(host_seed, seed=seed, args=(2, 1, True))
+    text = str(ei.value)
+    assert "hazard [phase-reuse]" in text and "in DeviceBarrier at barrier.py:" in text
+    assert "test_race_barriers.py:" in text and f"seed: {seed}" in text
+
+
+@pytest.mark.parametrize("seed", (5, 6))
+def test_seed_barrier_relaunch_without_reset_is_flagged(seed):
+    assert _run(host_seed, mode="eager", args=(1, 2, False)) == [0, 0, 0]
+    with pytest.raises(shmcomm.RunError) as ei:
+        _run(host_seed, seed=seed, args=(1, 2, False))
+    assert "hazard [stale-at-launch]" in str(ei.value)
+
+
+@pytest.mark.parametrize("seed", (5, 6))
+def test_seed_barrier_used_by_contract_is_not_flagged(seed):
+    assert _run(host_seed, seed=seed, args=(1, 10, True)) == [0, 0, 0]
+
+
+@pytest.mark.parametrize("seed", (5, 6))
+def test_epoch_barrier_reused_without_reset_is_not_flagged(seed):
+    res = _run(host_epoch, seed=seed, args=(4, 6, (3, 1, 2)))
+    assert res == [[4 * (i + 1) for i in range(6)]] * 3
