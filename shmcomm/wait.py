@@ -9,7 +9,10 @@ starve whoever must notify them. So a wait, once its first check failed, under `
    rank is runnable (it would need the GIL); a wait satisfied here never touches the control
    segment;
 2. registers itself in the control segment (the deadlock detector reads it);
-3. yields (``os.sched_yield`` releases the GIL) for ``YIELD_S``;
+3. yields (``os.sched_yield`` releases the GIL) for ``YIELD_S``, or less: once one yield kept it
+   off the core for ``YIELD_AWAY_S`` the box is busy with work that is not waiting (other
+   processes, or the blocks that must notify), and yielding would only hand them whole time
+   slices, while a futex sleeper is woken, and scheduled at once, by the ``TNOTIFY`` it needs;
 4. then sleeps on the word with a cross-process futex, woken by ``TNOTIFY``, re-checking at
    least every ``SLEEP_MAX_S`` so that a missed wake costs latency, never a hang.
 
@@ -37,6 +40,7 @@ CMP_FUNCS = (operator.eq, operator.ne, operator.gt, operator.ge, operator.lt, op
 CMP_SYMBOLS = ("==", "!=", ">", ">=", "<", "<=")
 YIELD_S = 0.002
 SLEEP_MIN_S = 0.0005
+YIELD_AWAY_S = 0.0005  # a yield that kept us off the core this long: the box is busy, sleep
 SPIN_BATCH = 16  # polls between two looks at the clock, the abort flag and sched_yield
 SLEEP_MAX_S = 0.02
 KIND_SIGNAL, KIND_HOST_BARRIER, KIND_LOCK = 0, 1, 2
@@ -125,6 +129,8 @@ def wait_until(agent: Agent, site: WaitSite, value: int, cmp: int) -> None:
     pipes = agent.pipes
     sleep_s = SLEEP_MIN_S
     asleep = False
+    away = YIELD_AWAY_S if policy == "adaptive" else deadline
+    last = _perf()
     try:
         while True:
             if abort.value:
@@ -134,6 +140,9 @@ def wait_until(agent: Agent, site: WaitSite, value: int, cmp: int) -> None:
                 _raise_timeout(agent, site, value, cmp, now - t0)
             if pipes is not None:
                 pipes.idle()
+            if now - last > away:
+                yield_until = now  # the yield gave the core away for long: others need it, sleep
+            last = now
             if now < yield_until:
                 _sched_yield()
             else:
