@@ -23,6 +23,7 @@ when missing).
 
     python benchmarks/barrier_latency.py --quick          # < 1 minute
     python benchmarks/barrier_latency.py                  # the full table (a few minutes)
+    python benchmarks/barrier_latency.py --profile seed:8x1 --iters 500   # where the time goes
 """
 
 from __future__ import annotations
@@ -76,7 +77,22 @@ class Row:
 
 # --- shmcomm ------------------------------------------------------------------------------------
 
-def _shm_kernel(ctx, which: str, iters: int, repeats: int, out: list) -> None:
+def _shm_kernel(ctx, which: str, iters: int, repeats: int, out: list, profile: bool = False) -> None:
+    if profile and ctx.rank == 0 and ctx.block_idx == 0:
+        import cProfile
+        import io
+        import pstats
+
+        prof = cProfile.Profile()
+        prof.enable()
+        try:
+            _shm_kernel(ctx, which, iters, repeats, out)
+        finally:
+            prof.disable()
+        buf = io.StringIO()
+        pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(14)
+        out.append(buf.getvalue())
+        return
     perf = time.perf_counter
     me, n, b, nb = ctx.rank, ctx.nranks, ctx.block_idx, ctx.block_num
     # the seed barrier is single-use: every call gets its own zeroed region (= a reset between uses)
@@ -109,11 +125,22 @@ def _shm_kernel(ctx, which: str, iters: int, repeats: int, out: list) -> None:
     out[b] = lat
 
 
-def _shm_host(rt, which: str, blocks: int, iters: int, repeats: int) -> list[float]:
+def _shm_host(rt, which: str, blocks: int, iters: int, repeats: int, profile: bool = False) -> Any:
     out: list = [None] * blocks
     rt.reset_signals()
-    rt.launch(_shm_kernel, blocks=blocks, args=(which, iters, repeats, out))
+    rt.launch(_shm_kernel, blocks=blocks, args=(which, iters, repeats, out, profile))
+    if profile:
+        return out[blocks:]
     return [max(col) for col in zip(*out, strict=True)]  # slowest block of each repeat
+
+
+def shm_profile(which: str, nranks: int, blocks: int, iters: int, policy: str) -> str:
+    """cProfile of rank 0 block 0 through one case (``--profile``): where a barrier's time goes."""
+    words = SEED_REGION0 + SEED_STRIDE * (iters + 1)
+    res = shmcomm.run(_shm_host, nranks=nranks, blocks=blocks, args=(which, blocks, iters, 1, True),
+                      signal_bytes=-(-4 * words // 4096) * 4096, window_bytes=0, wait_policy=policy,
+                      wait_timeout=CASE_TIMEOUT_S, timeout=CASE_TIMEOUT_S)
+    return res[0][0]
 
 
 def shm_case(which: str, nranks: int, blocks: int, iters: int, repeats: int, policy: str) -> list[float]:
@@ -562,6 +589,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--sections", default="barriers,policies,scaling,launch")
     p.add_argument("--out", default="results/barrier_latency", help="output path without extension")
     p.add_argument("--no-mpi", action="store_true", help="skip MPI_Barrier")
+    p.add_argument("--profile", default=None, metavar="BARRIER:RxB",
+                   help="cProfile rank 0 block 0 of one case instead, e.g. seed:8x1")
     p.add_argument("--mpi-worker", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     q = a.quick
@@ -584,6 +613,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     a = parse(argv)
+    if a.profile:
+        which, _, shape = a.profile.partition(":")
+        n, b = (int(v) for v in (shape or "8x1").split("x"))
+        print(f"cProfile of rank 0 block 0, {which} barrier, {n}x{b}, {a.policy}, {a.iters} barriers, "
+              f"loadavg {os.getloadavg()[0]:.2f}")
+        print(shm_profile(which, n, b, a.iters, a.policy))
+        return 0
     if a.mpi_worker:
         _mpi_worker(a.blocks[0], a.iters, a.repeats)
         return 0
