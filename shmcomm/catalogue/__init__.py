@@ -32,14 +32,14 @@ class Entry:
     @property
     def summary(self) -> str:
         """The first line of the program's docstring: the bug and where it was reported."""
-        return (self.host.__doc__ or self.name).strip().splitlines()[0]
+        return (self.host.__doc__ or self.name).strip().splitlines()[0].replace("``", "")
 
 
 BUGS: tuple[Entry, ...] = (
     Entry("notify_before_drain", bugs.bug_notify_before_drain, "hazard"),
     Entry("drain_without_dsb", bugs.bug_drain_without_dsb, "hazard"),
     Entry("set_flag_reuse", bugs.bug_set_flag_reuse, "eager"),
-    Entry("packed_set_slots", bugs.bug_packed_set_slots, "hazard", nranks=(2, 4, 8), sizes=(1,)),
+    Entry("packed_set_slots", bugs.bug_packed_set_slots, "hazard", nranks=(8, 4), sizes=(1,)),
     Entry("phase_blind_slot", bugs.bug_phase_blind_slot, "eager", nranks=(4, 2), blocks=(2, 1)),
     Entry("no_reset_between_launches", bugs.bug_no_reset_between_launches, "eager",
           nranks=(4, 2), blocks=(2, 1)),
