@@ -9,7 +9,7 @@ import shmcomm
 from shmcomm import RunError
 from shmcomm.comm import TNOTIFY, GetRemotePtr, NotifyOp, Signal
 from shmcomm.kernels import CentralBarrier
-from shmcomm.kernels.barrier import CENTRAL_BARRIER_OFFSET
+from shmcomm.kernels.barrier import CENTRAL_BARRIER_OFFSET, CENTRAL_RELEASE
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -51,7 +51,7 @@ def test_central_barrier_orders_many_rounds_and_launches_without_reset(nranks, b
 
 
 def _exhausted(ctx):
-    counter = GetRemotePtr(ctx, ctx.signal_base + CENTRAL_BARRIER_OFFSET, 0)
+    counter = GetRemotePtr(ctx, ctx.signal_base + CENTRAL_BARRIER_OFFSET + CENTRAL_RELEASE, 0)
     TNOTIFY(Signal(counter), 2**31 - 1, NotifyOp.Set)
     CentralBarrier(ctx)
 

@@ -30,21 +30,26 @@ signal reset, as long as every rank calls it the same number of times.
 Central barrier layout (from ``CENTRAL_BARRIER_OFFSET``; only rank 0's words are used)::
 
     +0                   arrivals of every block of every rank (monotonic)
+    +16                  release: the number of the last completed round (own 64-byte line)
 
 Protocol of ``CentralBarrier`` (a one-level combining tree: every block is a leaf of rank 0):
-every block drains and fences, derives its round ``k = arrivals // N + 1`` with
-``N = nranks * num_blocks`` (before its own add the count lies in ``[(k-1)N, kN)``), adds 1 and
-waits for ``arrivals >= k * N``. One atomic add and one single-word wait per block, and the last
-arrival releases everybody directly: no hop through a block 0. The price: every launch that uses
-a region must have the same ``N`` (use another ``signal_base``, or ``rt.reset_signals()``, when
-the block count changes), and the int32 count allows ``2**31 // N`` rounds per region.
-A dissemination barrier needs ``log2(nranks)`` dependent waits per barrier, each one a
-scheduling hop on an oversubscribed box, so the flat counter wins here.
+every block drains and fences, derives its round ``k = release + 1`` (nobody enters round k+1
+before round k is released), adds 1 to the arrivals and tests ``arrivals >= k * N`` with
+``N = nranks * num_blocks``. A block that sees it true is the last arrival (or came after it)
+and stores ``release = k`` (a ``Set``: idempotent, and no later round can complete while a
+round-k setter is still on its way, so it never moves release back); the others wait for
+``release >= k``. One add, one test and one single-word wait per block, and the last arrival
+releases everybody directly, with no hop through a block 0; waiters sleep on the release word,
+so the arrivals before the last one wake nobody. The price: every launch that uses a region
+must have the same ``N`` (use another ``signal_base``, or ``rt.reset_signals()``, when the block
+count changes), and the int32 count allows ``2**31 // N`` rounds per region. A dissemination
+barrier needs ``log2(nranks)`` dependent waits per barrier, each one a scheduling hop on an
+oversubscribed box, so the flat counter wins here.
 """
 
 from __future__ import annotations
 
-from ..comm import TNOTIFY, TWAIT, GetRemotePtr, NotifyOp, Signal, Signal2D, WaitCmp
+from ..comm import TNOTIFY, TTEST, TWAIT, GetRemotePtr, NotifyOp, Signal, Signal2D, WaitCmp
 from ..config import MAX_RANKS
 from ..errors import ShmcommError
 from ..pipe import DSB_DDR, PIPE_ALL, dsb, pipe_barrier
@@ -60,7 +65,8 @@ EPOCH_RELEASE = MAX_RANKS + 16  # own 64-byte line
 EPOCH_BARRIER_WORDS = MAX_RANKS + 32
 CENTRAL_BARRIER_OFFSET = 512  # words, past the epoch region
 CENTRAL_ARRIVALS = 0
-CENTRAL_BARRIER_WORDS = 16
+CENTRAL_RELEASE = 16  # own 64-byte line
+CENTRAL_BARRIER_WORDS = 32
 _INT32_MAX = 2**31 - 1
 
 
@@ -157,37 +163,41 @@ def EpochBarrier(ctx, signal_base=None, num_blocks=None):
     return k
 
 
-def _central_signal(ctx, signal_base):
+def _central_signals(ctx, signal_base):
     cache = ctx.rt.__dict__.setdefault("_central_barrier_cache", {})
     key = None if signal_base is None else signal_base.offset
-    sig = cache.get(key)
-    if sig is None:
+    sigs = cache.get(key)
+    if sigs is None:
         base = ctx.signal_base + CENTRAL_BARRIER_OFFSET if signal_base is None else signal_base
-        sig = cache[key] = Signal(GetRemotePtr(ctx, base + CENTRAL_ARRIVALS, 0))
-    return sig
+        sigs = cache[key] = (Signal(GetRemotePtr(ctx, base + CENTRAL_ARRIVALS, 0)),
+                             Signal(GetRemotePtr(ctx, base + CENTRAL_RELEASE, 0)))
+    return sigs
 
 
 def CentralBarrier(ctx, signal_base=None, num_blocks=None):
     """Barrier of every block of every rank on one arrival counter (see module docstring).
 
     ``signal_base`` is the start of the barrier's region (default
-    ``ctx.signal_base + CENTRAL_BARRIER_OFFSET``; the counter lives in rank 0's window);
+    ``ctx.signal_base + CENTRAL_BARRIER_OFFSET``; the words live in rank 0's window);
     ``num_blocks`` defaults to the launch's real block count and must be the same on every rank
     and in every launch that uses the region. Returns the round number ``k``.
 
     No ``pipe_barrier`` after the wait: ``TWAIT`` holds the scalar unit, which issues every
     later instruction, so no later pipe work can start before the barrier is passed.
     """
-    arrivals = _central_signal(ctx, signal_base)
+    arrivals, release = _central_signals(ctx, signal_base)
     n = ctx.nranks * (ctx.block_num if num_blocks is None else num_blocks)
     pipe_barrier(PIPE_ALL)
     dsb(DSB_DDR)  # release: what this block stored before the barrier is visible to all
-    k = arrivals.value // n + 1
+    k = release.value + 1
     if k * n > _INT32_MAX:
         raise ShmcommError(f"CentralBarrier: the arrival counter is exhausted after {k - 1} rounds "
                            f"of {n} arrivals; call rt.reset_signals() or use another signal_base")
     TNOTIFY(arrivals, 1, NotifyOp.AtomicAdd)
-    TWAIT(arrivals, k * n, WaitCmp.GE)
+    if TTEST(arrivals, k * n, WaitCmp.GE):
+        TNOTIFY(release, k, NotifyOp.Set)
+    else:
+        TWAIT(release, k, WaitCmp.GE)
     return k
 
 
