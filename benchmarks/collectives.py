@@ -13,7 +13,11 @@ and prints nccl-tests' columns:
 The roofline is numpy's memcpy measured in the same run: every rank copies a private buffer at
 the same time (``np.copyto``, GiB/s = bytes copied / time), which is what the cores available
 give each rank when all ranks move data at once (8 ranks share 2 cores here). ``vs roof`` is
-``busbw / memcpy per rank``. A single-process memcpy is recorded too.
+``busbw / memcpy per rank``, with the roofline measured right before and after each size (the
+load of a shared box drifts). Because wall time on a loaded box is noisy, CPU time is recorded
+too: ``cpu us`` is one rank's thread time per collective (all its blocks), and ``cpu vs roof`` is
+``factor * cpu(memcpy of size) / cpu us``, the same ratio by CPU work instead of wall time (equal
+to ``vs roof`` when the ranks are CPU-bound on a quiet box). A single-process memcpy is recorded.
 
 Writes ``<out>.json`` (versioned, machine metadata, load averages) and ``<out>.png``
 (matplotlib, the ``bench`` extra; skipped with a note when missing).
@@ -70,12 +74,12 @@ def _one(ctx, op: str, big, small, n: int) -> None:
 def _bench_kernel(ctx, op: str, big, small, n: int, iters: int, out: list) -> None:
     _one(ctx, op, big, small, n)  # warm-up: first touches of the peers' pages fault them in
     EpochBarrier(ctx)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.thread_time()
     for _ in range(iters):
         _one(ctx, op, big, small, n)
+    cpu = time.thread_time() - c0
     EpochBarrier(ctx)
-    if ctx.block_idx == 0:
-        out.append((time.perf_counter() - t0) / iters)
+    out.append((ctx.block_idx, (time.perf_counter() - t0) / iters, cpu / iters))
 
 
 def _memcpy_per_rank(rt, nbytes: int, window_s: float, repeats: int = 3) -> float:
@@ -99,6 +103,19 @@ def _memcpy_per_rank(rt, nbytes: int, window_s: float, repeats: int = 3) -> floa
     return sorted(rates)[len(rates) // 2]
 
 
+def _memcpy_cpu(nbytes: int, repeats: int = 5) -> float:
+    """CPU seconds (thread time, the best of ``repeats``) of one np.copyto of ``nbytes``."""
+    a = np.ones(nbytes // 4, np.float32)
+    b = np.empty_like(a)
+    np.copyto(b, a)  # fault the pages in first
+    ts = []
+    for _ in range(repeats):
+        c0 = time.thread_time()
+        np.copyto(b, a)
+        ts.append(time.thread_time() - c0)
+    return min(ts)
+
+
 def _host(rt, sizes: list[int], ops: list[str], blocks: int, max_iters: int, roof_bytes: int,
           window_s: float) -> dict:
     dt = np.dtype(np.float32)
@@ -106,17 +123,26 @@ def _host(rt, sizes: list[int], ops: list[str], blocks: int, max_iters: int, roo
     big = rt.alloc((nmax,), dt)
     small = rt.alloc((max_share(nmax, rt.nranks),), dt)
     rows = []
-    memcpy0 = _memcpy_per_rank(rt, roof_bytes, window_s)
     for size in sizes:
         n = size // dt.itemsize
         iters = max(2, min(max_iters, (32 * MiB) // size))
+        # the roofline right before and after this size's cases: the box's load drifts
+        before = _memcpy_per_rank(rt, min(roof_bytes, max(size, 1 * MiB)), window_s)
+        cases = []
         for op in ops:
             out: list = []
             big[:n] = 0.0  # AR sums in place, iters times: zeros stay finite
             rt.launch(_bench_kernel, blocks=blocks, args=(op, big.ptr, small.ptr, n, iters, out))
-            rows.append({"op": op, "size": size, "iters": iters, "time_s": out[0]})
-    memcpy1 = _memcpy_per_rank(rt, roof_bytes, window_s)
-    return {"rows": rows, "memcpy_GiBps": (memcpy0 + memcpy1) / 2}
+            wall = max(o[1] for o in out if o[0] == 0)
+            cases.append({"op": op, "size": size, "iters": iters, "time_s": wall,
+                          "cpu_s": sum(o[2] for o in out)})
+        after = _memcpy_per_rank(rt, min(roof_bytes, max(size, 1 * MiB)), window_s)
+        memcpy_cpu = _memcpy_cpu(size)
+        for c in cases:
+            c["memcpy_GiBps"] = (before + after) / 2
+            c["memcpy_cpu_s"] = memcpy_cpu
+        rows += cases
+    return {"rows": rows}
 
 
 def single_memcpy(nbytes: int, repeats: int = 7) -> float:
@@ -138,15 +164,21 @@ def measure(nranks: int, blocks: int, sizes: list[int], ops: list[str], max_iter
     load0 = os.getloadavg()
     res = shmcomm.run(_host, nranks=nranks, blocks=blocks, window_bytes=heap, timeout=1800,
                       args=(sizes, ops, blocks, max_iters, roof_bytes, window_s))
-    roof = min(r["memcpy_GiBps"] for r in res)  # the slowest rank's copy rate: a fair share
     rows = []
     for i, base in enumerate(res[0]["rows"]):
-        t = max(r["rows"][i]["time_s"] for r in res)  # the slowest rank
+        per = [r["rows"][i] for r in res]
+        t = max(p["time_s"] for p in per)  # the slowest rank
+        roof = float(np.median([p["memcpy_GiBps"] for p in per]))
+        cpu = float(np.median([p["cpu_s"] for p in per]))
+        memcpy_cpu = float(np.median([p["memcpy_cpu_s"] for p in per]))
+        f = busbw_factor(base["op"], nranks)
         algbw = base["size"] / t / 2**30
-        busbw = algbw * busbw_factor(base["op"], nranks)
+        busbw = algbw * f
         rows.append({"op": base["op"], "nranks": nranks, "blocks": blocks, "size": base["size"],
                      "iters": base["iters"], "time_us": t * 1e6, "algbw_GiBps": algbw,
                      "busbw_GiBps": busbw, "memcpy_per_rank_GiBps": roof, "vs_roof": busbw / roof,
+                     "cpu_us_per_rank": cpu * 1e6, "memcpy_cpu_us": memcpy_cpu * 1e6,
+                     "cpu_vs_roof": f * memcpy_cpu / cpu if cpu > 0 else 0.0,
                      "loadavg": [round(x, 2) for x in load0]})
     return rows
 
@@ -157,12 +189,13 @@ def fmt_size(b: int) -> str:
 
 def table(rows: list[dict]) -> str:
     hdr = (f"{'op':<14}{'nranks':>7}{'blocks':>7}{'size':>10}{'time us':>12}{'algbw GiB/s':>13}"
-           f"{'busbw GiB/s':>13}{'memcpy/rank':>13}{'vs roof':>9}")
+           f"{'busbw GiB/s':>13}{'memcpy/rank':>13}{'vs roof':>9}{'cpu us':>10}{'cpu vs roof':>13}")
     lines = [hdr, "-" * len(hdr)]
     for r in rows:
         lines.append(f"{OP_NAMES[r['op']]:<14}{r['nranks']:>7}{r['blocks']:>7}{fmt_size(r['size']):>10}"
                      f"{r['time_us']:>12.1f}{r['algbw_GiBps']:>13.3f}{r['busbw_GiBps']:>13.3f}"
-                     f"{r['memcpy_per_rank_GiBps']:>13.3f}{r['vs_roof']:>9.2f}")
+                     f"{r['memcpy_per_rank_GiBps']:>13.3f}{r['vs_roof']:>9.2f}"
+                     f"{r['cpu_us_per_rank']:>10.0f}{r['cpu_vs_roof']:>13.2f}")
     return "\n".join(lines)
 
 
@@ -241,7 +274,8 @@ def main(argv: list[str] | None = None) -> int:
     ar16 = [r for r in rows if r["op"] == "ar" and r["size"] == 16 * MiB and r["nranks"] == 8]
     for r in ar16:
         print(f"AllReduce 16 MiB x 8 ranks x {r['blocks']} blocks: busbw {r['busbw_GiBps']:.3f} GiB/s "
-              f"= {100 * r['vs_roof']:.0f}% of memcpy per rank ({r['memcpy_per_rank_GiBps']:.3f} GiB/s)")
+              f"= {100 * r['vs_roof']:.0f}% of memcpy per rank ({r['memcpy_per_rank_GiBps']:.3f} GiB/s); "
+              f"by CPU time {100 * r['cpu_vs_roof']:.0f}%")
     out_dir = os.path.dirname(ns.out)
     if out_dir:
         os.makedirs(out_dir, exist_ok=True)
