@@ -258,3 +258,39 @@ def test_hazards_setting_is_strict():
         Config(hazard_delay=-1.0)
     with pytest.raises(ArgumentError, match="SHMCOMM_HAZARDS"):
         Config.from_kwargs(env={"SHMCOMM_HAZARDS": "visibilty"})
+
+
+# --- the deadlock watch waits for pending work; a real deadlock is still reported -------------
+
+def k_store_flag(ctx):
+    """Rank 0 TSTOREs a flag word into rank 1's signal matrix (data as a flag, no drain)."""
+    sig = ctx.signal_base
+    if ctx.rank == 0:
+        tile = ctx.tile((1, 1), np.int32)
+        tile.array[0, 0] = 1
+        TSTORE(GlobalTensor(GetRemotePtr(ctx, sig + 8, 1), (1, 1)), tile)
+        TWAIT(Signal(sig + 9), 1, WaitCmp.GE)  # rank 1's ack
+    else:
+        TWAIT(Signal(sig + 8), 1, WaitCmp.GE)
+        TNOTIFY(Signal(GetRemotePtr(ctx, sig + 9, 0)), 1, NotifyOp.AtomicAdd)
+
+
+def host_store_flag(rt):
+    rt.reset_signals()
+    rt.launch(k_store_flag, blocks=1)
+    return 0
+
+
+def test_pending_pipe_work_is_not_a_deadlock():
+    # the store stays queued for ~2 s > deadlock_grace while both ranks wait: not a deadlock
+    assert _run(host_store_flag, nranks=2, hazards="pipes", hazard_delay=2.0,
+                deadlock_grace=0.3) == [0, 0]
+
+
+def k_wait_forever(ctx):
+    TWAIT(Signal(ctx.signal_base + 3), 1, WaitCmp.GE)
+
+
+def test_real_deadlock_is_still_reported():
+    with pytest.raises(shmcomm.DeadlockError, match="seed: 4"):
+        _run(lambda rt: rt.launch(k_wait_forever, blocks=2), nranks=2, seed=4, deadlock_grace=0.3)

@@ -281,11 +281,11 @@ class HazardEngine(Engine):
         else:
             np.copyto(dst.view2d(), data)
 
-    def _clobber(self, addr: int, stale: int, cur: int) -> bool:
+    def _clobber(self, addr: int, stale: int, cur: int, site: str) -> bool:
         rank, off = self._locate(addr)
         if self.m_check:
             raise report(self.agent, "line-shared",
-                         f"a Set of this block cached the 64-byte line at offset {off & ~63:#x}; "
+                         f"the Set at {site} cached the 64-byte line at offset {off & ~63:#x}; "
                          f"before its write-back the word at {off:#x} changed {stale} -> {cur} (another "
                          f"writer on the same line): the write-back restores {stale} (pto-isa #322; "
                          "give each writer's Set slot its own 64-byte line)", off, rank)
@@ -324,7 +324,8 @@ class HazardEngine(Engine):
             if op:
                 # the hook gets (sig, op); the Set's value is TNOTIFY's argument, one frame up
                 value = sys._getframe(1).f_locals.get("value", 0)
-                self.lines.fill(sig.addr, int(value), _perf() + self.delay * (0.5 + self.rng.random()))
+                self.lines.fill(sig.addr, int(value), _perf() + self.delay * (0.5 + self.rng.random()),
+                                kernel_site() if self.m_check else "")
             else:
                 self.lines.touch(sig.addr)
             self._sync_pending()

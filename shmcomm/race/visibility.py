@@ -65,10 +65,10 @@ class LineModel:
     __slots__ = ("lines", "on_clobber")
 
     def __init__(self, on_clobber) -> None:
-        self.lines: dict[int, tuple[float, list[int], set[int]]] = {}  # line -> (due, snap, own)
-        self.on_clobber = on_clobber  # on_clobber(addr, stale, current) -> True to write stale
+        self.lines: dict[int, tuple] = {}  # line -> (due, snapshot, own word indices, Set's site)
+        self.on_clobber = on_clobber  # on_clobber(addr, stale, current, site) -> True: write stale
 
-    def fill(self, addr: int, value: int, due: float) -> None:
+    def fill(self, addr: int, value: int, due: float, site: str = "") -> None:
         """A Set of ``value`` at ``addr``: write back a pending copy of its line, then refill."""
         line = addr & ~(LINE_BYTES - 1)
         if line in self.lines:
@@ -76,7 +76,7 @@ class LineModel:
         snap = list(_Line.from_address(line))
         j = (addr - line) // 4
         snap[j] = value
-        self.lines[line] = (due, snap, {j})
+        self.lines[line] = (due, snap, {j}, site)
 
     def touch(self, addr: int) -> None:
         """Any other notify of the block on ``addr``'s line: program order writes the line first."""
@@ -85,12 +85,12 @@ class LineModel:
             self.write_back(line)
 
     def write_back(self, line: int) -> None:
-        _, snap, own = self.lines.pop(line)
+        _, snap, own, site = self.lines.pop(line)
         cur = _Line.from_address(line)
         for j in range(_WORDS):
             if cur[j] == snap[j]:
                 continue
-            if j in own or self.on_clobber(line + 4 * j, snap[j], cur[j]):
+            if j in own or self.on_clobber(line + 4 * j, snap[j], cur[j], site):
                 at.store(line + 4 * j, snap[j])  # the whole line goes back, stale words included
 
     def flush(self, now: float | None = None, addr: int | None = None) -> int:
