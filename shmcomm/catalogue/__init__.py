@@ -39,7 +39,7 @@ BUGS: tuple[Entry, ...] = (
     Entry("notify_before_drain", bugs.bug_notify_before_drain, "hazard"),
     Entry("drain_without_dsb", bugs.bug_drain_without_dsb, "hazard"),
     Entry("set_flag_reuse", bugs.bug_set_flag_reuse, "eager"),
-    Entry("packed_set_slots", bugs.bug_packed_set_slots, "hazard", nranks=(8, 4), sizes=(1,)),
+    Entry("packed_set_slots", bugs.bug_packed_set_slots, "hazard", nranks=(8, 4, 2), sizes=(1,)),
     Entry("phase_blind_slot", bugs.bug_phase_blind_slot, "eager", nranks=(4, 2), blocks=(2, 1)),
     Entry("no_reset_between_launches", bugs.bug_no_reset_between_launches, "eager",
           nranks=(4, 2), blocks=(2, 1)),
@@ -50,7 +50,7 @@ BUGS: tuple[Entry, ...] = (
     Entry("host_reset_race", bugs.bug_host_reset_race, "eager", nranks=(4, 2, 8), sizes=(1,)),
     Entry("eq_transient", bugs.bug_eq_transient, "eager", sizes=(1,)),
     Entry("event_id_clash", bugs.bug_event_id_clash, "eager"),
-    Entry("missing_wait_flag", bugs.bug_missing_wait_flag, "hazard"),
+    Entry("missing_wait_flag", bugs.bug_missing_wait_flag, "hazard", sizes=(1000,)),
     Entry("missing_intra_barrier", bugs.bug_missing_intra_barrier, "eager", blocks=(4, 2)),
 )
 

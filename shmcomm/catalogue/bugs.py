@@ -22,7 +22,6 @@ from ..pipe import (
     PIPE_MTE3,
     TLOAD,
     TSTORE,
-    dcci,
     dsb,
     pipe_barrier,
     set_flag,
@@ -44,6 +43,7 @@ from ._common import (
 
 ROUNDS = 4  # rounds of the multi-round bugs (Set reuse, cumulative counter)
 RMW_ITERS = 40  # read-modify-write iterations per block (non-atomic AtomicAdd)
+COPY_TILE_COLS = 32  # the hand-written copy loop's tile (missing wait_flag)
 
 
 def _ring(rt) -> tuple[int, int]:
@@ -140,8 +140,7 @@ def _packed_kernel(ctx):
         return
     me, n = ctx.rank, ctx.nranks
     cell = slot(ctx, PACKED_SLOT + me, 0)  # bug: every rank's slot on rank 0's one line
-    TNOTIFY(Signal(cell), 1000 + me, NotifyOp.Set)
-    dcci(cell)  # writes the whole 64-byte line back (pto-isa #322)
+    TNOTIFY(Signal(cell), 1000 + me, NotifyOp.Set)  # its dcci writes the whole 64-byte line back
     if me == 0:
         for r in range(n):
             TWAIT(Signal(slot(ctx, PACKED_SLOT + r)), 1000 + r, WaitCmp.EQ)
@@ -386,7 +385,7 @@ def _manual_copy_kernel(ctx, src, recv, size):
     if ctx.block_idx != 0:
         return
     nxt, prev = (ctx.rank + 1) % ctx.nranks, (ctx.rank - 1) % ctx.nranks
-    tile = staging(ctx, size)
+    tile = ctx.tile((1, min(size, COPY_TILE_COLS)), np.float32)  # many chunks: many chances
     dst = recv.on_rank(nxt)
     for c0 in range(0, size, tile.cols):
         c1 = min(c0 + tile.cols, size)
@@ -398,7 +397,8 @@ def _manual_copy_kernel(ctx, src, recv, size):
     release()
     TNOTIFY(Signal(slot(ctx, FLAG_SLOT, nxt)), 1, NotifyOp.AtomicAdd)
     TWAIT(Signal(slot(ctx, FLAG_SLOT)), 1, WaitCmp.GE)
-    expect(f"rank {ctx.rank} data from rank {prev}", read(recv, size, tile), prev + 1.0)
+    want = 10000.0 * (prev + 1) + np.arange(size, dtype=np.float32)  # a stale tile shows too
+    expect(f"rank {ctx.rank} data from rank {prev}", read(recv, size, tile), want)
 
 
 def bug_missing_wait_flag(rt, size: int) -> None:
@@ -410,7 +410,7 @@ def bug_missing_wait_flag(rt, size: int) -> None:
     ``pipe_barrier(PIPE_ALL)`` between the two).
     """
     src, recv = _send_recv(rt, size)
-    src[:] = rt.rank + 1.0
+    src[:] = 10000.0 * (rt.rank + 1) + np.arange(size, dtype=np.float32)
     rt.launch(_manual_copy_kernel, args=(src.ptr, recv.ptr, size))
 
 
