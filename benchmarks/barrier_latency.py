@@ -2,7 +2,9 @@
 
 Every case runs in fresh processes, and every figure is the **slowest rank's** mean time per
 barrier over ``iters`` back-to-back barriers (the max over all ranks and blocks), repeated
-``repeats`` times; a row gives min / median / max over the repeats. All rows of one invocation
+``repeats`` times; a row gives min / median / max over the repeats. The repeats of the cases of
+one shape are interleaved in ``--rounds`` rounds (fresh processes each), so that a shared box's
+load falls on every case alike. All rows of one invocation
 are measured in the same run, so their ratios are what to read (the box is shared: the 1-minute
 load average is kept with every row).
 
@@ -355,61 +357,81 @@ class Bench:
             self.notes.append("MPI_Barrier skipped: mpi4py / mpiexec not found "
                               "(pip install -e '.[mpi]' installs mpi4py and the MPICH wheel)")
 
-    def add(self, kind: str, impl: str, nranks: int, blocks: int, policy: str, iters: int,
-            fn, note: str = "") -> Row | None:
-        load = os.getloadavg()[0]
+    def group(self, cases: list[tuple]) -> None:
+        """Measure ``cases`` (kind, impl, nranks, blocks, policy, iters, fn(repeats)) in
+        ``--rounds`` interleaved rounds, so that every case of a group sees the same weather."""
+        a = self.a
+        rounds = max(1, min(a.rounds, a.repeats))
+        per = [a.repeats // rounds + (1 if r < a.repeats % rounds else 0) for r in range(rounds)]
+        got: dict[int, list[float]] = {i: [] for i in range(len(cases))}
+        loads: dict[int, list[float]] = {i: [] for i in range(len(cases))}
+        failed: set[int] = set()
         t0 = time.monotonic()
-        try:
-            secs = fn()
-        except Exception as exc:  # one failing case must not hide the rest of the table
-            self.notes.append(f"{impl} {nranks}x{blocks} {policy}: failed: {exc}")
-            print(f"  {impl:<10} {nranks:>3}x{blocks:<2} FAILED: {exc}", flush=True)
-            return None
-        row = Row(kind, impl, nranks, blocks, policy, iters, [s * 1e6 for s in secs], load, note)
-        self.rows.append(row)
-        s = row.stats
-        print(f"  {kind:<8} {impl:<10} {nranks:>3}x{blocks:<2} {policy:<9} min {s['min']:9.1f}  "
-              f"median {s['median']:9.1f}  max {s['max']:9.1f} us  (load {load:.2f}, "
-              f"{time.monotonic() - t0:.1f} s)", flush=True)
-        return row
+        for reps in per:
+            for i, (_kind, impl, n, b, policy, _it, fn) in enumerate(cases):
+                if i in failed:
+                    continue
+                loads[i].append(os.getloadavg()[0])
+                try:
+                    got[i] += [x * 1e6 for x in fn(reps)]
+                except Exception as exc:  # one failing case must not hide the rest of the table
+                    failed.add(i)
+                    self.notes.append(f"{impl} {n}x{b} {policy}: failed: {exc}")
+                    print(f"  {impl:<10} {n:>3}x{b:<2} FAILED: {exc}", flush=True)
+        for i, (kind, impl, n, b, policy, it, _fn) in enumerate(cases):
+            if i in failed:
+                continue
+            row = Row(kind, impl, n, b, policy, it, got[i], statistics.median(loads[i]))
+            self.rows.append(row)
+            st = row.stats
+            print(f"  {kind:<8} {impl:<10} {n:>3}x{b:<2} {policy:<9} min {st['min']:9.1f}  "
+                  f"median {st['median']:9.1f}  max {st['max']:9.1f} us  (load {row.loadavg:.2f})",
+                  flush=True)
+        print(f"  ({time.monotonic() - t0:.1f} s)", flush=True)
 
     def barriers(self) -> None:
         a = self.a
         for n in a.nranks:
             for b in a.blocks:
                 it = a.iters
-                for which in SHM_BARRIERS:
-                    self.add("barrier", which, n, b, a.policy, it,
-                             lambda w=which, n=n, b=b, it=it: shm_case(w, n, b, it, a.repeats, a.policy))
-                self.add("barrier", "mp", n, b, "-", it,
-                         lambda n=n, b=b, it=it: mp_case("mp", n, b, it, a.repeats))
-                self.add("barrier", "thread+mp", n, b, "-", it,
-                         lambda n=n, b=b, it=it: mp_case("hybrid", n, b, it, a.repeats))
+                cases: list[tuple] = [
+                    ("barrier", w, n, b, a.policy, it,
+                     lambda r, w=w, n=n, b=b, it=it: shm_case(w, n, b, it, r, a.policy))
+                    for w in SHM_BARRIERS]
+                cases.append(("barrier", "mp", n, b, "-", it,
+                              lambda r, n=n, b=b, it=it: mp_case("mp", n, b, it, r)))
+                cases.append(("barrier", "thread+mp", n, b, "-", it,
+                              lambda r, n=n, b=b, it=it: mp_case("hybrid", n, b, it, r)))
                 if self.mpiexec:
-                    self.add("barrier", "mpi", n, b, "-", it, lambda n=n, b=b, it=it: self._mpi(n, b, it))
+                    cases.append(("barrier", "mpi", n, b, "-", it,
+                                  lambda r, n=n, b=b, it=it: self._mpi(n, b, it, r)))
+                self.group(cases)
 
-    def _mpi(self, n: int, b: int, it: int) -> list[float]:
-        us, self.mpi_library = mpi_case(self.mpiexec, n, b, it, self.a.repeats)  # type: ignore[arg-type]
+    def _mpi(self, n: int, b: int, it: int, repeats: int) -> list[float]:
+        us, self.mpi_library = mpi_case(self.mpiexec, n, b, it, repeats)  # type: ignore[arg-type]
         return us
 
     def policies(self) -> None:
         a = self.a
         for n, b in a.policy_shapes:
+            cases = []
             for pol in a.policies:
                 # pure spinning when oversubscribed costs milliseconds per barrier: fewer iterations
-                it = max(2, a.iters // 10) if pol == "spin" and n * b > os.cpu_count() else a.iters
-                for which in a.policy_barriers:
-                    self.add("policy", which, n, b, pol, it,
-                             lambda w=which, n=n, b=b, p=pol, it=it: shm_case(w, n, b, it, a.repeats, p))
+                it = max(2, a.iters // 10) if pol == "spin" and n * b > (os.cpu_count() or 1) else a.iters
+                for w in a.policy_barriers:
+                    cases.append(("policy", w, n, b, pol, it,
+                                  lambda r, w=w, n=n, b=b, p=pol, it=it: shm_case(w, n, b, it, r, p)))
+            self.group(cases)
 
     def scaling(self) -> None:
         a = self.a
         for n in a.scaling:
             it = max(5, a.iters // max(1, n // 8))
-            for which in ("epoch", "central"):
-                self.add("scaling", which, n, 1, a.policy, it,
-                         lambda w=which, n=n, it=it: shm_case(w, n, 1, it, a.repeats, a.policy))
-            self.add("scaling", "mp", n, 1, "-", it, lambda n=n, it=it: mp_case("mp", n, 1, it, a.repeats))
+            cases: list[tuple] = [("scaling", w, n, 1, a.policy, it,
+                                   lambda r, w=w, n=n, it=it: shm_case(w, n, 1, it, r, a.policy))
+                                  for w in ("epoch", "central")]
+            cases.append(("scaling", "mp", n, 1, "-", it, lambda r, n=n, it=it: mp_case("mp", n, 1, it, r)))
+            self.group(cases)
 
     # -- reporting -------------------------------------------------------------------------
 
@@ -461,7 +483,8 @@ class Bench:
         lines = [f"# Barrier latency ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})", "",
                  "Slowest rank's mean latency per barrier in us (min / median / max over "
                  f"{self.a.repeats} repeats); ratio = shmcomm median / baseline median (lower is "
-                 "better); load = 1-min loadavg when the row started.", ""]
+                 "better); load = median 1-min loadavg at the start of its rounds (it counts this "
+                 "benchmark's own processes too).", ""]
         for kind, title in (("barrier", "Barriers against baselines"), ("policy", "Wait policies"),
                             ("scaling", "Scaling with nranks (1 block)")):
             rows = [r for r in self.rows if r.kind == kind]
@@ -581,6 +604,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--blocks", type=_ints, default=None, help="e.g. 1,2,4")
     p.add_argument("--iters", type=int, default=None, help="barriers per repeat")
     p.add_argument("--repeats", type=int, default=None, help="repeats per case (>= 5)")
+    p.add_argument("--rounds", type=int, default=None,
+                   help="split the repeats into this many rounds that interleave a group's cases")
     p.add_argument("--policy", default="adaptive", choices=POLICIES, help="wait policy of the main table")
     p.add_argument("--policies", default=",".join(POLICIES), help="policies of the policy section")
     p.add_argument("--policy-shapes", type=_shapes, default=None, help="e.g. 2x1,8x1,8x4")
@@ -598,6 +623,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     a.blocks = a.blocks or ([1, 4] if q else [1, 2, 4])
     a.iters = a.iters or (30 if q else 200)
     a.repeats = a.repeats or 5
+    a.rounds = a.rounds or (1 if q else 5)
     a.policy_shapes = a.policy_shapes or ([(8, 1)] if q else [(2, 1), (8, 1), (8, 4)])
     a.scaling = a.scaling or ([4, 32] if q else [2, 4, 8, 16, 32, 64])
     a.policies = [x for x in a.policies.split(",") if x]
