@@ -230,12 +230,16 @@ def TWAIT(sig: Signal | Signal2D, value: int, cmp: WaitCmp) -> None:
 
 def TTEST(sig: Signal | Signal2D, value: int, cmp: WaitCmp) -> bool:
     """One sweep: True if every element of ``sig`` satisfies ``element <cmp> value`` now."""
-    _check_sig(sig, "TTEST")
-    _check_i32(value, "TTEST")
+    t = type(sig)
+    if t is not Signal and t is not Signal2D:
+        _check_sig(sig, "TTEST")
+    if type(value) is not int or not INT32_MIN <= value <= INT32_MAX:
+        _check_i32(value, "TTEST")
     if type(cmp) is not WaitCmp:
         cmp = check_enum(WaitCmp, cmp, "TTEST: cmp")
-    addrs = (sig.cp,) if type(sig) is Signal else sig.addrs
-    return first_unsatisfied(addrs, CMP_FUNCS[cmp], value)[0] < 0
+    if t is Signal:
+        return CMP_FUNCS[cmp](_load(sig.cp, _SEQ), value)
+    return first_unsatisfied(sig.addrs, CMP_FUNCS[cmp], value)[0] < 0
 
 
 def GetRemotePtr(ctx: Any, ptr: GMPtr, rank: int) -> GMPtr:
