@@ -55,7 +55,7 @@ class Agent:
         at.store(self.state_addr, state)
 
     def set_active(self, active: bool) -> None:
-        """Count this agent among the run's active (running or spinning) agents, or not."""
+        """Count this agent among the run's runnable agents (a block not in a futex sleep), or not."""
         if active != self.active:
             at.fetch_add(self.ctl.active_addr, 1 if active else -1)
             self.active = active

@@ -6,7 +6,7 @@ each group starting on its own 64-byte line so hot words do not share a line)::
     line 0   MAGIC, nranks, slots per rank, ncores
     line 1   abort flag (0 = running, else an ABORT_* reason)
     line 2   reserved
-    line 3   active agents: blocks running or spinning (the adaptive wait policy reads it)
+    line 3   runnable agents: blocks of a launch not in a futex sleep (the adaptive wait reads it)
     line 4   host barrier arrivals (monotonic; rt.barrier() derives its round from it)
     line 5   host barrier: reserved
     ranks    one line per rank: state, pid, launch count, futex sleepers on this rank's window,
