@@ -73,3 +73,23 @@ def test_seed_barrier_used_by_contract_is_not_flagged(seed):
 def test_epoch_barrier_reused_without_reset_is_not_flagged(seed):
     res = _run(host_epoch, seed=seed, args=(4, 6, (3, 1, 2)))
     assert res == [[4 * (i + 1) for i in range(6)]] * 3
+
+
+def k_seed_count(ctx, count):
+    DeviceBarrier(ctx, ctx.signal_base, 0, ctx.rank, ctx.nranks, ctx.block_idx, count)
+
+
+def host_seed_count(rt, count):
+    rt.reset_signals()
+    rt.launch(k_seed_count, blocks=3, args=(count,))
+    return 0
+
+
+@pytest.mark.parametrize("seed", (5, 6))
+def test_seed_barrier_with_fewer_blocks_than_launched_is_flagged(seed):
+    # num_comm_blocks=2 in a 3-block launch: block 0 goes on after one arrival (passes eagerly)
+    assert _run(host_seed_count, mode="eager", args=(2,)) == [0, 0, 0]
+    with pytest.raises(shmcomm.RunError, match=r"hazard \[arrival-count\].*num_comm_blocks=2\) in a "
+                                               "launch of 3 blocks"):
+        _run(host_seed_count, seed=seed, args=(2,))
+    assert _run(host_seed_count, seed=seed, args=(3,)) == [0, 0, 0]

@@ -19,6 +19,9 @@ Names (each report starts with ``hazard [name]``):
 ``flag-unbalanced``  a ``set_flag`` never consumed by ``wait_flag`` when the kernel returns
                      (``wait_flag`` without ``set_flag`` raises at once, in every mode).
 ``event-twice``      ``set_flag`` on an event that is already set and not yet waited for.
+``arrival-count``    a kernel of :mod:`shmcomm.kernels` called with a block count
+                     (``num_comm_blocks`` / ``num_blocks``) other than the launch's real one: its
+                     intra-rank arrival count hangs (more) or is reached early (fewer).
 
 Checks of waits need TWAIT's arguments; hazard mode observes them with a per-thread profile
 function (``sys.setprofile``) on the block threads, so the TWAIT fast path stays untouched.
@@ -40,7 +43,7 @@ if TYPE_CHECKING:
     from ..context import RankRuntime
 
 CHECKERS = ("stale-at-launch", "phase-reuse", "line-shared", "notify-unfenced", "flag-unbalanced",
-            "event-twice")
+            "event-twice", "arrival-count")
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _KERNELS_DIR = _PKG_DIR + "kernels" + os.sep
 

@@ -56,6 +56,24 @@ def _codes() -> tuple:
     return comm.TWAIT.__code__, comm.TPUT.__code__, comm.TGET.__code__
 
 
+_COUNT_PARAMS = ("num_comm_blocks", "num_blocks")
+
+
+def _count_codes() -> dict:
+    """Code objects of the shmcomm kernels that take an arrival (block) count -> parameter."""
+    from .. import kernels
+
+    found = {}
+    for name in dir(kernels):
+        code = getattr(getattr(kernels, name), "__code__", None)
+        if code is not None:
+            params = code.co_varnames[:code.co_argcount]
+            for p in _COUNT_PARAMS:
+                if p in params:
+                    found[code] = p
+    return found
+
+
 class HazardEngine(Engine):
     """Queued pipes, delayed remote visibility, line model, jitter and checkers of one block."""
 
@@ -88,6 +106,7 @@ class HazardEngine(Engine):
         self.profiling = self.m_check or self.tracer is not None
         if self.profiling:
             self.codes = _codes()
+            self.count_codes = _count_codes() if self.m_check else {}
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -338,12 +357,24 @@ class HazardEngine(Engine):
                 self._wait_start(frame.f_locals)
             elif (code is codes[1] or code is codes[2]) and self.tracer:
                 self.spans.append(("TPUT" if code is codes[1] else "TGET", now_us(), None))
+            elif code in self.count_codes:
+                self._check_count(code, frame.f_locals)
         elif event == "return" and self.tracer:
             code = frame.f_code
             codes = self.codes
             if (code is codes[0] or code is codes[1] or code is codes[2]) and self.spans:
                 name, t0, args = self.spans.pop()
                 self.tracer.span(name, t0, **(args or {}))
+
+    def _check_count(self, code: Any, loc: dict) -> None:
+        param = self.count_codes[code]
+        n = loc.get(param)
+        real = self.agent.block_num
+        if n is not None and n != real:
+            how = "can never be reached (a hang)" if n > real else "is reached before every block arrived"
+            raise report(self.agent, "arrival-count",
+                         f"{code.co_name}({param}={n}) in a launch of {real} blocks: its intra-rank "
+                         f"arrival count {how}")
 
     def _wait_start(self, loc: dict) -> None:
         sig, value, cmp = loc.get("sig"), loc.get("value"), loc.get("cmp")
