@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 from shmcomm.errors import DeadlockError, Failure, RunError, RunTimeout
-from shmcomm.stress import RunSpec, Settings, classify, configs, repro_command, specs
+from shmcomm.stress import RunSpec, Settings, classify, configs, main, repro_command, specs
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -121,15 +121,24 @@ def test_user_program_failure_is_reproduced_by_seed(user_env, tmp_path):
     assert kinds == ["ok", "ok", "wrong result", "ok", "ok", "wrong result"]
 
 
-def test_user_program_without_size_and_usage_errors(user_env):
-    p = _stress("--program", "my_stress_prog:host_plain", "--nranks", "2", "--runs", "2",
-                env=user_env)
-    assert p.returncode == 0, p.stdout + p.stderr
-    assert _stress("--program", "no_such_program").returncode == 2
-    assert _stress("--program", "my_stress_prog:missing", env=user_env).returncode == 2
-    assert _stress("--program", "epoch_barrier", "--catalogue").returncode == 2
-    assert _stress("--program", "epoch_barrier", "--runs", "0").returncode == 2
-    assert _stress("--program", "epoch_barrier", "--nranks", "two").returncode == 2
+def _main_status(*argv: str) -> int:
+    try:
+        return main([*argv, "--no-progress"])
+    except SystemExit as exc:  # argparse usage errors
+        return int(exc.code)
+
+
+def test_user_program_without_size_and_usage_errors(user_env, monkeypatch, capsys):
+    monkeypatch.syspath_prepend(user_env["PYTHONPATH"].split(os.pathsep)[0])
+    assert _main_status("--program", "my_stress_prog:host_plain", "--nranks", "2", "--runs", "2",
+                        "--mode", "eager") == 0
+    assert "failures: 0" in capsys.readouterr().out
+    assert _main_status("--program", "no_such_program") == 2
+    assert _main_status("--program", "my_stress_prog:missing") == 2
+    assert _main_status("--program", "epoch_barrier", "--catalogue") == 2
+    assert _main_status("--program", "epoch_barrier", "--runs", "0") == 2
+    assert _main_status("--program", "epoch_barrier", "--nranks", "two") == 2
+    assert "--nranks" in capsys.readouterr().err
 
 
 def test_catalogue_cli_prints_kill_matrix():
