@@ -25,8 +25,8 @@ from .agent import Agent, bind
 from .config import MAX_BLOCKS, Config
 from .engine import make_engine
 from .errors import Aborted, ArgumentError, ShmcommError
-from .memory import GMPtr, SymmetricArray, SymmetricHeap, Windows
-from .pipe import Tile
+from .memory import GMPtr, SymmetricArray, SymmetricHeap, Windows, as_dtype
+from .pipe import Tile, tile_shape
 from .types import WaitCmp
 from .wait import KIND_HOST_BARRIER, WaitSite, wait_until
 
@@ -50,13 +50,15 @@ class DeviceContext:
 
     def tile(self, shape: Any, dtype: Any) -> Tile:
         """A block-local UB tile; all tiles of a block together fit ``ub_bytes``."""
-        t = Tile(shape, dtype)
+        rows, cols = tile_shape(shape)
+        need = rows * cols * as_dtype(dtype, "tile dtype").itemsize  # checked before allocating
         agent = self._agent
         cap = agent.rt.config.ub_bytes
-        if agent.ub_used + t.nbytes > cap:
+        if agent.ub_used + need > cap:
             raise ArgumentError(
-                f"ctx.tile: {t.nbytes} bytes requested but only {cap - agent.ub_used} of "
+                f"ctx.tile: {need} bytes requested but only {cap - agent.ub_used} of "
                 f"ub_bytes={cap} are left in {agent.where()}'s UB")
+        t = Tile((rows, cols), dtype)
         agent.ub_used += t.nbytes
         return t
 

@@ -53,6 +53,16 @@ __all__ = [
 ]
 
 
+def tile_shape(shape: Any) -> tuple[int, int]:
+    """``shape`` checked as a tile's, as ``(rows, cols)`` (a 1-D shape is one row)."""
+    dims = _check_shape(shape, "tile shape", max_dims=2)
+    if len(dims) == 1:
+        dims = (1, dims[0])
+    if dims[0] < 1 or dims[1] < 1:
+        raise ArgumentError(f"tile shape must be at least 1x1, got {dims}")
+    return dims[0], dims[1]
+
+
 class Tile:
     """A block-local UB buffer of ``rows x cols`` elements (made by ``ctx.tile``).
 
@@ -63,11 +73,7 @@ class Tile:
     __slots__ = ("array", "rows", "cols", "dtype", "valid")
 
     def __init__(self, shape: Any, dtype: Any) -> None:
-        shape = _check_shape(shape, "tile shape", max_dims=2)
-        if len(shape) == 1:
-            shape = (1, shape[0])
-        if shape[0] < 1 or shape[1] < 1:
-            raise ArgumentError(f"tile shape must be at least 1x1, got {shape}")
+        shape = tile_shape(shape)
         self.dtype = as_dtype(dtype, "tile dtype")
         self.rows, self.cols = shape
         self.array = np.zeros(shape, dtype=self.dtype)
