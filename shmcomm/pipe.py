@@ -159,14 +159,14 @@ def pipe_barrier(pipe: int) -> None:
 
 def dsb(mode: int = DSB_DDR) -> None:
     """Data synchronization barrier: completed stores become visible at the given level."""
-    if mode not in (DSB_ALL, DSB_DDR, DSB_UB):
+    if type(mode) is not int or not DSB_ALL <= mode <= DSB_UB:  # type first: no array truth
         raise ArgumentError(f"dsb: mode must be DSB_ALL=0, DSB_DDR=1 or DSB_UB=2; got {mode!r}")
     _agent.current().pipes.dsb(mode)
 
 
 def dcci(ptr: Any = None, mode: int = SINGLE_CACHE_LINE, dst: int = CACHELINE_OUT) -> None:
     """Data-cache clean and invalidate of the line at ``ptr`` (or the whole cache)."""
-    if mode not in (SINGLE_CACHE_LINE, ENTIRE_DATA_CACHE):
+    if type(mode) is not int or not SINGLE_CACHE_LINE <= mode <= ENTIRE_DATA_CACHE:
         raise ArgumentError(f"dcci: mode must be SINGLE_CACHE_LINE=0 or ENTIRE_DATA_CACHE=1; got {mode!r}")
     addr = getattr(ptr, "addr", 0) if ptr is not None else 0
     _agent.current().pipes.dcci(addr, mode)
