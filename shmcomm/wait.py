@@ -4,6 +4,9 @@ The normal case is 8 ranks x 4 blocks on 2 cores, under the GIL. A pure Python s
 GIL for a whole switch interval and starves the rank's other blocks, and spinning processes
 starve whoever must notify them. So a wait, once its first check failed, under ``adaptive``:
 
+0. if the box is busy with other programs (more runnable tasks that are not this run's blocks
+   than cores, see :func:`_box_busy`), it goes straight to step 4;
+
 1. spins for ``spin_us`` only while every runnable agent of the run has a core of its own (the
    control segment counts blocks that are not in a futex sleep) and no other block of its own
    rank is runnable (it would need the GIL); a wait satisfied here never touches the control
@@ -41,6 +44,7 @@ CMP_SYMBOLS = ("==", "!=", ">", ">=", "<", "<=")
 YIELD_S = 0.002
 SLEEP_MIN_S = 0.0005
 YIELD_AWAY_S = 0.0005  # a yield that kept us off the core this long: the box is busy, sleep
+BUSY_SAMPLE_S = 0.01  # how often a rank process re-reads the box's runnable task count
 SPIN_BATCH = 16  # polls between two looks at the clock, the abort flag and sched_yield
 SLEEP_MAX_S = 0.02
 KIND_SIGNAL, KIND_HOST_BARRIER, KIND_LOCK = 0, 1, 2
@@ -50,6 +54,7 @@ _store = at.fast_store
 _fetch_add = at.fast_fetch_add
 _ABORT_CELLS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # per Control
 _ACTIVE_CPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_busy = [-1.0, False]  # when the box was last sampled, and whether it was busy
 _SEQ = at.SEQ_CST
 _perf = time.perf_counter
 _sched_yield = os.sched_yield
@@ -114,7 +119,8 @@ def wait_until(agent: Agent, site: WaitSite, value: int, cmp: int) -> None:
     policy = agent.policy
     t0 = _perf()
     deadline = t0 + agent.wait_timeout
-    if policy == "spin" or (policy == "adaptive" and agent.spin_s > 0 and _may_spin(agent)):
+    busy = policy == "adaptive" and _box_busy(ctl)
+    if policy == "spin" or (policy == "adaptive" and not busy and agent.spin_s > 0 and _may_spin(agent)):
         if policy == "spin":
             _register(agent, site, value, cmp)  # spins for good: the deadlock watch must see it
         if _spin(agent, site, cells, fn, value, cmp, abort, t0, deadline if policy == "spin"
@@ -124,8 +130,12 @@ def wait_until(agent: Agent, site: WaitSite, value: int, cmp: int) -> None:
             return
     if policy != "spin":
         _register(agent, site, value, cmp)  # only now: a wait satisfied while spinning costs nothing
-    yield_until = deadline if policy in ("yield", "spin") else _perf() + YIELD_S if policy == "adaptive" \
-        else t0
+    if policy in ("yield", "spin"):
+        yield_until = deadline
+    elif policy == "adaptive" and not busy:
+        yield_until = _perf() + YIELD_S
+    else:
+        yield_until = t0  # futex, or a busy box: a sleeper is woken and run at once by its TNOTIFY
     pipes = agent.pipes
     sleep_s = SLEEP_MIN_S
     asleep = False
@@ -211,6 +221,27 @@ def _may_spin(agent: Agent) -> bool:
         if a.active and a is not agent:
             return False
     return True
+
+
+def _box_busy(ctl) -> bool:
+    """True while tasks that are not this run's runnable blocks outnumber the cores (sampled
+    from the kernel's instantaneous ``nr_running`` at most every ``BUSY_SAMPLE_S`` per process).
+
+    Then yielding hands whole time slices to other programs (tens of ms per barrier measured
+    at load 15-35), while a futex sleeper is woken, and placed ahead of them, by the
+    ``TNOTIFY`` it waits for (CFS credits sleepers).
+    """
+    now = _perf()
+    if now - _busy[0] < BUSY_SAMPLE_S:
+        return _busy[1]
+    try:
+        with open("/proc/loadavg", "rb") as f:
+            running = int(f.read().split()[3].split(b"/")[0])
+    except (OSError, ValueError, IndexError):
+        running = 0
+    busy = running - _load(_active_cp(ctl), _SEQ) > ctl.ncores
+    _busy[0], _busy[1] = now, busy
+    return busy
 
 
 def _abort_cell(ctl) -> ctypes.c_int32:
