@@ -93,3 +93,26 @@ def test_deadlock_is_seen_under_every_policy(policy):
                     wait_timeout=60, timeout=60, deadlock_grace=0.3)
     assert time.monotonic() - t0 < 15
     assert "signal rank 0 offset 0x24" in str(info.value)
+
+
+def test_box_busy_compares_foreign_runnable_tasks_with_the_cores_and_caches():
+    import ctypes
+
+    from shmcomm import wait as W
+
+    class FakeControl:  # only what _box_busy reads: the runnable-agents word and the core count
+        pass
+
+    word = ctypes.c_int32(0)
+    ctl = FakeControl()
+    ctl.active_addr, ctl.ncores = ctypes.addressof(word), 10**6
+    saved = list(W._busy)
+    try:
+        W._busy[0] = -1.0
+        assert W._box_busy(ctl) is False  # no box runs a million tasks
+        ctl.ncores = -1
+        assert W._box_busy(ctl) is False  # sampled at most every BUSY_SAMPLE_S
+        W._busy[0] = -1.0
+        assert W._box_busy(ctl) is True  # at least this test runs, which is more than -1 cores
+    finally:
+        W._busy[:] = saved
