@@ -17,6 +17,8 @@ from .config import MAX_RANKS
 from .errors import ArgumentError, RunError, RunTimeout, ShmcommError
 from .runner import run
 
+MAX_ITERS = 10**6  # barrier iterations of the default job (~500 s at 8 x 4 here)
+
 
 def load_program(spec: str) -> Callable[..., Any]:
     """Import ``pkg.mod:function`` and return the function (a host program)."""
@@ -63,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     ns = parser.parse_args(argv)
     if not 1 <= ns.nranks <= MAX_RANKS:
         parser.error(f"--nranks must be in [1, {MAX_RANKS}], got {ns.nranks}")
+    if not 1 <= ns.iters <= MAX_ITERS:
+        parser.error(f"--iters must be in [1, {MAX_ITERS}], got {ns.iters}")
     try:
         settings = dict(nranks=ns.nranks, blocks=ns.blocks, timeout=ns.timeout, seed=ns.seed,
                         mode=ns.mode, wait_policy=ns.wait_policy, hazards=ns.hazards,
