@@ -148,6 +148,8 @@ class RankRuntime:
             raise ArgumentError(f"launch: blocks must be an int in [1, {MAX_BLOCKS}], got {blocks!r}")
         if not isinstance(args, tuple):
             raise ArgumentError(f"launch: args must be a tuple, got {type(args).__name__}")
+        if kwargs is not None and not isinstance(kwargs, dict):
+            raise ArgumentError(f"launch: kwargs must be a dict (or None), got {type(kwargs).__name__}")
         kwargs = dict(kwargs or {})
         self.launches += 1
         if self.config.mode == "hazard":  # before peers can see this launch's count
