@@ -151,3 +151,40 @@ def test_catalogue_cli_prints_kill_matrix():
     assert rows["event_id_clash"][2:4] == ["yes", "checker"]
     assert "caught 2 of 2 bugs" in p.stdout
     assert "ring_put" in p.stdout and "0 alarms" in p.stdout
+
+
+def test_progress_bar_on_a_tty_only():
+    import fcntl
+    import select
+    import struct
+    import termios
+
+    master, slave = os.openpty()
+    try:
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+        p = subprocess.Popen([sys.executable, "-m", "shmcomm.stress", "--program", "epoch_barrier",
+                              "--runs", "2", "--mode", "eager", "--nranks", "2"],
+                             stdout=subprocess.PIPE, stderr=slave)
+        out, _ = p.communicate(timeout=80)
+        os.close(slave)
+        slave = -1
+        err = b""
+        while select.select([master], [], [], 0.2)[0]:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            err += chunk
+    finally:
+        if slave >= 0:
+            os.close(slave)
+        os.close(master)
+    assert p.returncode == 0
+    assert b"2/2" in err and b"run/s" in err and b"failures=0" in err, err[-300:]
+    assert b"run/s," not in out  # the bar goes to stderr, never into the summary
+    piped = subprocess.run([sys.executable, "-m", "shmcomm.stress", "--program", "epoch_barrier",
+                            "--runs", "1", "--mode", "eager", "--nranks", "2"],
+                           capture_output=True, text=True, timeout=80)
+    assert piped.returncode == 0 and "run/s," not in piped.stderr  # no bar when not a tty
