@@ -395,6 +395,14 @@ class Kill:
             return None
         return next((o for o in self.report.outcomes if o.kind in CATCH_KINDS), None)
 
+    def to_catch(self) -> tuple[int, float] | None:
+        """Runs and run-seconds up to and including the first catch."""
+        c = self.catch
+        if c is None or self.report is None:
+            return None
+        idx = self.report.outcomes.index(c) + 1
+        return idx, sum(o.seconds for o in self.report.outcomes[:idx])
+
 
 def entry_configs(entry: catalogue.Entry, modes: Sequence[str]) -> list[tuple[int, int, int, str]]:
     """The sweep of a catalogue entry: its own mode for a bug, ``modes`` for a correct one."""
@@ -443,8 +451,7 @@ def format_kill_matrix(kills: Sequence[Kill], reports: Sequence[Report], setting
             rows.append((k.entry.name, k.entry.mode, "NO", k.note or "-", runs, secs, "-",
                          k.entry.summary))
         else:
-            idx = k.report.outcomes.index(c) + 1  # type: ignore[union-attr]
-            secs = sum(o.seconds for o in k.report.outcomes[:idx])  # type: ignore[union-attr]
+            idx, secs = k.to_catch()  # type: ignore[misc]
             rows.append((k.entry.name, k.entry.mode, "yes", c.kind, str(idx), f"{secs:.2f}",
                          str(c.spec.seed), k.entry.summary))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
@@ -454,7 +461,10 @@ def format_kill_matrix(kills: Sequence[Kill], reports: Sequence[Report], setting
         src = r[-1] if len(r[-1]) <= 70 else r[-1][:67] + "..."
         lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True))
                      + "  " + src)
-    lines.append(f"caught {caught} of {len(kills)} bugs")
+    lines.append(f"caught {caught} of {len(kills)} bugs; each catch reruns with:")
+    for k in kills:
+        if k.catch is not None:
+            lines.append(f"  {repro_command(k.entry.name, k.catch.spec, settings)}")
     if reports:
         total = sum(len(r.outcomes) for r in reports)
         alarms = sum(len(r.failures) for r in reports)
@@ -553,7 +563,9 @@ def main(argv: list[str] | None = None) -> int:
                 extra = dict(kill_matrix=[dict(
                     bug=k.entry.name, mode=k.entry.mode, source=k.entry.summary,
                     caught=k.catch is not None, how=k.catch.kind if k.catch else None,
-                    seed=k.catch.spec.seed if k.catch else None, note=k.note) for k in kills])
+                    seed=k.catch.spec.seed if k.catch else None,
+                    runs=(k.to_catch() or (None,))[0], seconds=(k.to_catch() or (None, None))[1],
+                    note=k.note) for k in kills])
                 _write_json(ns.json, report_json([k.report for k in kills if k.report] + reports,
                                                  settings, extra))
             missed = any(k.catch is None for k in kills)
