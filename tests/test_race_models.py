@@ -294,3 +294,9 @@ def k_wait_forever(ctx):
 def test_real_deadlock_is_still_reported():
     with pytest.raises(shmcomm.DeadlockError, match="seed: 4"):
         _run(lambda rt: rt.launch(k_wait_forever, blocks=2), nranks=2, seed=4, deadlock_grace=0.3)
+
+
+@pytest.mark.parametrize("hazards", ("checkers", "all"))
+def test_checker_notify_after_tput_without_drain(hazards):
+    # TPUT's own MTE3 -> MTE2 event drains nothing for TNOTIFY, whether or not the pipes are queued
+    _fails(host_put_notify, "notify-unfenced", nranks=2, hazards=hazards, args=(False, True))

@@ -72,10 +72,10 @@ def kernel_site(frame: FrameType | None = None) -> str:
 
 
 def report(agent: Agent, checker: str, detail: str, offset: int | None = None,
-           sig_rank: int | None = None) -> HazardReport:
-    """Build the report of ``checker`` for ``agent`` at the kernel's current line."""
+           sig_rank: int | None = None, site: str | None = None) -> HazardReport:
+    """Build the report of ``checker`` for ``agent`` at ``site`` (default: the kernel's line)."""
     cfg = agent.rt.config
-    where = kernel_site(sys._getframe(2))
+    where = site or kernel_site(sys._getframe(2))
     sig = "" if offset is None else f", signal offset {offset:#x}" + (
         "" if sig_rank is None else f" of rank {sig_rank}")
     msg = (f"hazard [{checker}] at {where}: {agent.where()}{sig}: {detail} "

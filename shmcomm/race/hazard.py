@@ -126,9 +126,9 @@ class HazardEngine(Engine):
             if self.m_check and self.flags:
                 src, dst, ev = key = min(self.flags)
                 raise report(self.agent, "flag-unbalanced",
-                             f"set_flag({PIPE_NAMES[src]}, {PIPE_NAMES[dst]}, EVENT_ID{ev}) at "
-                             f"{self.marks.get(key, (0, '?'))[1]} is never consumed by wait_flag "
-                             "before the kernel returns")
+                             f"set_flag({PIPE_NAMES[src]}, {PIPE_NAMES[dst]}, EVENT_ID{ev}) is never "
+                             "consumed by wait_flag before the kernel returns",
+                             site=self.marks.get(key, (0, ""))[1] or None)
         finally:
             if self.profiling:
                 sys.setprofile(None)
@@ -184,7 +184,8 @@ class HazardEngine(Engine):
         if self.jitter:
             self.jitter.point()
         if src not in _QUEUED or self.retired[src] >= mark:
-            self._after_sync(src)
+            if dst not in _QUEUED:  # a pipe-to-pipe event drains nothing for the scalar unit
+                self._after_sync(src)
             return
         if dst in _QUEUED:  # a pipe waits, not the scalar unit: a fence in dst's queue
             q = self.queues[src]
