@@ -128,6 +128,22 @@ def test_collectives_fixed_shapes(nranks, blocks, n, dtype, op):
     check_all_three(results, nranks, n, dtype, op, 11)
 
 
+def test_all_reduce_at_64_ranks():
+    # the limit of the context (kMaxRankNum): 64 processes on this box, small data, one block
+    n = 301
+
+    def host(rt):
+        x = rt.alloc((n,), np.int32)
+        x[:] = np.arange(n) % 7 + rt.rank
+        rt.all_reduce(x, "sum", blocks=1)
+        y = rt.alloc((n,), np.int32)
+        y[:] = rt.rank
+        rt.all_reduce(y, "max", blocks=1)
+        return bool((x == 64 * (np.arange(n) % 7) + 64 * 63 // 2).all()) and bool((y == 63).all())
+
+    assert all(shmcomm.run(host, nranks=64, window_bytes=1 << 20, timeout=100))
+
+
 # --- reuse: many iterations in one launch, many launches, no signal reset ----------------------
 
 def _mixed_kernel(ctx, x, s, y, n, iters, log):
