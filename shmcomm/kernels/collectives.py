@@ -30,7 +30,7 @@ put-with-signal pattern), so the RS -> AG barrier becomes the DONE round that th
 anyway: two signal rounds per collective instead of three.
 
 Signal-matrix layout (int32 words from ``ctx.signal_base``; clear of the seed's words
-``[0 .. ~70]`` and EpochBarrier's ``[256 .. 351]``)::
+``[0 .. ~70]``, EpochBarrier's ``[256 .. 351]`` and CentralBarrier's ``[512 .. 527]``)::
 
     word                                         what                        writer      op / wait
     COLL_OFFSET + b*COLL_BLOCK_WORDS + READY + q  READY[b][q]: q's block b     rank q, b   AtomicAdd / GE e
