@@ -78,9 +78,15 @@ class Outcome:
 
 @dataclass
 class Settings:
-    """The per-run bounds every run of a sweep gets (kept short so that hangs cost little)."""
+    """The per-run bounds every run of a sweep gets.
 
-    wait_timeout: float = 1.0
+    A hang is found by the deadlock detector after ``deadlock_grace`` (short, so a hang costs
+    little); ``wait_timeout`` is only the backstop for hangs it cannot see, and generous because
+    on a 2-core box shared with other work a healthy wait can starve for seconds (a 1 s
+    ``wait_timeout`` raised false alarms at load 50).
+    """
+
+    wait_timeout: float = 10.0
     deadlock_grace: float = 0.3
     run_timeout: float = 30.0
     trace_dir: str = os.path.join("results", "stress-traces")  # hazard runs; kept on failure

@@ -3,14 +3,24 @@ small run budget, by the kind of failure it must cause; the correct programs rai
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from shmcomm import catalogue
-from shmcomm.stress import CATCH_KINDS, Settings, entry_configs, hazard_available, sweep
+from shmcomm.stress import (
+    CATCH_KINDS,
+    RunSpec,
+    Settings,
+    entry_configs,
+    hazard_available,
+    run_one,
+    sweep,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
-SETTINGS = Settings(wait_timeout=1.0, deadlock_grace=0.3, run_timeout=20.0)
+SETTINGS = Settings(wait_timeout=10.0, deadlock_grace=0.3, run_timeout=30.0, trace_dir="")
 MAX_RUNS = 24  # per bug (stops at the first catch); eager bugs take 1-3 runs here, so a miss is ~1e-7
 CORRECT_RUNS = 6  # per correct program and mode (the full soak is the slow test below)
 
@@ -60,6 +70,20 @@ def test_correct_program_raises_no_alarm(entry):
     rep = sweep(entry.host, cfgs, seed=1000, runs=CORRECT_RUNS * len(modes), settings=SETTINGS,
                 program=entry.name)
     assert not rep.failures, [(o.spec, o.kind, o.message[:500]) for o in rep.failures]
+
+
+def test_failing_hazard_run_keeps_its_trace_and_a_passing_one_leaves_none(tmp_path):
+    if not hazard_available():
+        pytest.skip("needs the hazard engine (shmcomm.race)")
+    settings = Settings(trace_dir=str(tmp_path / "traces"))
+    bad = run_one(catalogue.get("notify_before_drain").host, RunSpec(2, 1, 64, "hazard", 0),
+                  settings, "notify_before_drain")
+    assert bad.kind == "checker" and bad.trace and os.path.isfile(bad.trace)
+    assert os.path.dirname(bad.trace) == str(tmp_path / "traces")
+    good = run_one(catalogue.get("ring_put").host, RunSpec(2, 1, 64, "hazard", 0), settings,
+                   "ring_put")
+    assert good.kind == "ok" and good.trace is None
+    assert os.listdir(tmp_path / "traces") == [os.path.basename(bad.trace)]
 
 
 @pytest.mark.slow

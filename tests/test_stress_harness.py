@@ -35,7 +35,8 @@ def host_plain(rt):
 
 
 def _stress(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "shmcomm.stress", *args, "--no-progress"],
+    return subprocess.run([sys.executable, "-m", "shmcomm.stress", *args, "--no-progress",
+                           "--trace-dir", ""],
                           capture_output=True, text=True, timeout=80, env=env)
 
 
