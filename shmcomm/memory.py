@@ -56,8 +56,17 @@ def as_dtype(dtype: Any, what: str = "dtype") -> np.dtype:
     return dt
 
 
-# mmap keeps a dup of the fd, reopenable through /proc/<pid>/fd; 3.13+ can map without it
-_NO_FD_DUP: dict[str, Any] = {"trackfd": False} if sys.version_info >= (3, 13) else {}
+# Segments are mapped with libc's mmap, not Python's: mmap.mmap keeps a dup of the fd (until
+# 3.13's trackfd=False), and any process allowed to read /proc/<pid>/fd could reopen a live run's
+# window through it. The mapping needs no fd once made.
+_libc = ctypes.CDLL(None, use_errno=True)
+_c_mmap, _c_munmap = _libc.mmap, _libc.munmap
+_c_mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                    ctypes.c_long]
+_c_mmap.restype = ctypes.c_void_p
+_c_munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+_c_munmap.restype = ctypes.c_int
+_MAP_FAILED = ctypes.c_void_p(-1).value
 
 
 def shm_free_bytes() -> int | None:
@@ -95,23 +104,29 @@ class Segment:
             raise ShmcommError(f"cannot create shared-memory segment {self.name} of {size} "
                                f"bytes: {exc}") from None
         try:
-            self._mmap: mmap.mmap | None = mmap.mmap(shm.fd, size, **_NO_FD_DUP)
+            addr = _c_mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, shm.fd, 0)
+            err = ctypes.get_errno()
         finally:
-            shm.close_fd()
+            shm.close_fd()  # the mapping keeps the memory; no fd is left to borrow
             shm.unlink()  # nothing left to attach to: ranks inherit the mapping through fork
-        self.array = np.frombuffer(self._mmap, dtype=np.uint8)
-        self.base = int(self.array.ctypes.data)
+        if addr is None or addr == _MAP_FAILED:
+            raise ShmcommError(f"cannot map shared-memory segment {self.name} of {size} bytes: "
+                               f"{os.strerror(err)}")
+        self.base = addr
+        # every numpy view of the segment holds a reference to this buffer: close() counts them
+        self._buf: Any = (ctypes.c_uint8 * size).from_address(addr)
+        self.array = np.frombuffer(self._buf, dtype=np.uint8)
 
     def close(self) -> None:
-        """Unmap. Views of the segment must be gone first (numpy keeps the map otherwise)."""
-        if self._mmap is None:
+        """Unmap. Views of the segment must be gone first (otherwise it stays mapped)."""
+        if self._buf is None:
             return
         self.array = None  # type: ignore[assignment]
-        try:
-            self._mmap.close()
-        except BufferError:  # a user still holds a view: the mapping dies with the process
-            pass
-        self._mmap = None
+        buf, self._buf = self._buf, None
+        if sys.getrefcount(buf) > 2:  # a user still holds a view: the mapping dies with the process
+            return
+        del buf
+        _c_munmap(self.base, self.size)
 
 
 class Windows:

@@ -5,9 +5,9 @@ What is checked, on real runs:
 * every segment a run creates is created with ``O_CREAT | O_EXCL`` and mode 0600 (even under
   umask 0), has at least 64 random bits in its name, and no longer exists in ``/dev/shm`` once
   its creator returns (watched by wrapping the real ``posix_ipc.SharedMemory`` call);
-* another process cannot attach to a live run by name: opening any of its names fails (mappings
-  show ``(deleted)``). Known gap (a strict xfail below): before Python 3.13 ``mmap`` keeps a
-  dup of each segment's fd, which a same-user process may reopen through ``/proc/<pid>/fd``;
+* another process cannot attach to a live run: opening any of its names fails (mappings show
+  ``(deleted)``), and no process of the run holds an fd to a segment that could be reopened
+  through ``/proc/<pid>/fd`` (Python's ``mmap`` would keep one: shmcomm maps with libc);
 * a name that someone else created first is refused, never attached to;
 * nothing of a run is world-readable (no fd, no file, no name).
 
@@ -142,12 +142,8 @@ def test_another_process_cannot_open_a_live_runs_names():
     assert {m[0].rsplit("/", 1)[1] for m in maps} == {n.lstrip("/") for n in names}
 
 
-@pytest.mark.xfail(sys.version_info < (3, 13), strict=True,
-                   reason="before Python 3.13 mmap.mmap dup()s the segment's fd and keeps it open "
-                          "(trackfd=False is 3.13+), so a same-user process allowed to read "
-                          "/proc/<pid>/fd (ptrace read mode, not blocked by Yama scope 1) can "
-                          "reopen a live run's segment")
 def test_another_process_cannot_borrow_a_live_runs_fd():
+    """Through /proc/<pid>/fd (allowed to the same user even under Yama ptrace_scope 1)."""
     _names, code, out, err, _maps = _attack_live_run()
     assert code == 0, err
     assert "borrowed []" in out, out
@@ -181,7 +177,7 @@ def test_ranks_keep_no_world_readable_trace():
                 found.append((target, stat.S_IMODE(os.stat(f"/proc/self/fd/{fd}").st_mode)))
         return found
 
-    for found in shmcomm.run(host, nranks=2, window_bytes=1 << 16):
-        assert all(t.endswith("(deleted)") and mode == 0o600 for t, mode in found), found
+    assert shmcomm.run(host, nranks=2, window_bytes=1 << 16) == [[], []]  # no fd at all
+    assert not any("shmcomm" in os.path.realpath(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd"))
     assert not [n for n in os.listdir("/dev/shm") if re.match(r"shmcomm\.", n)
                 and os.stat("/dev/shm/" + n).st_mode & 0o077]
