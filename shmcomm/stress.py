@@ -361,7 +361,8 @@ def _brief(message: str) -> list[str]:
     out = [lines[0]]
     if frames:
         i = frames[-1]
-        out += [line.rstrip() for line in lines[i:i + 2]]
+        cwd = os.getcwd() + os.sep
+        out += [line.rstrip().replace(f'"{cwd}', '"') for line in lines[i:i + 2]]  # short paths
     elif len(lines) > 1:  # a deadlock's wait-for table
         out += lines[1:12]
         if len(lines) > 12:
