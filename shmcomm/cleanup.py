@@ -72,7 +72,7 @@ def classify(name: str, shm_dir: str = SHM_DIR) -> Entry | None:
         return Entry(name, LIVE, pid, st.st_size, f"creator pid {pid} is running")
     if not alive:
         return Entry(name, STALE, pid, st.st_size, f"creator pid {pid} is a zombie")
-    if started > st.st_ctime + START_SLACK_S:
+    if started > min(st.st_mtime, st.st_ctime) + START_SLACK_S:  # mtime: set when created
         return Entry(name, STALE, pid, st.st_size,
                      f"pid {pid} was reused (its process started after the segment was created)")
     return Entry(name, LIVE, pid, st.st_size, f"creator pid {pid} ({_proc_name(proc)}) is running")

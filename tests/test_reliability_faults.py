@@ -290,3 +290,83 @@ def test_second_ctrl_c_does_not_cut_the_teardown_short(faultprog):
     assert p.returncode == 130 and "Traceback" not in stderr, stderr
     _assert_all_gone_by(pids, sent_at + GONE_S, "repeated SIGINT")
     assert _no_shm() == []
+
+
+# --- the leftovers of a creator killed between create and unlink: python -m shmcomm.cleanup ------
+
+CREATE_AND_HANG = (
+    "import posix_ipc, sys, time\n"
+    "from shmcomm.memory import segment_name\n"
+    "name = segment_name(sys.argv[1])\n"
+    "posix_ipc.SharedMemory(name, posix_ipc.O_CREX, mode=0o600, size=8192).close_fd()\n"
+    "print(name, flush=True)\n"
+    "time.sleep(300)\n"  # killed here, before it could unlink: what Segment() would leave
+)
+
+
+def _creator(tag: str) -> tuple[subprocess.Popen, str]:
+    p = subprocess.Popen([sys.executable, "-c", CREATE_AND_HANG, tag], stdout=subprocess.PIPE, text=True)
+    return p, p.stdout.readline().strip()  # type: ignore[union-attr]
+
+
+def _cleanup(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "shmcomm.cleanup", *args], capture_output=True,
+                          text=True, timeout=60)
+
+
+def _line(out: str, name: str) -> str:
+    return next((ln for ln in out.splitlines() if name.lstrip("/") in ln), "")
+
+
+def test_cleanup_removes_segments_of_dead_runs_only():
+    import posix_ipc
+
+    from shmcomm.memory import segment_name
+
+    dead, dead_name = _creator("win0")
+    dead.kill()  # SIGKILL between create and unlink
+    dead.wait()
+    live, live_name = _creator("win1")  # its creator is alive: a live run's segment
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    # a dead run's segment whose pid now belongs to a younger process (pid reuse)
+    reused_name = segment_name("win2").replace(f".{os.getpid()}.", f".{sleeper.pid}.", 1)
+    posix_ipc.SharedMemory(reused_name, posix_ipc.O_CREX, mode=0o600, size=4096).close_fd()
+    old = time.time() - 3600
+    os.utime("/dev/shm" + reused_name, (old, old))
+    odd_name = "/shmcomm.not-a-run-name"
+    posix_ipc.SharedMemory(odd_name, posix_ipc.O_CREX, mode=0o600, size=64).close_fd()
+    try:
+        p = _cleanup("--dry-run")
+        assert p.returncode == 0, p.stderr
+        assert _line(p.stdout, dead_name).startswith("would remove"), p.stdout
+        assert "is gone" in _line(p.stdout, dead_name)
+        assert _line(p.stdout, reused_name).startswith("would remove"), p.stdout
+        assert "reused" in _line(p.stdout, reused_name)
+        assert _line(p.stdout, live_name).startswith("kept") and "is running" in _line(p.stdout, live_name)
+        assert _line(p.stdout, odd_name).startswith("kept")
+        assert all(os.path.exists("/dev/shm" + n) for n in (dead_name, reused_name, live_name))
+
+        p = _cleanup()
+        assert p.returncode == 0, p.stderr
+        assert _line(p.stdout, dead_name).startswith("removed")
+        assert _line(p.stdout, reused_name).startswith("removed")
+        assert _line(p.stdout, live_name).startswith("kept")
+        assert not os.path.exists("/dev/shm" + dead_name)
+        assert not os.path.exists("/dev/shm" + reused_name)
+        assert os.path.exists("/dev/shm" + live_name) and os.path.exists("/dev/shm" + odd_name)
+        assert "removed" in p.stdout.splitlines()[-1]
+
+        live.kill()  # now the live run's creator dies too: its segment becomes stale and goes
+        live.wait()
+        p = _cleanup()
+        assert _line(p.stdout, live_name).startswith("removed"), p.stdout
+        assert not os.path.exists("/dev/shm" + live_name)
+    finally:
+        for proc in (live, sleeper):
+            proc.kill()
+            proc.wait()
+        for n in (dead_name, reused_name, live_name, odd_name):
+            try:
+                posix_ipc.unlink_shared_memory(n)
+            except posix_ipc.ExistentialError:
+                pass
