@@ -25,9 +25,8 @@ from dataclasses import dataclass
 import posix_ipc
 import psutil
 
-from .memory import PREFIX
+from .memory import PREFIX, SHM_DIR
 
-SHM_DIR = "/dev/shm"
 # the name memory.segment_name makes (without the leading slash)
 NAME_RE = re.compile(r"^" + re.escape(PREFIX) + r"(?P<pid>[0-9]+)\.(?P<token>[0-9a-f]{24})\.(?P<tag>\w+)$")
 # a process whose start time is at most this much after the segment's still counts as its creator
