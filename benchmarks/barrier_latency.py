@@ -36,6 +36,7 @@ import multiprocessing as mp
 import os
 import platform
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -282,10 +283,19 @@ def _mpi_worker(blocks: int, iters: int, repeats: int) -> None:
 def mpi_case(mpiexec: str, nranks: int, blocks: int, iters: int, repeats: int) -> tuple[list[float], str]:
     cmd = [mpiexec, "-n", str(nranks), sys.executable, os.path.abspath(__file__), "--mpi-worker",
            "--blocks", str(blocks), "--iters", str(iters), "--repeats", str(repeats)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CASE_TIMEOUT_S)
+    # own process group: if we time out or are interrupted, no MPI rank outlives us (an orphaned
+    # MPICH job leaves its segment in /dev/shm)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=CASE_TIMEOUT_S)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
     if proc.returncode != 0:
-        raise RuntimeError(f"mpiexec failed ({proc.returncode}): {proc.stderr.strip()[-400:]}")
-    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")][-1]
+        raise RuntimeError(f"mpiexec failed ({proc.returncode}): {err.strip()[-400:]}")
+    line = [ln for ln in out.splitlines() if ln.startswith("{")][-1]
     data = json.loads(line)
     return data["us"], data["library"]
 
