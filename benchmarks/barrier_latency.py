@@ -291,8 +291,12 @@ def mpi_case(mpiexec: str, nranks: int, blocks: int, iters: int, repeats: int) -
         out, err = proc.communicate(timeout=CASE_TIMEOUT_S)
     finally:
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            os.killpg(proc.pid, signal.SIGTERM)  # lets mpiexec tear its job down and clean up
+            try:
+                proc.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
     if proc.returncode != 0:
         raise RuntimeError(f"mpiexec failed ({proc.returncode}): {err.strip()[-400:]}")
     line = [ln for ln in out.splitlines() if ln.startswith("{")][-1]
