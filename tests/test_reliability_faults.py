@@ -133,8 +133,11 @@ def _assert_all_gone_by(pids: list[int], deadline: float, what: str) -> None:
     assert not alive, f"{what}: rank processes {alive} still alive {GONE_S} s after the fault"
 
 
-def _no_shm() -> list[str]:
-    return [n for n in os.listdir("/dev/shm") if "shmcomm" in n]
+def _no_shm(creator: int | None = None) -> list[str]:
+    """shmcomm names in /dev/shm made by ``creator`` (default: this process). Only the launcher
+    creates segments; other runs on the machine may be making theirs meanwhile."""
+    mine = f"shmcomm.{creator or os.getpid()}."
+    return [n for n in os.listdir("/dev/shm") if n.startswith(mine)]
 
 
 def _wait_for_pids(out: Path, nranks: int = NRANKS, timeout: float = 30.0) -> list[int]:
@@ -225,35 +228,37 @@ def test_cli_reports_a_rank_fault_and_exits_1(faultprog, fault, expect):
         assert "SIGABRT" in stderr and "Traceback" not in stderr
     assert ended - fault_at < GONE_S + 0.5  # + the CLI's own exit
     _assert_all_gone_by(_rank_pids(out), fault_at + GONE_S, fault)
-    assert _no_shm() == []
+    assert _no_shm(p.pid) == []
+
+
+def _start(env: dict, out: Path, program: str) -> tuple[subprocess.Popen, list[int], float]:
+    """Launch, wait until every rank runs and the others block, return (launcher, pids, now)."""
+    p = _launch(env, program)
+    pids = _wait_for_pids(out)
+    time.sleep(0.3)
+    return p, pids, time.time()
 
 
 def test_cli_rank_sigkilled_from_outside(faultprog):
     _mod, out, env = faultprog
-    p = _launch(env, "victim")
-    pids = _wait_for_pids(out)
-    time.sleep(0.3)
-    killed_at = time.time()
+    p, pids, killed_at = _start(env, out, "victim")
     os.kill(pids[3], signal.SIGKILL)
     _stdout, stderr = p.communicate(timeout=60)
     assert p.returncode == 1
     assert f"(crash) at rank 3: rank process (pid {pids[3]}) died from signal SIGKILL" in stderr
     assert "Traceback" not in stderr
     _assert_all_gone_by(pids, killed_at + GONE_S, "SIGKILLed rank (CLI)")
-    assert _no_shm() == []
+    assert _no_shm(p.pid) == []
 
 
 def test_launcher_sigkilled_its_ranks_die_with_it(faultprog):
     _mod, out, env = faultprog
-    p = _launch(env, "hang")
-    pids = _wait_for_pids(out)
-    time.sleep(0.3)
-    killed_at = time.time()
+    p, pids, killed_at = _start(env, out, "hang")
     p.kill()  # SIGKILL: no handler runs, only PR_SET_PDEATHSIG can stop the ranks
     p.communicate(timeout=30)
     assert p.returncode == -signal.SIGKILL
     _assert_all_gone_by(pids, killed_at + GONE_S, "launcher SIGKILLed")
-    assert _no_shm() == []  # names were unlinked before the ranks started
+    assert _no_shm(p.pid) == []  # names were unlinked before the ranks started
 
 
 @pytest.mark.parametrize("sig, code, text", [
@@ -262,10 +267,7 @@ def test_launcher_sigkilled_its_ranks_die_with_it(faultprog):
 ])
 def test_launcher_interrupted_exits_nonzero_with_a_short_report(faultprog, sig, code, text):
     _mod, out, env = faultprog
-    p = _launch(env, "hang")
-    pids = _wait_for_pids(out)
-    time.sleep(0.3)
-    sent_at = time.time()
+    p, pids, sent_at = _start(env, out, "hang")
     os.killpg(p.pid, sig)  # as Ctrl-C does: the whole foreground process group gets it
     stdout, stderr = p.communicate(timeout=30)
     ended = time.time()
@@ -274,22 +276,19 @@ def test_launcher_interrupted_exits_nonzero_with_a_short_report(faultprog, sig, 
     assert len(stderr.strip().splitlines()) <= 3, stderr  # the report, the seed: short
     assert ended - sent_at < GONE_S + 0.5
     _assert_all_gone_by(pids, sent_at + GONE_S, f"launcher got {sig.name}")
-    assert _no_shm() == []
+    assert _no_shm(p.pid) == []
 
 
 def test_second_ctrl_c_does_not_cut_the_teardown_short(faultprog):
     _mod, out, env = faultprog
-    p = _launch(env, "hang")
-    pids = _wait_for_pids(out)
-    time.sleep(0.3)
-    sent_at = time.time()
+    p, pids, sent_at = _start(env, out, "hang")
     for _ in range(3):  # an impatient user
         os.killpg(p.pid, signal.SIGINT)
         time.sleep(0.05)
     _stdout, stderr = p.communicate(timeout=30)
     assert p.returncode == 130 and "Traceback" not in stderr, stderr
     _assert_all_gone_by(pids, sent_at + GONE_S, "repeated SIGINT")
-    assert _no_shm() == []
+    assert _no_shm(p.pid) == []
 
 
 # --- the leftovers of a creator killed between create and unlink: python -m shmcomm.cleanup ------
