@@ -190,7 +190,7 @@ def TNOTIFY(sig: Signal | Signal2D, value: int, op: NotifyOp = NotifyOp.AtomicAd
     if type(value) is not int or not INT32_MIN <= value <= INT32_MAX:
         _check_i32(value, "TNOTIFY")
         value = int(value)  # a numpy integer: the unchecked ctypes binding takes ints only
-    if op != 0 and op != 1:
+    if type(op) is not NotifyOp:  # ints 0/1 pass; another enum (WaitCmp.NE == 1) does not
         op = check_enum(NotifyOp, op, "TNOTIFY: op")
     try:
         hook = _tls.agent.notify_hook

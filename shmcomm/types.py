@@ -48,7 +48,8 @@ def check_enum(enum: type[IntEnum], value: object, what: str) -> int:
 
     if type(value) is enum:
         return int(value)  # type: ignore[call-overload]
-    if isinstance(value, bool) or not isinstance(value, int) or value not in enum._value2member_map_:
+    if (isinstance(value, (bool, IntEnum)) or not isinstance(value, int)
+            or value not in enum._value2member_map_):
         allowed = ", ".join(f"{m.name}={m.value}" for m in enum)
         raise ArgumentError(f"{what} must be a {enum.__name__} ({allowed}); got {value!r}")
     return int(value)
