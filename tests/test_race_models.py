@@ -182,8 +182,10 @@ def test_lines_packed_set_slots_clobber(seed):
 # --- jitter: a read-modify-write that only the GIL's coarse switching kept atomic -------------
 
 def k_rmw(ctx, counter, iters, atomic):
-    sig = Signal(counter)
+    sig, gate = Signal(counter), Signal(counter + 1)
     view = GlobalTensor(counter, (1,)).view()
+    TNOTIFY(gate, 1, NotifyOp.AtomicAdd)  # every block is running before the loops start
+    TWAIT(gate, ctx.block_num, WaitCmp.GE)
     for _ in range(iters):
         if atomic:
             TNOTIFY(sig, 1, NotifyOp.AtomicAdd)
@@ -195,7 +197,7 @@ def k_rmw(ctx, counter, iters, atomic):
 
 
 def host_rmw(rt, atomic, launches=1, iters=30, blocks=4):
-    counter = rt.alloc((1,), np.int32)
+    counter = rt.alloc((2,), np.int32)  # [count, start gate]
     bad = 0
     for _ in range(launches):
         counter[:] = 0
