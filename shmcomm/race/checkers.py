@@ -46,6 +46,7 @@ CHECKERS = ("stale-at-launch", "phase-reuse", "line-shared", "notify-unfenced", 
             "event-twice", "arrival-count")
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _KERNELS_DIR = _PKG_DIR + "kernels" + os.sep
+_CATALOGUE_DIR = _PKG_DIR + "catalogue" + os.sep  # the bug catalogue is user code, not runtime
 
 
 class HazardReport(ShmcommError):
@@ -57,12 +58,13 @@ class HazardReport(ShmcommError):
 
 
 def kernel_site(frame: FrameType | None = None) -> str:
-    """``file:line`` of the first frame outside shmcomm (plus the shmcomm kernel it called)."""
+    """``file:line`` of the first frame outside the shmcomm runtime (plus the shmcomm kernel it
+    called); the bug catalogue's kernels count as user code."""
     f = frame if frame is not None else sys._getframe(1)
     inner = ""
     while f is not None:
         fn = f.f_code.co_filename
-        if not fn.startswith(_PKG_DIR):
+        if not fn.startswith(_PKG_DIR) or fn.startswith(_CATALOGUE_DIR):
             site = f"{fn}:{f.f_lineno}"
             return f"{site} (in {inner})" if inner else site
         if fn.startswith(_KERNELS_DIR) and not inner:
