@@ -96,16 +96,10 @@ def test_deadlock_is_seen_under_every_policy(policy):
 
 
 def test_box_busy_compares_foreign_runnable_tasks_with_the_cores_and_caches():
-    import ctypes
-
+    from shmcomm import control as C
     from shmcomm import wait as W
 
-    class FakeControl:  # only what _box_busy reads: the runnable-agents word and the core count
-        pass
-
-    word = ctypes.c_int32(0)
-    ctl = FakeControl()
-    ctl.active_addr, ctl.ncores = ctypes.addressof(word), 10**6
+    ctl = C.Control(2, ncores=10**6)  # a real control segment: _box_busy reads its rank lines
     saved = list(W._busy)
     try:
         W._busy[0] = -1.0
@@ -114,5 +108,9 @@ def test_box_busy_compares_foreign_runnable_tasks_with_the_cores_and_caches():
         assert W._box_busy(ctl) is False  # sampled at most every BUSY_SAMPLE_S
         W._busy[0] = -1.0
         assert W._box_busy(ctl) is True  # at least this test runs, which is more than -1 cores
+        ctl.set_rank(1, C.R_BLOCKS, 10**6)  # the run's own launched blocks are not foreign load
+        W._busy[0] = -1.0
+        assert W._box_busy(ctl) is False
     finally:
         W._busy[:] = saved
+        ctl.close()
