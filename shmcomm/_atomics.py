@@ -55,19 +55,15 @@ _load = getattr(_lib, "__atomic_load_4")
 _store = getattr(_lib, "__atomic_store_4")
 _exchange = getattr(_lib, "__atomic_exchange_4")
 _cas = getattr(_lib, "__atomic_compare_exchange_4")
-_load8 = getattr(_lib, "__atomic_load_8")
-_fetch_add8 = getattr(_lib, "__atomic_fetch_add_8")
 _is_lock_free = getattr(_lib, "__atomic_is_lock_free")
 
-_vp, _i32, _i64, _int = ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64, ctypes.c_int
+_vp, _i32, _int = ctypes.c_void_p, ctypes.c_int32, ctypes.c_int
 for _f, _args, _res in (
     (_fetch_add, [_vp, _i32, _int], _i32),
     (_load, [_vp, _int], _i32),
     (_store, [_vp, _i32, _int], None),
     (_exchange, [_vp, _i32, _int], _i32),
     (_cas, [_vp, _vp, _i32, ctypes.c_bool, _int, _int], ctypes.c_bool),
-    (_load8, [_vp, _int], _i64),
-    (_fetch_add8, [_vp, _i64, _int], _i64),
     (_is_lock_free, [ctypes.c_size_t, _vp], ctypes.c_bool),
 ):
     _f.argtypes, _f.restype = _args, _res
@@ -75,7 +71,7 @@ for _f, _args, _res in (
 
 def _check_lock_free() -> None:
     probe = (ctypes.c_int64 * 1)()
-    for size in (4, 8):
+    for size in (4,):  # signals are int32; shmcomm uses no wider atomics
         if not _is_lock_free(size, ctypes.addressof(probe)):
             raise LibraryError(
                 f"{LIBATOMIC_NAME}: {size}-byte atomics are not lock-free on this machine "
@@ -115,16 +111,6 @@ def compare_exchange(addr: int, expected: int, desired: int) -> tuple[bool, int]
     exp = ctypes.c_int32(expected)
     ok = _cas(addr, ctypes.addressof(exp), desired, False, SEQ_CST, SEQ_CST)
     return bool(ok), exp.value
-
-
-def load64(addr: int) -> int:
-    """Atomically load the int64 at ``addr`` (8-byte aligned)."""
-    return _load8(addr, SEQ_CST)
-
-
-def fetch_add64(addr: int, value: int) -> int:
-    """Atomically add to the int64 at ``addr``; return the old value."""
-    return _fetch_add8(addr, value, SEQ_CST)
 
 
 # Unchecked bindings for the hot paths (TNOTIFY, TWAIT): a second handle of the library, so

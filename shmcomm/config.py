@@ -149,8 +149,5 @@ def _parse_env(name: str, raw: str) -> Any:
         value = kind(raw) if kind is str else kind(float(raw)) if kind is float else int(raw, 0)
     except ValueError:
         raise ArgumentError(f"environment variable {var}={raw!r} is not a valid {kind.__name__}") from None
-    try:
-        _check(name, value, f"environment variable {var}")
-    except ArgumentError:
-        raise
+    _check(name, value, f"environment variable {var}")
     return value

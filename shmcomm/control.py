@@ -46,8 +46,6 @@ _HEADER_LINES = 6
 
 # agent states
 IDLE, RUNNING, WAITING, DONE, FAILED, JOINING = 0, 1, 2, 3, 4, 5
-STATE_NAMES = {IDLE: "idle", RUNNING: "running", WAITING: "waiting", DONE: "done",
-               FAILED: "failed", JOINING: "joining"}
 # rank states
 R_STARTING, R_RUNNING, R_EXITED, R_FAILED = 0, 1, 2, 3
 
@@ -129,11 +127,6 @@ class Control:
 
     def agent_addr(self, rank: int, slot: int) -> int:
         return self._addr(self.agent_word(rank, slot))
-
-    def agent(self, rank: int, slot: int) -> np.ndarray:
-        """A copy of one agent's line (for the launcher's reports)."""
-        w = self.agent_word(rank, slot)
-        return self.words[w:w + LINE].copy()
 
     def agents_of(self, rank: int) -> np.ndarray:
         w = self.agent_word(rank, 0)

@@ -359,11 +359,3 @@ def _check_shape(shape: Any, what: str, max_dims: int = 5) -> tuple[int, ...]:
         if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 0:
             raise ArgumentError(f"{what} entries must be ints >= 0, got {shape!r}")
     return tuple(int(d) for d in dims)
-
-
-def byte_address(arr: np.ndarray) -> int:
-    """Address of an array's first byte (for ctypes calls on local buffers)."""
-    return int(arr.ctypes.data)
-
-
-c_void_p = ctypes.c_void_p

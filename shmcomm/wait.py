@@ -47,7 +47,7 @@ YIELD_AWAY_S = 0.0005  # a yield that kept us off the core this long: the box is
 BUSY_SAMPLE_S = 0.01  # how often a rank process re-reads the box's runnable task count
 SPIN_BATCH = 16  # polls between two looks at the clock, the abort flag and sched_yield
 SLEEP_MAX_S = 0.02
-KIND_SIGNAL, KIND_HOST_BARRIER, KIND_LOCK = 0, 1, 2
+KIND_SIGNAL, KIND_HOST_BARRIER = 0, 1
 
 _load = at.fast_load  # addresses in a WaitSite are c_void_p
 _store = at.fast_store
