@@ -173,30 +173,45 @@ def _time_loop(wait, iters: int, repeats: int, align) -> list[float]:
     return lat
 
 
+def _crossing(tbar: threading.Barrier, b: int, cross) -> Any:
+    """What a user hand-writes for ranks x blocks: threads meet, thread 0 crosses processes
+    (``cross``), threads meet again."""
+    if tbar.parties == 1:
+        return cross
+
+    def hybrid() -> None:
+        tbar.wait()
+        if b == 0:
+            cross()
+        tbar.wait()
+    return hybrid
+
+
+def _per_repeat_max(blocks: int, loop) -> list[float]:
+    """Run ``loop(b)`` on ``blocks`` threads (block 0 on this one); per-repeat max over blocks."""
+    res: list = [None] * blocks
+
+    def body(b: int) -> None:
+        res[b] = loop(b)
+
+    threads = [threading.Thread(target=body, args=(b,)) for b in range(1, blocks)]
+    for t in threads:
+        t.start()
+    body(0)
+    for t in threads:
+        t.join()
+    return [max(col) for col in zip(*res, strict=True)]
+
+
 def _mp_proc(kind: str, blocks: int, iters: int, repeats: int, mbar, conn) -> None:
     try:
-        res: list = [None] * blocks
         tbar = threading.Barrier(blocks)
 
-        def body(b: int) -> None:
-            if kind == "mp":
-                res[b] = _time_loop(mbar.wait, iters, repeats, mbar.wait)
-                return
+        def loop(b: int) -> list[float]:
+            wait = mbar.wait if kind == "mp" else _crossing(tbar, b, mbar.wait)
+            return _time_loop(wait, iters, repeats, wait)
 
-            def hybrid() -> None:  # threads meet, thread 0 crosses processes, threads meet again
-                tbar.wait()
-                if b == 0:
-                    mbar.wait()
-                tbar.wait()
-            res[b] = _time_loop(hybrid, iters, repeats, hybrid)
-
-        threads = [threading.Thread(target=body, args=(b,)) for b in range(1, blocks)]
-        for t in threads:
-            t.start()
-        body(0)
-        for t in threads:
-            t.join()
-        conn.send([max(col) for col in zip(*res, strict=True)])
+        conn.send(_per_repeat_max(blocks, loop))
     except BaseException as exc:  # reported to the parent, which raises
         conn.send(repr(exc))
     finally:
@@ -238,6 +253,7 @@ def mp_case(kind: str, nranks: int, blocks: int, iters: int, repeats: int) -> li
 
 # --- MPI ----------------------------------------------------------------------------------------
 
+
 def find_mpiexec() -> str | None:
     """The MPICH wheel's ``mpiexec`` next to this interpreter, else one on PATH (with mpi4py)."""
     try:
@@ -255,26 +271,13 @@ def _mpi_worker(blocks: int, iters: int, repeats: int) -> None:
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
-    res: list = [None] * blocks
     tbar = threading.Barrier(blocks)
 
-    def body(b: int) -> None:
-        def hybrid() -> None:
-            if blocks > 1:
-                tbar.wait()
-            if b == 0:
-                comm.Barrier()
-            if blocks > 1:
-                tbar.wait()
-        res[b] = _time_loop(hybrid, iters, repeats, hybrid)
+    def loop(b: int) -> list[float]:
+        wait = _crossing(tbar, b, comm.Barrier)
+        return _time_loop(wait, iters, repeats, wait)
 
-    threads = [threading.Thread(target=body, args=(b,)) for b in range(1, blocks)]
-    for t in threads:
-        t.start()
-    body(0)
-    for t in threads:
-        t.join()
-    mine = [max(col) for col in zip(*res, strict=True)]
+    mine = _per_repeat_max(blocks, loop)
     worst = comm.reduce(mine, op=lambda a, b, _t=None: [max(x, y) for x, y in zip(a, b, strict=True)])
     if comm.rank == 0:
         print(json.dumps({"us": worst, "library": MPI.Get_library_version().split("\n")[0].strip()}))
