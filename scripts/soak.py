@@ -25,7 +25,7 @@ from typing import Any
 import psutil
 
 import shmcomm
-from shmcomm.programs import default_job
+from shmcomm.launch.programs import default_job
 
 SCHEMA = 1
 

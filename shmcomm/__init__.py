@@ -5,12 +5,12 @@ only through hardware atomics. Kernels import their instructions from :mod:`shmc
 :mod:`shmcomm.pipe`; hosts start with :func:`shmcomm.run`.
 """
 
+from .comm import GMPtr as GMPtr
 from .config import MAX_BLOCKS as MAX_BLOCKS
 from .config import MAX_RANKS as MAX_RANKS
 from .config import Config as Config
-from .context import DeviceContext as DeviceContext
-from .context import KernelError as KernelError
-from .context import RankRuntime as RankRuntime
+from .core.runtime import DeviceContext as DeviceContext
+from .core.runtime import KernelError as KernelError
 from .errors import Aborted as Aborted
 from .errors import ArgumentError as ArgumentError
 from .errors import DeadlockError as DeadlockError
@@ -20,7 +20,7 @@ from .errors import RunError as RunError
 from .errors import RunTimeout as RunTimeout
 from .errors import ShmcommError as ShmcommError
 from .errors import WaitTimeout as WaitTimeout
-from .memory import GMPtr as GMPtr
-from .runner import run as run
+from .kernels.host import RankRuntime as RankRuntime
+from .launch.supervisor import run as run
 
 __version__ = "0.1.0"

@@ -1,6 +1,6 @@
 """PTO communication instructions: signals, ``TNOTIFY`` / ``TWAIT`` / ``TTEST``, ``TPUT`` / ``TGET``.
 
-What each instruction does and does not order (PTO A2/A3 semantics, reference notes §2):
+What each instruction does and does not order (PTO A2/A3 semantics):
 
 * ``TNOTIFY(sig, v, op)`` updates element [0] of ``sig`` at once on the scalar pipe: a hardware
   atomic add (``AtomicAdd``) or an atomic store (``Set``). It fences its own store, **not** earlier
@@ -19,56 +19,42 @@ Signals are int32, 4-byte aligned, and may live anywhere in a window (the signal
 
 from __future__ import annotations
 
-import ctypes
 from typing import Any
 
 import numpy as np
 
-from . import _atomics as at
-from . import agent as _agent
+from .core import agent as _agent
+from .core.copy import copy_through
+from .core.gm import I32, GlobalTensor, GMPtr
+from .core.tile import Tile
+from .core.waiting import WaitSite, first_unsatisfied, wait_until
 from .errors import ArgumentError
-from .memory import GMPtr
-from .pipe import (
-    EVENT_ID0,
-    EVENT_ID1,
-    PIPE_ALL,
-    PIPE_MTE2,
-    PIPE_MTE3,
-    TLOAD,
-    TSTORE,
-    Tile,
-    pipe_barrier,
-    set_flag,
-    wait_flag,
+from .group import TBROADCAST, TGATHER, TREDUCE, TSCATTER, ParallelGroup
+from .types import (
+    CMP_FUNCS,
+    INT32_MAX,
+    INT32_MIN,
+    AtomicType,
+    NotifyOp,
+    ReduceOp,
+    WaitCmp,
+    check_enum,
 )
-from .tensor import GlobalTensor
-from .types import AtomicType, NotifyOp, ReduceOp, WaitCmp, check_enum
-from .wait import CMP_FUNCS, WaitSite, first_unsatisfied, wait_until
 
 __all__ = [
     "Signal", "Signal2D", "NotifyOp", "WaitCmp", "ReduceOp", "AtomicType", "GlobalTensor",
-    "TNOTIFY", "TWAIT", "TTEST", "TPUT", "TGET", "GetRemotePtr", "get_block_idx",
+    "TNOTIFY", "TWAIT", "TTEST", "TPUT", "TGET", "GetRemotePtr", "GMPtr", "get_block_idx",
     "get_block_num", "ParallelGroup", "TBROADCAST", "TSCATTER", "TGATHER", "TREDUCE",
 ]
 
-INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
-_I32 = np.dtype(np.int32)
-_SEQ = at.SEQ_CST
-_fetch_add = at.fast_fetch_add  # these take c_void_p addresses only (Signal.cp)
-_store = at.fast_store
-_load = at.fast_load
-_VP = ctypes.c_void_p
 _tls = _agent._tls
-_signals: dict[int, Signal] = {}  # address -> Signal, in this rank process (see Signal)
+_new = object.__new__
 
 
 def _check_signal_ptr(ptr: Any, what: str, nbytes: int) -> GMPtr:
-    if type(ptr) is GMPtr and ptr.dtype is _I32 and not ptr.offset & 3 \
-            and ptr.offset + nbytes <= ptr.windows.size:
-        return ptr  # the common case, checked in one expression
     if not isinstance(ptr, GMPtr):
         raise ArgumentError(f"{what}: expected a GM pointer (GMPtr), got {type(ptr).__name__}")
-    if ptr.dtype != _I32:
+    if ptr.dtype != I32:
         raise ArgumentError(f"{what}: signal dtype must be int32, got {ptr.dtype}")
     if ptr.offset % 4:
         raise ArgumentError(f"{what}: signal address must be 4-byte aligned, got offset {ptr.offset:#x}")
@@ -79,40 +65,45 @@ def _check_signal_ptr(ptr: Any, what: str, nbytes: int) -> GMPtr:
 class Signal:
     """One int32 signal word in GM (PTO's ``comm::Signal``, a 1x1x1x1x1 GlobalTensor).
 
-    A Signal holds nothing but the word's address, so ``Signal(ptr)`` hands back the one object
-    already made for that word in this rank process: kernels written like the seed build a fresh
-    Signal for every instruction, and that lookup costs a third of building one.
+    A Signal holds nothing but the word's handle, so ``Signal(ptr)`` hands back the one object
+    already made for that word in this rank process (one dictionary hit): kernels written like
+    the seed build a fresh Signal for every instruction.
     """
 
-    __slots__ = ("ptr", "addr", "cp", "sleepers", "_site")
+    __slots__ = ("ptr", "word", "add", "set", "load", "_site")
 
     def __new__(cls, ptr: GMPtr) -> Signal:
-        if type(ptr) is GMPtr and ptr.dtype is _I32:
-            sig = _signals.get(ptr.addr)
-            if sig is not None and sig.ptr.windows is ptr.windows:
-                return sig
+        if type(ptr) is GMPtr:
+            table = ptr.space.signals  # None unless the pointer is int32
+            if table is not None:
+                sig = table.get(ptr.offset << 6 | ptr.rank)
+                if sig is not None:
+                    return sig
         _check_signal_ptr(ptr, "Signal", 4)
-        self = object.__new__(cls)
+        self = _new(cls)
         self.ptr = ptr
-        self.addr = ptr.addr
-        self.cp = _VP(ptr.addr)
-        self.sleepers = _sleepers_addr(ptr.rank)
-        self._site = None
+        word = self.word = ptr.windows.transport.word(ptr.rank, ptr.offset)
+        self.add, self.set, self.load = word.add, word.set, word.load
+        self._site: WaitSite | None = None
         if cls is Signal:
-            _signals[ptr.addr] = self
+            ptr.space.signals[ptr.offset << 6 | ptr.rank] = self  # type: ignore[index]
         return self
 
     @property
     def site(self) -> WaitSite:
         if self._site is None:
             p = self.ptr
-            self._site = WaitSite((self.cp,), p.rank, p.offset, sleepers=self.sleepers)
+            self._site = WaitSite((self.word,), p.rank, p.offset)
         return self._site
+
+    @property
+    def words(self) -> tuple:
+        return (self.word,)
 
     @property
     def value(self) -> int:
         """The word's current value (an atomic load; for reports and host code)."""
-        return _load(self.cp, _SEQ)
+        return self.load()
 
     def __repr__(self) -> str:
         return f"Signal(rank={self.ptr.rank}, offset={self.ptr.offset:#x}, value={self.value})"
@@ -125,7 +116,7 @@ class Signal2D:
     ``TWAIT`` / ``TTEST`` need every element to hold; ``TNOTIFY`` writes element [0, 0] only.
     """
 
-    __slots__ = ("ptr", "addr", "cp", "rows", "cols", "row_stride", "addrs", "sleepers", "_site")
+    __slots__ = ("ptr", "rows", "cols", "row_stride", "words", "add", "set", "load", "_site")
 
     def __init__(self, ptr: GMPtr, rows: int, cols: int, row_stride: int | None = None) -> None:
         for name, v in (("rows", rows), ("cols", cols)):
@@ -137,32 +128,28 @@ class Signal2D:
             raise ArgumentError(f"Signal2D: row_stride must be an int >= cols ({cols}), got {row_stride!r}")
         _check_signal_ptr(ptr, "Signal2D", 4 * ((rows - 1) * row_stride + cols))
         self.ptr, self.rows, self.cols, self.row_stride = ptr, rows, cols, row_stride
-        self.addr = ptr.addr
-        self.addrs = tuple(_VP(ptr.addr + 4 * (r * row_stride + c))
+        word = ptr.windows.transport.word
+        self.words = tuple(word(ptr.rank, ptr.offset + 4 * (r * row_stride + c))
                            for r in range(rows) for c in range(cols))
-        self.cp = self.addrs[0]
-        self.sleepers = _sleepers_addr(ptr.rank)
+        first = self.words[0]
+        self.add, self.set, self.load = first.add, first.set, first.load
         self._site: WaitSite | None = None
 
     @property
     def site(self) -> WaitSite:
         if self._site is None:
             p = self.ptr
-            self._site = WaitSite(self.addrs, p.rank, p.offset, self.rows, self.cols,
-                                  self.row_stride, sleepers=self.sleepers)
+            self._site = WaitSite(self.words, p.rank, p.offset, self.rows, self.cols,
+                                  self.row_stride)
         return self._site
 
     @property
     def values(self) -> np.ndarray:
-        return np.array([_load(a, _SEQ) for a in self.addrs], dtype=np.int32).reshape(self.rows, self.cols)
+        return np.array([w.load() for w in self.words], dtype=np.int32).reshape(self.rows, self.cols)
 
     def __repr__(self) -> str:
         return (f"Signal2D(rank={self.ptr.rank}, offset={self.ptr.offset:#x}, "
                 f"{self.rows}x{self.cols}, stride={self.row_stride})")
-
-
-def _sleepers_addr(rank: int) -> int:
-    return _agent.current().ctl.sleepers[rank]
 
 
 def _check_sig(sig: Any, op: str) -> None:
@@ -170,12 +157,20 @@ def _check_sig(sig: Any, op: str) -> None:
         raise ArgumentError(f"{op}: expected a Signal or Signal2D, got {type(sig).__name__}")
 
 
-def _check_i32(value: Any, op: str) -> None:
+def _check_i32(value: Any, op: str) -> int:
     if type(value) is not int:
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
             raise ArgumentError(f"{op}: value must be an int32, got {value!r}")
     if not INT32_MIN <= value <= INT32_MAX:
         raise ArgumentError(f"{op}: value must be in [{INT32_MIN}, {INT32_MAX}], got {value}")
+    return int(value)  # a numpy integer: the transports take ints only
+
+
+def _hooks() -> Any:
+    try:
+        return _tls.agent.hooks
+    except AttributeError:
+        return _agent.current().hooks
 
 
 def TNOTIFY(sig: Signal | Signal2D, value: int, op: NotifyOp = NotifyOp.AtomicAdd) -> None:
@@ -188,23 +183,16 @@ def TNOTIFY(sig: Signal | Signal2D, value: int, op: NotifyOp = NotifyOp.AtomicAd
     if t is not Signal and t is not Signal2D:
         _check_sig(sig, "TNOTIFY")
     if type(value) is not int or not INT32_MIN <= value <= INT32_MAX:
-        _check_i32(value, "TNOTIFY")
-        value = int(value)  # a numpy integer: the unchecked ctypes binding takes ints only
+        value = _check_i32(value, "TNOTIFY")
     if type(op) is not NotifyOp:  # ints 0/1 pass; another enum (WaitCmp.NE == 1) does not
         op = check_enum(NotifyOp, op, "TNOTIFY: op")
-    try:
-        hook = _tls.agent.notify_hook
-    except AttributeError:
-        hook = _agent.current().notify_hook
-    if hook is not None:
-        hook(sig, op)
-    cp = sig.cp
+    hooks = _hooks()
+    if hooks is not None:
+        hooks.notify(sig, value, op)
     if op == 0:
-        _fetch_add(cp, value, _SEQ)
+        sig.add(value)
     else:
-        _store(cp, value, _SEQ)
-    if _load(sig.sleepers, _SEQ):
-        at.futex_wake(sig.addr)
+        sig.set(value)
 
 
 def TWAIT(sig: Signal | Signal2D, value: int, cmp: WaitCmp) -> None:
@@ -216,16 +204,22 @@ def TWAIT(sig: Signal | Signal2D, value: int, cmp: WaitCmp) -> None:
     if t is not Signal and t is not Signal2D:
         _check_sig(sig, "TWAIT")
     if type(value) is not int or not INT32_MIN <= value <= INT32_MAX:
-        _check_i32(value, "TWAIT")
+        value = _check_i32(value, "TWAIT")
     if type(cmp) is not WaitCmp:
         cmp = check_enum(WaitCmp, cmp, "TWAIT: cmp")
+    hooks = _hooks()
+    if hooks is not None:
+        hooks.wait(sig, value, cmp)
+        wait_until(_tls.agent, sig.site, value, cmp)
+        hooks.waited(sig, value, cmp)
+        return
     fn = CMP_FUNCS[cmp]
     if t is Signal:
-        if fn(_load(sig.cp, _SEQ), value):
+        if fn(sig.load(), value):
             return
-    elif first_unsatisfied(sig.addrs, fn, value)[0] < 0:
+    elif first_unsatisfied(sig.words, fn, value)[0] < 0:
         return
-    wait_until(_agent.current(), sig.site, value, cmp)
+    wait_until(_tls.agent, sig.site, value, cmp)
 
 
 def TTEST(sig: Signal | Signal2D, value: int, cmp: WaitCmp) -> bool:
@@ -234,18 +228,22 @@ def TTEST(sig: Signal | Signal2D, value: int, cmp: WaitCmp) -> bool:
     if t is not Signal and t is not Signal2D:
         _check_sig(sig, "TTEST")
     if type(value) is not int or not INT32_MIN <= value <= INT32_MAX:
-        _check_i32(value, "TTEST")
+        value = _check_i32(value, "TTEST")
     if type(cmp) is not WaitCmp:
         cmp = check_enum(WaitCmp, cmp, "TTEST: cmp")
+    hooks = _hooks()
+    if hooks is not None:
+        hooks.test(sig, value, cmp)
     if t is Signal:
-        return CMP_FUNCS[cmp](_load(sig.cp, _SEQ), value)
-    return first_unsatisfied(sig.addrs, CMP_FUNCS[cmp], value)[0] < 0
+        return CMP_FUNCS[cmp](sig.load(), value)
+    return first_unsatisfied(sig.words, CMP_FUNCS[cmp], value)[0] < 0
 
 
 def GetRemotePtr(ctx: Any, ptr: GMPtr, rank: int) -> GMPtr:
     """The address of ``ptr``'s offset in ``rank``'s window (symmetric-heap translation)."""
-    if not isinstance(ptr, GMPtr):
-        raise ArgumentError(f"GetRemotePtr: ptr must be a GM pointer (GMPtr), got {type(ptr).__name__}")
+    if type(ptr) is not GMPtr:
+        if not isinstance(ptr, GMPtr):
+            raise ArgumentError(f"GetRemotePtr: ptr must be a GM pointer (GMPtr), got {type(ptr).__name__}")
     return ptr.on_rank(rank)
 
 
@@ -276,37 +274,6 @@ def _check_copy(op: str, dst: Any, src: Any, tiles: tuple) -> None:
             raise ArgumentError(f"{op}: staging tile dtype {t.dtype} differs from the data's {dst.dtype}")
 
 
-def _chunks(rows: int, cols: int, trows: int, tcols: int):
-    for r0 in range(0, rows, trows):
-        r1 = min(r0 + trows, rows)
-        for c0 in range(0, cols, tcols):
-            yield r0, r1, c0, min(c0 + tcols, cols)
-
-
-def _copy_through(op: str, dst: GlobalTensor, src: GlobalTensor, tiles: tuple, atomic: int) -> None:
-    """The body of TPUT/TGET: per chunk TLOAD (MTE2) -> event -> TSTORE (MTE3) -> event.
-
-    With one tile, PTO's single-chunk helper also runs ``pipe_barrier(PIPE_ALL)`` between the load
-    and the store (pto-isa a2d8dd86). With ping/pong tiles chunk k+1 loads into the other tile
-    while chunk k stores, ordered by EVENT_ID0 / EVENT_ID1. Nothing drains at the end.
-    """
-    t0 = tiles[0]
-    trows = min(t.rows for t in tiles)
-    tcols = min(t.cols for t in tiles)
-    pingpong = len(tiles) == 2
-    for k, (r0, r1, c0, c1) in enumerate(_chunks(src.rows, src.cols, trows, tcols)):
-        tile = tiles[k & 1] if pingpong else t0
-        ev = (EVENT_ID0, EVENT_ID1)[k & 1] if pingpong else EVENT_ID0
-        TLOAD(tile, src.chunk(r0, r1, c0, c1))
-        set_flag(PIPE_MTE2, PIPE_MTE3, ev)
-        wait_flag(PIPE_MTE2, PIPE_MTE3, ev)
-        if not pingpong:
-            pipe_barrier(PIPE_ALL)
-        TSTORE(dst.chunk(r0, r1, c0, c1), tile, atomic)
-        set_flag(PIPE_MTE3, PIPE_MTE2, ev)
-        wait_flag(PIPE_MTE3, PIPE_MTE2, ev)
-
-
 def TPUT(dst: GlobalTensor, src: GlobalTensor, tile: Tile, *more: Any) -> None:
     """Copy local ``src`` to (usually remote) ``dst`` through UB, chunked by the tile's shape.
 
@@ -324,14 +291,22 @@ def TPUT(dst: GlobalTensor, src: GlobalTensor, tile: Tile, *more: Any) -> None:
         atomic = more[0]
     atomic = check_enum(AtomicType, atomic, "TPUT: atomic")
     _check_copy("TPUT", dst, src, tiles)
-    _copy_through("TPUT", dst, src, tiles, atomic)
+    _copy("TPUT", dst, src, tiles, atomic)
 
 
 def TGET(dst: GlobalTensor, src: GlobalTensor, tile: Tile, pong: Tile | None = None) -> None:
     """Copy (usually remote) ``src`` to local ``dst`` through UB; ``pong`` for ping-pong."""
     tiles = (tile,) if pong is None else (tile, pong)
     _check_copy("TGET", dst, src, tiles)
-    _copy_through("TGET", dst, src, tiles, AtomicType.AtomicNone)
+    _copy("TGET", dst, src, tiles, AtomicType.AtomicNone)
 
 
-from .group import TBROADCAST, TGATHER, TREDUCE, TSCATTER, ParallelGroup  # noqa: E402  (root collectives)
+def _copy(op: str, dst: GlobalTensor, src: GlobalTensor, tiles: tuple, atomic: int) -> None:
+    agent = _agent.current()
+    hooks = agent.hooks
+    if hooks is not None:
+        hooks.copy_begin(op, dst, src)
+    copy_through(agent.pipes, (dst,), src, tiles, atomic)
+    if hooks is not None:
+        hooks.copy_end(op)
+

@@ -28,24 +28,14 @@ from typing import Any
 
 import numpy as np
 
-from . import agent as _agent
 from .config import MAX_RANKS
+from .core import agent as _agent
+from .core.copy import chunks, copy_through
+from .core.gm import GlobalTensor
+from .core.tile import Tile
 from .errors import ArgumentError, ShmcommError
-from .pipe import (
-    EVENT_ID0,
-    EVENT_ID1,
-    PIPE_ALL,
-    PIPE_MTE2,
-    PIPE_MTE3,
-    TLOAD,
-    TSTORE,
-    Tile,
-    pipe_barrier,
-    set_flag,
-    wait_flag,
-)
-from .tensor import GlobalTensor
-from .types import ReduceOp, check_enum
+from .pipe import TLOAD, TSTORE, pipe_barrier, set_flag, wait_flag
+from .types import EVENT_ID0, PIPE_MTE2, PIPE_MTE3, ReduceOp, check_enum
 
 __all__ = ["ParallelGroup", "TBROADCAST", "TSCATTER", "TGATHER", "TREDUCE"]
 
@@ -151,38 +141,9 @@ def _row_blocks(op: str, whole: GlobalTensor, member: GlobalTensor, n: int):
             yield i, o * n * h + i * h, o * h, h
 
 
-def _chunks(rows: int, cols: int, trows: int, tcols: int):
-    for r0 in range(0, rows, trows):
-        r1 = min(r0 + trows, rows)
-        for c0 in range(0, cols, tcols):
-            yield r0, r1, c0, min(c0 + tcols, cols)
-
-
 def _move(dsts: Sequence[GlobalTensor], src: GlobalTensor, tiles: tuple) -> None:
-    """Copy ``src`` into every tensor of ``dsts`` through UB: each chunk loaded once, stored to all.
-
-    TPUT's pipeline (pto-isa a2d8dd86): TLOAD on MTE2, MTE2 -> MTE3 event (plus
-    ``pipe_barrier(PIPE_ALL)`` with a single tile), TSTOREs on MTE3, MTE3 -> MTE2 event before the
-    tile is loaded again. With ping/pong tiles chunks alternate tiles and events. No final drain.
-    """
-    if not dsts:
-        return
-    pingpong = len(tiles) == 2
-    tile = tiles[0]
-    trows = min(t.rows for t in tiles)
-    tcols = min(t.cols for t in tiles)
-    for k, (r0, r1, c0, c1) in enumerate(_chunks(src.rows, src.cols, trows, tcols)):
-        t = tiles[k & 1] if pingpong else tile
-        ev = EVENT_ID1 if pingpong and k & 1 else EVENT_ID0
-        TLOAD(t, src.chunk(r0, r1, c0, c1))
-        set_flag(PIPE_MTE2, PIPE_MTE3, ev)
-        wait_flag(PIPE_MTE2, PIPE_MTE3, ev)
-        if not pingpong:
-            pipe_barrier(PIPE_ALL)
-        for g in dsts:
-            TSTORE(g.chunk(r0, r1, c0, c1), t)
-        set_flag(PIPE_MTE3, PIPE_MTE2, ev)
-        wait_flag(PIPE_MTE3, PIPE_MTE2, ev)
+    """Copy ``src`` into every tensor of ``dsts`` through UB (TPUT's pipeline, no final drain)."""
+    copy_through(_agent.current().pipes, dsts, src, tiles)
 
 
 # --- the collectives --------------------------------------------------------------------------
@@ -248,7 +209,7 @@ def TREDUCE(group: ParallelGroup, dst: GlobalTensor, acc: Tile, recv: Tile, *mor
     trows = min(t.rows for t in tiles)
     tcols = min(t.cols for t in tiles)
     j = 0
-    for r0, r1, c0, c1 in _chunks(dst.rows, dst.cols, trows, tcols):
+    for r0, r1, c0, c1 in chunks(dst.rows, dst.cols, trows, tcols):
         TLOAD(acc, root.chunk(r0, r1, c0, c1))
         a = acc.array[:r1 - r0, :c1 - c0]
         for g in others:

@@ -19,10 +19,24 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
-from . import agent as _agent
-from .engine import (
+from .core import agent as _agent
+from .core.gm import GlobalTensor, GMPtr
+from .core.tile import Tile
+from .errors import ArgumentError
+from .types import (
+    CACHELINE_OUT,
+    DSB_ALL,
+    DSB_DDR,
+    DSB_UB,
+    ENTIRE_DATA_CACHE,
+    EVENT_ID0,
+    EVENT_ID1,
+    EVENT_ID2,
+    EVENT_ID3,
+    EVENT_ID4,
+    EVENT_ID5,
+    EVENT_ID6,
+    EVENT_ID7,
     NUM_EVENTS,
     PIPE_ALL,
     PIPE_FIX,
@@ -33,16 +47,10 @@ from .engine import (
     PIPE_NAMES,
     PIPE_S,
     PIPE_V,
+    SINGLE_CACHE_LINE,
+    AtomicType,
+    check_enum,
 )
-from .errors import ArgumentError
-from .memory import _check_shape, as_dtype
-from .tensor import GlobalTensor
-from .types import AtomicType, check_enum
-
-EVENT_ID0, EVENT_ID1, EVENT_ID2, EVENT_ID3, EVENT_ID4, EVENT_ID5, EVENT_ID6, EVENT_ID7 = range(8)
-DSB_ALL, DSB_DDR, DSB_UB = 0, 1, 2
-SINGLE_CACHE_LINE, ENTIRE_DATA_CACHE = 0, 1
-CACHELINE_OUT = 0
 
 __all__ = [
     "PIPE_S", "PIPE_V", "PIPE_MTE1", "PIPE_MTE2", "PIPE_MTE3", "PIPE_M", "PIPE_ALL", "PIPE_FIX",
@@ -51,40 +59,14 @@ __all__ = [
     "CACHELINE_OUT", "AtomicType", "Tile", "TLOAD", "TSTORE", "TSTORE_IMPL", "set_flag",
     "wait_flag", "pipe_barrier", "dsb", "dcci",
 ]
+_tls = _agent._tls
 
 
-def tile_shape(shape: Any) -> tuple[int, int]:
-    """``shape`` checked as a tile's, as ``(rows, cols)`` (a 1-D shape is one row)."""
-    dims = _check_shape(shape, "tile shape", max_dims=2)
-    if len(dims) == 1:
-        dims = (1, dims[0])
-    if dims[0] < 1 or dims[1] < 1:
-        raise ArgumentError(f"tile shape must be at least 1x1, got {dims}")
-    return dims[0], dims[1]
-
-
-class Tile:
-    """A block-local UB buffer of ``rows x cols`` elements (made by ``ctx.tile``).
-
-    ``valid`` is the region the last ``TLOAD`` filled, as PTO's ``ValidRow`` / ``ValidCol``.
-    ``array`` is the numpy buffer (block-local memory, never shared).
-    """
-
-    __slots__ = ("array", "rows", "cols", "dtype", "valid")
-
-    def __init__(self, shape: Any, dtype: Any) -> None:
-        shape = tile_shape(shape)
-        self.dtype = as_dtype(dtype, "tile dtype")
-        self.rows, self.cols = shape
-        self.array = np.zeros(shape, dtype=self.dtype)
-        self.valid = (0, 0)
-
-    @property
-    def nbytes(self) -> int:
-        return self.array.nbytes
-
-    def __repr__(self) -> str:
-        return f"Tile({self.rows}x{self.cols} {self.dtype}, valid={self.valid[0]}x{self.valid[1]})"
+def _pipes() -> Any:
+    try:
+        return _tls.agent.pipes
+    except AttributeError:
+        return _agent.current().pipes
 
 
 def _check_pipe(pipe: Any, what: str) -> int:
@@ -115,7 +97,7 @@ def _check_fit(op: str, tile: Any, g: Any) -> None:
 def TLOAD(tile: Tile, src: GlobalTensor) -> None:
     """Issue a GM -> UB copy of ``src`` into ``tile`` on ``PIPE_MTE2`` (viewed as rows x cols)."""
     _check_fit("TLOAD", tile, src)
-    _agent.current().pipes.load(tile, src)
+    _pipes().load(tile, src)
 
 
 def TSTORE(dst: GlobalTensor, tile: Tile, atomic: AtomicType = AtomicType.AtomicNone) -> None:
@@ -126,7 +108,7 @@ def TSTORE(dst: GlobalTensor, tile: Tile, atomic: AtomicType = AtomicType.Atomic
     """
     _check_fit("TSTORE", tile, dst)
     atomic = check_enum(AtomicType, atomic, "TSTORE: atomic")
-    _agent.current().pipes.store(dst, tile, atomic)
+    _pipes().store(dst, tile, atomic)
 
 
 def TSTORE_IMPL(dst: GlobalTensor, tile: Tile, atomic: AtomicType = AtomicType.AtomicNone) -> None:
@@ -138,14 +120,14 @@ def set_flag(src_pipe: int, dst_pipe: int, event_id: int) -> None:
     """Set event ``event_id`` from ``src_pipe`` to ``dst_pipe`` once src's earlier work is done."""
     src = _check_pipe(src_pipe, "set_flag: src_pipe")
     dst = _check_pipe(dst_pipe, "set_flag: dst_pipe")
-    _agent.current().pipes.set_flag(src, dst, _check_event(event_id, "set_flag: event_id"))
+    _pipes().set_flag(src, dst, _check_event(event_id, "set_flag: event_id"))
 
 
 def wait_flag(src_pipe: int, dst_pipe: int, event_id: int) -> None:
     """Make ``dst_pipe`` wait for (and consume) the event set by ``set_flag``."""
     src = _check_pipe(src_pipe, "wait_flag: src_pipe")
     dst = _check_pipe(dst_pipe, "wait_flag: dst_pipe")
-    _agent.current().pipes.wait_flag(src, dst, _check_event(event_id, "wait_flag: event_id"))
+    _pipes().wait_flag(src, dst, _check_event(event_id, "wait_flag: event_id"))
 
 
 def pipe_barrier(pipe: int) -> None:
@@ -154,19 +136,18 @@ def pipe_barrier(pipe: int) -> None:
     It orders completion inside the block; it does not make stores visible to other ranks
     (that is ``dsb(DSB_DDR)``).
     """
-    _agent.current().pipes.barrier(_check_pipe(pipe, "pipe_barrier: pipe"))
+    _pipes().barrier(_check_pipe(pipe, "pipe_barrier: pipe"))
 
 
 def dsb(mode: int = DSB_DDR) -> None:
     """Data synchronization barrier: completed stores become visible at the given level."""
     if type(mode) is not int or not DSB_ALL <= mode <= DSB_UB:  # type first: no array truth
         raise ArgumentError(f"dsb: mode must be DSB_ALL=0, DSB_DDR=1 or DSB_UB=2; got {mode!r}")
-    _agent.current().pipes.dsb(mode)
+    _pipes().dsb(mode)
 
 
 def dcci(ptr: Any = None, mode: int = SINGLE_CACHE_LINE, dst: int = CACHELINE_OUT) -> None:
     """Data-cache clean and invalidate of the line at ``ptr`` (or the whole cache)."""
     if type(mode) is not int or not SINGLE_CACHE_LINE <= mode <= ENTIRE_DATA_CACHE:
         raise ArgumentError(f"dcci: mode must be SINGLE_CACHE_LINE=0 or ENTIRE_DATA_CACHE=1; got {mode!r}")
-    addr = getattr(ptr, "addr", 0) if ptr is not None else 0
-    _agent.current().pipes.dcci(addr, mode)
+    _pipes().dcci(ptr if isinstance(ptr, GMPtr) else None, mode)

@@ -1,12 +1,19 @@
-"""PTO's enums, with PTO's numbering (``include/pto/comm/comm_types.hpp``, ``pto/common/type.hpp``).
+"""PTO's enums and constants, with PTO's numbering, written once.
 
-Never cast these to NVSHMEM's or aclshmem's values: the numbering differs (NVSHMEM's compare
-order is EQ, NE, GT, LE, LT, GE; PTO's is EQ, NE, GT, GE, LT, LE).
+Sources: ``include/pto/comm/comm_types.hpp`` and ``pto/common/type.hpp`` for the enums, the
+AscendC intrinsics for ``PIPE_*``, ``EVENT_ID*``, ``DSB_*`` and the ``dcci`` modes. Never cast the
+comparison enum to NVSHMEM's or aclshmem's values: the numbering differs (NVSHMEM's compare order
+is EQ, NE, GT, LE, LT, GE; PTO's is EQ, NE, GT, GE, LT, LE).
 """
 
 from __future__ import annotations
 
+import operator
 from enum import IntEnum
+
+from .errors import ArgumentError
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
 
 class NotifyOp(IntEnum):
@@ -42,10 +49,26 @@ class AtomicType(IntEnum):
     AtomicAdd = 1
 
 
+# comparisons by WaitCmp value
+CMP_FUNCS = (operator.eq, operator.ne, operator.gt, operator.ge, operator.lt, operator.le)
+CMP_SYMBOLS = ("==", "!=", ">", ">=", "<", "<=")
+
+# pipes of an AI core
+PIPE_S, PIPE_V, PIPE_MTE1, PIPE_MTE2, PIPE_MTE3, PIPE_M, PIPE_ALL, PIPE_FIX = range(8)
+PIPE_NAMES = ("PIPE_S", "PIPE_V", "PIPE_MTE1", "PIPE_MTE2", "PIPE_MTE3", "PIPE_M", "PIPE_ALL",
+              "PIPE_FIX")
+# event ids of set_flag / wait_flag (one 1-bit flag per (src pipe, dst pipe, id))
+EVENT_ID0, EVENT_ID1, EVENT_ID2, EVENT_ID3, EVENT_ID4, EVENT_ID5, EVENT_ID6, EVENT_ID7 = range(8)
+NUM_EVENTS = 8
+# dsb levels
+DSB_ALL, DSB_DDR, DSB_UB = 0, 1, 2
+# dcci: which lines, and where they go
+SINGLE_CACHE_LINE, ENTIRE_DATA_CACHE = 0, 1
+CACHELINE_OUT = 0
+
+
 def check_enum(enum: type[IntEnum], value: object, what: str) -> int:
     """``value`` as an int member of ``enum``, or an ArgumentError naming ``what`` and the range."""
-    from .errors import ArgumentError
-
     if type(value) is enum:
         return int(value)  # type: ignore[call-overload]
     if (isinstance(value, (bool, IntEnum)) or not isinstance(value, int)

@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from shmcomm import _atomics as at
+from shmcomm.transports.shm import atomics as at
 
 pytestmark = pytest.mark.timeout(60)
 

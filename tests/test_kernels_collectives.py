@@ -210,14 +210,12 @@ def test_host_signals_stay_clean_outside_the_region():
 ])
 def test_collectives_correct_in_hazard_mode(seed, nranks, blocks, n, dtype, op, tile_elems):
     # delayed pipes and cross-rank visibility: only the drain + fence + notify ordering saves them
-    pytest.importorskip("shmcomm.race.hazard", reason="hazard mode is not built yet")
     results = shmcomm.run(_all_three_host, nranks=nranks, blocks=blocks, mode="hazard", seed=seed,
                           timeout=90, args=(n, dtype, op, blocks, tile_elems, seed))
     check_all_three(results, nranks, n, dtype, op, seed)
 
 
 def test_all_reduce_iterations_in_hazard_mode():
-    pytest.importorskip("shmcomm.race.hazard", reason="hazard mode is not built yet")
     n = 2000
 
     def host(rt):

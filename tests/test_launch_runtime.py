@@ -137,7 +137,7 @@ def test_get_block_num_is_the_real_launch_count():
 
 def test_segments_are_private_and_unlinked(tmp_path):
     # names exist only between create and unlink: watch /dev/shm while creating windows
-    from shmcomm.memory import Segment
+    from shmcomm.transports.shm.segments import Segment
 
     seg = Segment("probe", 4096)
     try:

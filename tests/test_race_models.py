@@ -13,7 +13,7 @@ import pytest
 
 import shmcomm
 from shmcomm import ArgumentError
-from shmcomm.comm import TNOTIFY, TPUT, TWAIT, GetRemotePtr, NotifyOp, Signal, WaitCmp
+from shmcomm.comm import TNOTIFY, TPUT, TWAIT, GetRemotePtr, GlobalTensor, NotifyOp, Signal, WaitCmp
 from shmcomm.config import Config
 from shmcomm.pipe import (
     DSB_DDR,
@@ -29,7 +29,6 @@ from shmcomm.pipe import (
     set_flag,
     wait_flag,
 )
-from shmcomm.tensor import GlobalTensor
 
 pytestmark = pytest.mark.timeout(120)
 N = 64

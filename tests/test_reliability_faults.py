@@ -295,7 +295,7 @@ def test_second_ctrl_c_does_not_cut_the_teardown_short(faultprog):
 
 CREATE_AND_HANG = (
     "import posix_ipc, sys, time\n"
-    "from shmcomm.memory import segment_name\n"
+    "from shmcomm.transports.shm.segments import segment_name\n"
     "name = segment_name(sys.argv[1])\n"
     "posix_ipc.SharedMemory(name, posix_ipc.O_CREX, mode=0o600, size=8192).close_fd()\n"
     "print(name, flush=True)\n"
@@ -309,7 +309,7 @@ def _creator(tag: str) -> tuple[subprocess.Popen, str]:
 
 
 def _cleanup(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "shmcomm.cleanup", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "shmcomm", "cleanup", *args], capture_output=True,
                           text=True, timeout=60)
 
 
@@ -320,7 +320,7 @@ def _line(out: str, name: str) -> str:
 def test_cleanup_removes_segments_of_dead_runs_only():
     import posix_ipc
 
-    from shmcomm.memory import segment_name
+    from shmcomm.transports.shm.segments import segment_name
 
     dead, dead_name = _creator("win0")
     dead.kill()  # SIGKILL between create and unlink

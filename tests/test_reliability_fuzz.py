@@ -203,7 +203,7 @@ argv_item = st.one_of(
 @fuzz(N)
 @given(parts=st.lists(argv_item, max_size=5))
 def test_fuzz_cli_argv(cli_modules, parts):
-    from shmcomm.cli import main
+    from shmcomm.launch.cli import main
 
     argv = [a for p in parts for a in p]
     if not any(a.startswith("--nranks") or a == "-n" for a in argv):
@@ -237,7 +237,7 @@ VALID_ARGV = ["--nranks", "1", "--blocks", "1", "--iters", "2", "--timeout", "30
     st.text(max_size=6)))
 def test_fuzz_cli_one_bad_option(cli_modules, option, value):
     """Every option alone, with everything else valid: a bad value is a usage error (exit 2)."""
-    from shmcomm.cli import main
+    from shmcomm.launch.cli import main
 
     argv = VALID_ARGV + [option, value]
     out, err = io.StringIO(), io.StringIO()

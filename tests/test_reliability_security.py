@@ -30,9 +30,9 @@ import pytest
 
 import shmcomm
 from shmcomm import ShmcommError
-from shmcomm import control as C
-from shmcomm.cleanup import NAME_RE
-from shmcomm.memory import Segment
+from shmcomm.core import control as C
+from shmcomm.launch.cleanup import NAME_RE
+from shmcomm.transports.shm.segments import Segment
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -120,7 +120,7 @@ def _attack_live_run():
         rt.barrier()  # every rank is up and holds its mappings
         result = None
         if rt.rank == 0:
-            names = [s.name for s in rt.windows.segments] + [rt.ctl.segment.name]
+            names = [s.name for s in rt.windows.transport.segments] + [rt.ctl.segment.name]
             pids = [rt.ctl.rank_field(r, C.R_PID) for r in range(rt.nranks)] + [os.getppid()]
             p = subprocess.run([sys.executable, "-c", ATTACKER, ",".join(names),
                                 ",".join(map(str, pids))], capture_output=True, text=True, timeout=30)
@@ -150,7 +150,7 @@ def test_another_process_cannot_borrow_a_live_runs_fd():
 
 
 def test_a_name_taken_by_someone_else_is_refused_not_attached(monkeypatch):
-    import shmcomm.memory as memory
+    import shmcomm.transports.shm.segments as memory
 
     name = f"/shmcomm.{os.getpid()}.{'ab' * 12}.win0"
     trap = posix_ipc.SharedMemory(name, posix_ipc.O_CREX, mode=0o666, size=4096)

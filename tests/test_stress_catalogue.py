@@ -7,16 +7,9 @@ import os
 
 import pytest
 
-from shmcomm import catalogue
-from shmcomm.stress import (
-    CATCH_KINDS,
-    RunSpec,
-    Settings,
-    entry_configs,
-    hazard_available,
-    run_one,
-    sweep,
-)
+from shmcomm.stress import catalogue
+from shmcomm.stress.harness import CATCH_KINDS, RunSpec, Settings, run_one, sweep
+from shmcomm.stress.killmatrix import entry_configs
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -53,8 +46,6 @@ def test_every_bug_has_an_expectation_and_a_cited_source():
 
 @pytest.mark.parametrize("entry", catalogue.BUGS, ids=lambda e: e.name)
 def test_bug_is_caught(entry):
-    if entry.mode == "hazard" and not hazard_available():
-        pytest.skip("needs the hazard engine (shmcomm.race), not in this build yet")
     rep = sweep(entry.host, entry_configs(entry, ("eager",)), seed=0, runs=MAX_RUNS,
                 settings=SETTINGS, stop_at_first=True, program=entry.name)
     caught = [o for o in rep.outcomes if o.kind in CATCH_KINDS]
@@ -65,7 +56,7 @@ def test_bug_is_caught(entry):
 
 @pytest.mark.parametrize("entry", catalogue.CORRECT, ids=lambda e: e.name)
 def test_correct_program_raises_no_alarm(entry):
-    modes = ("eager", "hazard") if hazard_available() else ("eager",)
+    modes = ("eager", "hazard")
     cfgs = [c for c in entry_configs(entry, modes) if c[0] <= 4]
     rep = sweep(entry.host, cfgs, seed=1000, runs=CORRECT_RUNS * len(modes), settings=SETTINGS,
                 program=entry.name)
@@ -73,8 +64,6 @@ def test_correct_program_raises_no_alarm(entry):
 
 
 def test_failing_hazard_run_keeps_its_trace_and_a_passing_one_leaves_none(tmp_path):
-    if not hazard_available():
-        pytest.skip("needs the hazard engine (shmcomm.race)")
     settings = Settings(trace_dir=str(tmp_path / "traces"))
     bad = run_one(catalogue.get("notify_before_drain").host, RunSpec(2, 1, 64, "hazard", 0),
                   settings, "notify_before_drain")
@@ -90,7 +79,7 @@ def test_failing_hazard_run_keeps_its_trace_and_a_passing_one_leaves_none(tmp_pa
 @pytest.mark.timeout(3600)
 def test_correct_programs_10000_runs_no_alarm():
     """The issue's soak: 10,000 runs of the correct programs across modes and configurations."""
-    modes = ("eager", "hazard") if hazard_available() else ("eager",)
+    modes = ("eager", "hazard")
     per = -(-10_000 // len(catalogue.CORRECT))
     for entry in catalogue.CORRECT:
         rep = sweep(entry.host, entry_configs(entry, modes), seed=0, runs=per, settings=SETTINGS,

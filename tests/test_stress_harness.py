@@ -13,7 +13,9 @@ import textwrap
 import pytest
 
 from shmcomm.errors import DeadlockError, Failure, RunError, RunTimeout
-from shmcomm.stress import RunSpec, Settings, classify, configs, main, repro_command, specs
+from shmcomm.stress.cli import main
+from shmcomm.stress.harness import RunSpec, Settings, classify, configs, specs
+from shmcomm.stress.report import repro_command
 
 pytestmark = pytest.mark.timeout(90)
 

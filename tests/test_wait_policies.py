@@ -96,8 +96,8 @@ def test_deadlock_is_seen_under_every_policy(policy):
 
 
 def test_box_busy_compares_foreign_runnable_tasks_with_the_cores_and_caches():
-    from shmcomm import control as C
-    from shmcomm import wait as W
+    from shmcomm.core import control as C
+    from shmcomm.core import waiting as W
 
     ctl = C.Control(2, ncores=10**6)  # a real control segment: _box_busy reads its rank lines
     saved = list(W._busy)

@@ -85,6 +85,7 @@ def DeviceBarrier(ctx, signal_base, phase, my_rank, nranks, block_idx, num_comm_
 
     Use :func:`EpochBarrier` for anything called more than once.
     """
+    ctx.expect_blocks(num_comm_blocks, "DeviceBarrier", "num_comm_blocks")
     # Step 1: intra-rank barrier (every block must arrive)
     intra_counter = signal_base + INTRA_RANK_OFFSET + phase
     if block_idx != 0:
@@ -144,7 +145,11 @@ def EpochBarrier(ctx, signal_base=None, num_blocks=None):
     block count. Returns the round number ``k`` (1 for the first barrier on a fresh region).
     """
     base = ctx.signal_base + EPOCH_BARRIER_OFFSET if signal_base is None else signal_base
-    nblocks = ctx.block_num if num_blocks is None else num_blocks
+    if num_blocks is None:
+        nblocks = ctx.block_num
+    else:
+        nblocks = num_blocks
+        ctx.expect_blocks(num_blocks, "EpochBarrier", "num_blocks")
     s = _epoch_signals(ctx, base)
     pipe_barrier(PIPE_ALL)
     dsb(DSB_DDR)  # release: what this block stored before the barrier is visible to all
@@ -186,6 +191,8 @@ def CentralBarrier(ctx, signal_base=None, num_blocks=None):
     later instruction, so no later pipe work can start before the barrier is passed.
     """
     arrivals, release = _central_signals(ctx, signal_base)
+    if num_blocks is not None:
+        ctx.expect_blocks(num_blocks, "CentralBarrier", "num_blocks")
     n = ctx.nranks * (ctx.block_num if num_blocks is None else num_blocks)
     pipe_barrier(PIPE_ALL)
     dsb(DSB_DDR)  # release: what this block stored before the barrier is visible to all

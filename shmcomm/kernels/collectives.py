@@ -62,6 +62,7 @@ from ..comm import (
     TWAIT,
     GetRemotePtr,
     GlobalTensor,
+    GMPtr,
     NotifyOp,
     ParallelGroup,
     ReduceOp,
@@ -71,7 +72,6 @@ from ..comm import (
 )
 from ..config import MAX_BLOCKS, MAX_RANKS
 from ..errors import ArgumentError
-from ..memory import GMPtr
 from ..pipe import DSB_DDR, PIPE_ALL, dsb, pipe_barrier
 
 COLL_OFFSET = 1024  # words

@@ -1,4 +1,4 @@
 """``python -m shmcomm.launch``: see :mod:`shmcomm.cli`."""
 
-from ..cli import main as main
-from ..runner import run as run
+from .cli import main as main
+from .supervisor import run as run

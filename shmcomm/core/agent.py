@@ -1,0 +1,93 @@
+"""Agents: the thread-local execution state behind every kernel instruction.
+
+An agent is one thread that may issue instructions: a block thread of a launch, or a rank's
+host thread (for ``rt.barrier()`` and signal access from host code). Kernel instructions such as
+``TWAIT`` take no context argument, as in PTO, so they find their agent through a thread-local.
+The agent carries the block's identity, its control-segment line, its wait policy, its
+execution model (``pipes``, and ``hooks`` when the model observes scalar instructions) and its
+UB budget.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ShmcommError
+from ..transports.shm import atomics as at
+from . import control as C
+
+if TYPE_CHECKING:
+    from .runtime import RankRuntime
+
+_tls = threading.local()
+
+
+class Agent:
+    """Execution state of one block thread (``slot`` = block index) or host thread."""
+
+    __slots__ = ("rt", "rank", "slot", "block_idx", "block_num", "ctl", "line", "state_addr",
+                 "seq", "policy", "spin_s", "wait_timeout", "pipes", "hooks", "rng", "ub_used",
+                 "is_host", "active", "kernel", "__weakref__")
+
+    def __init__(self, rt: RankRuntime, slot: int, block_num: int, seed: int) -> None:
+        self.rt = rt
+        self.rank = rt.rank
+        self.slot = slot
+        self.is_host = slot == C.HOST_SLOT
+        self.block_idx = -1 if self.is_host else slot
+        self.block_num = block_num
+        self.ctl = rt.ctl
+        self.line = rt.ctl.agent_addr(rt.rank, slot)
+        self.state_addr = self.line + 4 * C.A_STATE
+        self.seq = 0
+        cfg = rt.config
+        self.policy = cfg.wait_policy
+        self.spin_s = cfg.spin_us * 1e-6
+        self.wait_timeout = cfg.wait_timeout
+        self.rng = random.Random(seed)
+        self.ub_used = 0
+        self.active = False
+        self.pipes: Any = None  # the block's BlockModel (shmcomm.core.model)
+        self.hooks: Any = None  # the same model when it observes scalar instructions, else None
+        self.kernel: Any = None  # the kernel function of the launch (reports point at it)
+
+    def set_state(self, state: int) -> None:
+        at.store(self.state_addr, state)
+
+    def set_pending(self, pending: bool) -> None:
+        """Publish whether queued pipe work of a deferring model is still to retire (the deadlock
+        watch waits for it instead of reporting)."""
+        at.store(self.line + 4 * C.A_PENDING, int(pending))
+
+    def set_active(self, active: bool) -> None:
+        """Count this agent among the run's runnable agents (a block not in a futex sleep), or not."""
+        if active != self.active:
+            at.fetch_add(self.ctl.active_addr, 1 if active else -1)
+            self.active = active
+
+    def where(self) -> str:
+        return f"rank {self.rank} " + ("host" if self.is_host else f"block {self.block_idx}")
+
+    def __repr__(self) -> str:
+        return f"<Agent {self.where()} of {self.block_num} blocks>"
+
+
+def current() -> Agent:
+    """The calling thread's agent; raises if the thread is not a shmcomm block or host."""
+    try:
+        return _tls.agent
+    except AttributeError:
+        raise ShmcommError(
+            "this instruction runs only inside a shmcomm rank (a kernel launched with "
+            "rt.launch, or host code run by shmcomm.run)"
+        ) from None
+
+
+def bind(agent: Agent | None) -> None:
+    """Make ``agent`` the calling thread's agent (``None`` unbinds)."""
+    if agent is None:
+        _tls.__dict__.pop("agent", None)
+    else:
+        _tls.agent = agent

@@ -1,0 +1,133 @@
+"""The control segment: one per run, shared by the launcher and every rank.
+
+It holds what supervision needs and nothing a kernel touches directly. Layout (int32 words,
+each group starting on its own 64-byte line so hot words do not share a line)::
+
+    line 0   MAGIC, nranks, slots per rank, ncores
+    line 1   abort flag (0 = running, else an ABORT_* reason)
+    line 2   reserved
+    line 3   runnable agents: blocks of a launch not in a futex sleep (the adaptive wait reads it)
+    line 4   host barrier arrivals (monotonic; rt.barrier() derives its round from it)
+    line 5   host barrier: reserved
+    ranks    one line per rank: state, pid, launch count, (reserved), blocks of the current
+             launch, heap top (low 31 bits; symmetry check of rt.alloc)
+    agents   one line per (rank, slot); slot b < MAX_BLOCKS is block b, slot MAX_BLOCKS the
+             host thread: state, wait sequence number, waited signal (rank, offset, rows, cols,
+             row stride), comparison, expected value, wait start (ms since the run started),
+             wait kind, pending (queued pipe work not yet retired)
+
+Agents write their own line with atomics; the launcher only reads (a torn read costs at most one
+poll, since the deadlock verdict needs two identical polls). The segment is node-local shared
+memory, driven by CPU atomics whatever transport carries the windows.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+
+import numpy as np
+
+from ..config import MAX_BLOCKS
+from ..transports.shm import atomics as at
+from ..transports.shm.segments import Segment
+
+MAGIC = 0x53484D43  # "SHMC"
+LINE = 16  # int32 words in a 64-byte line
+HOST_SLOT = MAX_BLOCKS
+SLOTS = MAX_BLOCKS + 1
+
+# header lines
+_H_INFO, _H_ABORT, _H_ACTIVE, _H_HOSTBAR = 0, 1, 3, 4
+_HEADER_LINES = 6
+
+# agent states
+IDLE, RUNNING, WAITING, DONE, FAILED, JOINING = 0, 1, 2, 3, 4, 5
+# rank states
+R_STARTING, R_RUNNING, R_EXITED, R_FAILED = 0, 1, 2, 3
+
+# abort reasons
+ABORT_NONE, ABORT_FAILURE, ABORT_DEADLOCK, ABORT_TIMEOUT, ABORT_INTERRUPT = 0, 1, 2, 3, 4
+ABORT_NAMES = {ABORT_FAILURE: "a failure elsewhere in the run", ABORT_DEADLOCK: "a deadlock",
+               ABORT_TIMEOUT: "the run timeout", ABORT_INTERRUPT: "an interrupt"}
+
+# fields of an agent line
+A_STATE, A_SEQ, A_SIG_RANK, A_SIG_OFF, A_ROWS, A_COLS, A_STRIDE, A_CMP, A_VALUE, A_START = range(10)
+A_KIND = 10  # 0 = signal wait (TWAIT), 1 = host barrier
+A_PENDING = 11  # queued pipe work a deferring engine still has to retire (0 in eager mode)
+# fields of a rank line
+R_STATE, R_PID, R_LAUNCHES, _R_RESERVED, R_BLOCKS, R_HEAPTOP = range(6)
+
+
+class Control:
+    """The mapped control segment of one run (created by the launcher, inherited by ranks)."""
+
+    def __init__(self, nranks: int, ncores: int | None = None) -> None:
+        self.nranks = nranks
+        self.ncores = ncores or len(os.sched_getaffinity(0))
+        self._rank_line = _HEADER_LINES
+        self._agent_line = self._rank_line + nranks
+        words = (self._agent_line + nranks * SLOTS) * LINE
+        self.segment = Segment("ctl", words * 4)
+        self.words = self.segment.array.view(np.int32)
+        self.base = self.segment.base
+        self.t0 = time.monotonic()
+        self.words[0:4] = (MAGIC, nranks, SLOTS, self.ncores)
+        # absolute addresses of the hot words, computed once
+        self.abort_addr = self._addr(_H_ABORT * LINE)
+        self.abort_cp = ctypes.c_void_p(self.abort_addr)
+        self.active_addr = self._addr(_H_ACTIVE * LINE)
+        self.hostbar_addr = self._addr(_H_HOSTBAR * LINE)
+        self.abort_cell = ctypes.c_int32.from_address(self.abort_addr)  # plain reads, to poll
+        self.active_cp = ctypes.c_void_p(self.active_addr)
+
+    def _addr(self, word: int) -> int:
+        return self.base + 4 * word
+
+    def close(self) -> None:
+        self.words = None  # type: ignore[assignment]
+        self.segment.close()
+
+    # -- abort ---------------------------------------------------------------------------------
+
+    def abort(self, reason: int) -> bool:
+        """Set the abort flag (first reason wins). Returns True if this call set it."""
+        ok, _ = at.compare_exchange(self.abort_addr, ABORT_NONE, reason)
+        return ok
+
+    def aborted(self) -> int:
+        return at.load(self.abort_addr)
+
+    # -- ranks ---------------------------------------------------------------------------------
+
+    def rank_word(self, rank: int, field: int) -> int:
+        return (self._rank_line + rank) * LINE + field
+
+    def rank_addr(self, rank: int, field: int) -> int:
+        return self._addr(self.rank_word(rank, field))
+
+    def rank_field(self, rank: int, field: int) -> int:
+        return int(self.words[self.rank_word(rank, field)])
+
+    def load_rank(self, rank: int, field: int) -> int:
+        """An atomic read of a rank line's field (what another process may be writing)."""
+        return at.load(self.rank_addr(rank, field))
+
+    def set_rank(self, rank: int, field: int, value: int) -> None:
+        at.store(self.rank_addr(rank, field), value)
+
+    # -- agents --------------------------------------------------------------------------------
+
+    def agent_word(self, rank: int, slot: int) -> int:
+        return (self._agent_line + rank * SLOTS + slot) * LINE
+
+    def agent_addr(self, rank: int, slot: int) -> int:
+        return self._addr(self.agent_word(rank, slot))
+
+    def agents_of(self, rank: int) -> np.ndarray:
+        w = self.agent_word(rank, 0)
+        return self.words[w:w + SLOTS * LINE].reshape(SLOTS, LINE).copy()
+
+    def now_ms(self) -> int:
+        return int((time.monotonic() - self.t0) * 1000) & 0x7FFFFFFF

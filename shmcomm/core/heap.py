@@ -1,0 +1,75 @@
+"""The symmetric heap: collective, identical allocations in every rank's window."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import ArgumentError, ShmcommError
+from .gm import ALIGN, GMPtr, Windows, as_dtype, check_shape
+
+
+class SymmetricArray(np.ndarray):
+    """A numpy array living in this rank's window; ``x.ptr`` is its GM pointer.
+
+    Views and slices keep a valid ``ptr``; results of arithmetic are ordinary arrays in spirit
+    (their ``ptr`` raises because they lie outside the window). ``copy()`` gives a plain ndarray.
+    """
+
+    _windows: Windows | None = None
+
+    def __array_finalize__(self, obj: Any) -> None:
+        self._windows = getattr(obj, "_windows", None)
+
+    @property
+    def ptr(self) -> GMPtr:
+        w = self._windows
+        where = w.locate(int(self.ctypes.data)) if w is not None else None
+        if where is None:
+            raise ShmcommError("x.ptr: this array does not live in a shmcomm window (a copy?)")
+        if not self.flags.c_contiguous:
+            raise ShmcommError("x.ptr: the array must be C-contiguous to have a GM pointer")
+        return GMPtr(w, where[0], where[1], self.dtype)
+
+    def copy(self, order: str = "C") -> np.ndarray:  # type: ignore[override]
+        return np.array(self, order=order, copy=True, subok=False)
+
+    def __reduce__(self) -> Any:  # pickles (results sent to the launcher) as a plain ndarray
+        return np.asarray(self).copy().__reduce__()
+
+
+class SymmetricHeap:
+    """Bump allocator over the heap part of the windows; identical on every rank.
+
+    Like ``nvshmem_malloc`` it is symmetric by construction: every rank must make the same
+    allocations in the same order, and gets the same offsets.
+    """
+
+    def __init__(self, windows: Windows, rank: int) -> None:
+        self.windows = windows
+        self.rank = rank
+        self.start = windows.signal_bytes
+        self.top = self.start
+
+    def alloc(self, shape: Any, dtype: Any) -> SymmetricArray:
+        dt = as_dtype(dtype, "alloc: dtype")
+        shape = check_shape(shape, "alloc: shape")
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+        offset = -(-self.top // ALIGN) * ALIGN
+        end = offset + max(nbytes, 1)
+        if end > self.windows.size:
+            free = self.windows.size - offset
+            raise ArgumentError(
+                f"alloc: {nbytes} bytes requested but only {max(free, 0)} of heap_bytes="
+                f"{self.windows.heap_bytes} are left; raise heap_bytes"
+            )
+        self.top = end
+        arr = self.windows.view(self.rank, offset, shape, dt).view(SymmetricArray)
+        arr._windows = self.windows
+        arr[...] = 0
+        return arr
+
+    def reset(self) -> None:
+        """Forget every allocation (arrays handed out before must not be used again)."""
+        self.top = self.start

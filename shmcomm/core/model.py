@@ -1,0 +1,140 @@
+"""The execution-model seam: how a block executes, and what a model learns of it.
+
+A run has one execution model, chosen once by the launcher (``eager`` or ``hazard`` today). In
+each rank process it is a :class:`RankModel`; at every launch it makes one :class:`BlockModel`
+per block, bound to the block's agent once:
+
+* ``agent.pipes`` is the block model: every pipe instruction (``TLOAD``, ``TSTORE``,
+  ``set_flag``, ``wait_flag``, ``pipe_barrier``, ``dsb``, ``dcci``) goes to it;
+* ``agent.hooks`` is the block model too when it wants to see the scalar instructions
+  (``notify``, ``wait`` / ``waited``, ``test``, ``copy_begin`` / ``copy_end``,
+  ``expect_blocks``), else
+  ``None``: the eager model's ``TNOTIFY`` and ``TWAIT`` pay one ``is None`` check for the seam.
+
+Models learn everything from these calls: never from profilers, frames or code objects. A new
+model (a scheduler, a race detector) is one more pair of classes, and a new checker one more
+observer inside the hazard model.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import Aborted, ShmcommError, WaitTimeout
+from ..types import PIPE_ALL, PIPE_NAMES
+
+if TYPE_CHECKING:
+    from .agent import Agent
+    from .gm import GlobalTensor
+    from .runtime import RankRuntime
+    from .tile import Tile
+
+
+class BlockModel:
+    """One block's execution: pipe work (always called) and scalar hooks (called when
+    ``agent.hooks`` is this object). The base class keeps the event-flag bookkeeping."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+        self.flags: set[tuple[int, int, int]] = set()
+
+    # -- lifecycle (the block's thread) ------------------------------------------------------
+
+    def start(self) -> None:
+        """Just before the kernel runs."""
+
+    def finish(self) -> None:
+        """The kernel returned: complete everything still queued."""
+        self.barrier(PIPE_ALL)
+
+    def stop(self) -> None:
+        """The kernel raised (``finish`` is not called)."""
+
+    def idle(self) -> None:
+        """Called while the block waits: a deferring model may retire work here."""
+
+    # -- pipe instructions -------------------------------------------------------------------
+
+    def load(self, tile: Tile, src: GlobalTensor) -> None:  # MTE2: GM -> UB
+        raise NotImplementedError
+
+    def store(self, dst: GlobalTensor, tile: Tile, atomic: int) -> None:  # MTE3: UB -> GM
+        raise NotImplementedError
+
+    def set_flag(self, src: int, dst: int, event: int) -> None:
+        self.flags.add((src, dst, event))
+
+    def wait_flag(self, src: int, dst: int, event: int) -> None:
+        key = (src, dst, event)
+        if key not in self.flags:
+            raise ShmcommError(
+                f"wait_flag({PIPE_NAMES[src]}, {PIPE_NAMES[dst]}, EVENT_ID{event}) on "
+                f"{self.agent.where()}: no set_flag is pending for this event; on hardware "
+                "the pipe would stall forever"
+            )
+        self.flags.discard(key)
+
+    def barrier(self, pipe: int) -> None:
+        pass
+
+    def dsb(self, mode: int) -> None:
+        pass
+
+    def dcci(self, ptr: Any, mode: int) -> None:
+        pass
+
+    # -- scalar hooks (only when agent.hooks is this model) ----------------------------------
+
+    def notify(self, sig: Any, value: int, op: int) -> None:
+        """Before ``TNOTIFY`` writes ``value`` with ``op`` to ``sig``."""
+
+    def wait(self, sig: Any, value: int, cmp: int) -> None:
+        """At the start of ``TWAIT(sig, value, cmp)``, before its first check."""
+
+    def waited(self, sig: Any, value: int, cmp: int) -> None:
+        """``TWAIT(sig, value, cmp)`` returned: the condition held."""
+
+    def test(self, sig: Any, value: int, cmp: int) -> None:
+        """Before ``TTEST(sig, value, cmp)`` reads."""
+
+    def copy_begin(self, op: str, dst: GlobalTensor, src: GlobalTensor) -> None:
+        """``TPUT`` / ``TGET`` / a root collective starts moving ``src`` to ``dst``."""
+
+    def copy_end(self, op: str) -> None:
+        """The copy started by the matching ``copy_begin`` has issued all its work."""
+
+    def expect_blocks(self, kernel: str, param: str, count: int) -> None:
+        """A kernel declares that its intra-rank arrival count assumes ``count`` blocks."""
+
+
+class RankModel:
+    """The execution model in one rank process: launch-level state and the block factory."""
+
+    def __init__(self, rt: RankRuntime) -> None:
+        self.rt = rt
+
+    def launch_start(self) -> None:
+        """Before a launch's blocks start (and before peers can see its launch count)."""
+
+    def launch_end(self) -> None:
+        """After every block of the launch has returned or failed."""
+
+    def block(self, agent: Agent) -> BlockModel:
+        """The block model of ``agent``; also sets ``agent.hooks`` if it wants scalar hooks."""
+        raise NotImplementedError
+
+
+def atomic_add(agent: Agent, dst: GlobalTensor, data: np.ndarray) -> None:
+    """``dst += data``, atomic with respect to every other ``atomic_add`` on the same memory,
+    from any block of any rank (the transport's data locks; the add itself is numpy)."""
+    p = dst.ptr
+    transport = agent.rt.windows.transport
+    abort = agent.ctl.aborted
+    try:
+        with transport.data_lock(p.rank, p.offset, dst.extent_bytes, agent.wait_timeout, abort):
+            view = dst.view2d()
+            np.add(view, data, out=view, casting="unsafe")
+    except (Aborted, WaitTimeout) as exc:
+        raise type(exc)(f"TSTORE(AtomicAdd): {agent.where()} {exc}") from None

@@ -1,0 +1,281 @@
+"""Blocking waits that survive oversubscription: spin, yield, futex sleep, with a deadline.
+
+The normal case is 8 ranks x 4 blocks on 2 cores, under the GIL. A pure Python spin holds the
+GIL for a whole switch interval and starves the rank's other blocks, and spinning processes
+starve whoever must notify them. So a wait, once its first check failed, under ``adaptive``:
+
+0. if the box is busy with other programs (more runnable tasks than this run's threads plus the
+   cores, see :func:`_box_busy`), it goes straight to step 4;
+
+1. spins for ``spin_us`` only while every runnable agent of the run has a core of its own (the
+   control segment counts blocks that are not in a futex sleep) and no other block of its own
+   rank is runnable (it would need the GIL); a wait satisfied here never touches the control
+   segment;
+2. registers itself in the control segment (the deadlock detector reads it);
+3. yields (``os.sched_yield`` releases the GIL) for ``YIELD_S``, or less: once one yield kept it
+   off the core for ``YIELD_AWAY_S`` the box is busy with work that is not waiting (other
+   processes, or the blocks that must notify), and yielding would only hand them whole time
+   slices, while a futex sleeper is woken, and scheduled at once, by the ``TNOTIFY`` it needs;
+4. then sleeps on the word with a cross-process futex, woken by ``TNOTIFY``, re-checking at
+   least every ``SLEEP_MAX_S`` so that a missed wake costs latency, never a hang.
+
+Polls read the words with ``peek`` (a plain load on the shm transport: ~0.05 us, against ~0.2 us
+for a libatomic call) and a wait returns only after one ``load`` sweep (seq_cst) confirmed them,
+which gives it acquire order. Words are the transport's handles (:class:`~shmcomm.transports.Word`),
+so the same loop waits on any transport.
+Every pass re-checks the abort flag and the deadline. The other policies (``spin``, ``yield``,
+``futex``) use one phase only; they exist to be measured against ``adaptive``
+(``benchmarks/barrier_latency.py``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+from collections.abc import Sequence
+
+from ..errors import Aborted, WaitTimeout
+from ..transports import Word
+from ..transports.shm import atomics as at
+from ..types import CMP_FUNCS, CMP_SYMBOLS
+from . import control as C
+from .agent import Agent
+
+YIELD_S = 0.002
+SLEEP_MIN_S = 0.0005
+YIELD_AWAY_S = 0.0005  # a yield that kept us off the core this long: the box is busy, sleep
+BUSY_SAMPLE_S = 0.01  # how often a rank process re-reads the box's runnable task count
+SPIN_BATCH = 16  # polls between two looks at the clock, the abort flag and sched_yield
+SLEEP_MAX_S = 0.02
+KIND_SIGNAL, KIND_HOST_BARRIER = 0, 1
+
+_store = at.fast_store  # control-segment words: c_void_p
+_fetch_add = at.fast_fetch_add
+_busy = [-1.0, False]  # when the box was last sampled, and whether it was busy
+_loadavg_fd = [-1]  # /proc/loadavg, opened once per process and read with pread
+_SEQ = at.SEQ_CST
+_perf = time.perf_counter
+_sched_yield = os.sched_yield
+
+
+class WaitSite:
+    """What a wait waits on: ``words`` (sequential sweep order) and how to report it."""
+
+    __slots__ = ("words", "sig_rank", "sig_offset", "rows", "cols", "stride", "kind", "label")
+
+    def __init__(self, words: Sequence[Word], sig_rank: int, sig_offset: int,
+                 rows: int = 1, cols: int = 1, stride: int = 1, kind: int = KIND_SIGNAL,
+                 label: str = "TWAIT") -> None:
+        self.words = tuple(words)
+        self.sig_rank = sig_rank
+        self.sig_offset = sig_offset
+        self.rows, self.cols, self.stride = rows, cols, stride
+        self.kind = kind
+        self.label = label
+
+    def describe(self, index: int = 0) -> str:
+        where = ("the host barrier" if self.kind == KIND_HOST_BARRIER else
+                 f"signal rank {self.sig_rank} offset {self.sig_offset:#x}")
+        if self.rows * self.cols > 1:
+            where += f" (element [{index // self.cols}, {index % self.cols}] of {self.rows}x{self.cols})"
+        return where
+
+
+def first_unsatisfied(words: Sequence[Word], fn, value: int) -> tuple[int, int]:
+    """Sequential sweep as TWAIT does on hardware: index and value of the first failing element,
+    or ``(-1, 0)`` when every element holds."""
+    for i, w in enumerate(words):
+        cur = w.load()
+        if not fn(cur, value):
+            return i, cur
+    return -1, 0
+
+
+def wait_until(agent: Agent, site: WaitSite, value: int, cmp: int) -> None:
+    """Block the calling agent until every word of ``site`` satisfies ``word <cmp> value``.
+
+    Raises :class:`Aborted` when the run aborts and :class:`WaitTimeout` after the agent's
+    ``wait_timeout``; both name the agent, the signal, the comparison and the observed value.
+    Polls with plain reads and returns only after an atomic (seq_cst) sweep confirmed them.
+    """
+    fn = CMP_FUNCS[cmp]
+    words = site.words
+    if first_unsatisfied(words, fn, value)[0] < 0:
+        return
+    ctl = agent.ctl
+    abort = ctl.abort_cell
+    policy = agent.policy
+    t0 = _perf()
+    deadline = t0 + agent.wait_timeout
+    busy = policy == "adaptive" and _box_busy(ctl)
+    if policy == "spin" or (policy == "adaptive" and not busy and agent.spin_s > 0 and _may_spin(agent)):
+        if policy == "spin":
+            _register(agent, site, value, cmp)  # spins for good: the deadlock watch must see it
+        if _spin(agent, site, fn, value, cmp, abort, t0, deadline if policy == "spin"
+                 else t0 + agent.spin_s):
+            if policy == "spin":
+                agent.set_state(C.RUNNING)
+            return
+    if policy != "spin":
+        _register(agent, site, value, cmp)  # only now: a wait satisfied while spinning costs nothing
+    if policy in ("yield", "spin"):
+        yield_until = deadline
+    elif policy == "adaptive" and not busy:
+        yield_until = _perf() + YIELD_S
+    else:
+        yield_until = t0  # futex, or a busy box: a sleeper is woken and run at once by its TNOTIFY
+    pipes = agent.pipes
+    holds = _Holds(fn, value)
+    sleep_s = SLEEP_MIN_S
+    asleep = False
+    away = YIELD_AWAY_S if policy == "adaptive" else deadline
+    last = _perf()
+    try:
+        while True:
+            if abort.value:
+                _raise_aborted(agent, site, value, cmp, _perf() - t0)
+            now = _perf()
+            if now > deadline:
+                _raise_timeout(agent, site, value, cmp, now - t0)
+            if pipes is not None:
+                pipes.idle()
+            if now - last > away:
+                yield_until = now  # the yield gave the core away for long: others need it, sleep
+            last = now
+            if now < yield_until:
+                _sched_yield()
+            else:
+                if not asleep and agent.active:  # a futex sleeper is not runnable: spinners may run
+                    _fetch_add(ctl.active_cp, -1, _SEQ)
+                    agent.active = False
+                    asleep = True
+                idx, cur = first_unsatisfied(words, fn, value)
+                if idx < 0:
+                    return
+                words[idx].sleep(cur, min(sleep_s, deadline - now), holds)
+                sleep_s = min(sleep_s * 2, SLEEP_MAX_S)
+            if _poll(words, fn, value) and first_unsatisfied(words, fn, value)[0] < 0:
+                return
+    finally:
+        if asleep:
+            _fetch_add(ctl.active_cp, 1, _SEQ)
+            agent.active = True
+        at.store(agent.state_addr, C.RUNNING)
+
+
+class _Holds:
+    """``holds(current)``: whether the waited condition is true of a word's value."""
+
+    __slots__ = ("fn", "value")
+
+    def __init__(self, fn, value: int) -> None:
+        self.fn, self.value = fn, value
+
+    def __call__(self, current: int) -> bool:
+        return self.fn(current, self.value)
+
+
+def _poll(words, fn, value: int) -> bool:
+    """Cheap (unordered) reads of every word, to poll with; a success is confirmed atomically."""
+    for w in words:
+        if not fn(w.peek(), value):
+            return False
+    return True
+
+
+def _spin(agent: Agent, site: WaitSite, fn, value: int, cmp: int, abort, t0: float,
+          until: float) -> bool:
+    """Busy-poll until ``until``; True when satisfied.
+
+    Every ``SPIN_BATCH`` polls it checks abort and time and calls ``sched_yield``: with no other
+    runnable task on this core that returns at once, but when the notifier was placed on the
+    same core it runs now instead of after our whole spin budget (measured: 2 ranks x 1 block,
+    pure spin had a mode at ~60 us per barrier, against ~5 us with these yields).
+    """
+    words = site.words
+    n = 0
+    while True:
+        if _poll(words, fn, value) and first_unsatisfied(words, fn, value)[0] < 0:
+            return True
+        n += 1
+        if n == SPIN_BATCH:
+            n = 0
+            _sched_yield()
+            if abort.value:
+                _raise_aborted(agent, site, value, cmp, _perf() - t0)
+            now = _perf()
+            if now > until:
+                if now > t0 + agent.wait_timeout:
+                    _raise_timeout(agent, site, value, cmp, now - t0)
+                return False
+
+
+def _may_spin(agent: Agent) -> bool:
+    """Spin only while spinning cannot starve anyone: every runnable agent of the run (a block
+    that is not in a futex sleep; for a host wait, every rank's host too) has a core of its own,
+    and no other block of this rank needs the GIL."""
+    ctl = agent.ctl
+    runnable = at.load(ctl.active_addr) + (ctl.nranks if agent.is_host else 0)
+    if runnable > ctl.ncores:
+        return False
+    for a in agent.rt.agents:
+        if a.active and a is not agent:
+            return False
+    return True
+
+
+def _box_busy(ctl) -> bool:
+    """True while tasks that cannot be this run's own outnumber the cores (sampled from the
+    kernel's instantaneous ``nr_running`` at most every ``BUSY_SAMPLE_S`` per process).
+
+    The run's own block threads (every launched block; host threads block in join) count as
+    possibly runnable: a block just woken from its futex is runnable before it counts itself
+    active again, and counting only active blocks took the run's own wake-ups for foreign load
+    (at 8 ranks x 4 blocks on a quiet box: 10x slower barriers than plain yield).
+
+    Then yielding hands whole time slices to other programs (tens of ms per barrier measured
+    at load 15-35), while a futex sleeper is woken, and placed ahead of them, by the
+    ``TNOTIFY`` it waits for (CFS credits sleepers).
+    """
+    now = _perf()
+    if now - _busy[0] < BUSY_SAMPLE_S:
+        return _busy[1]
+    try:
+        if _loadavg_fd[0] < 0:
+            _loadavg_fd[0] = os.open("/proc/loadavg", os.O_RDONLY | os.O_CLOEXEC)
+        running = int(os.pread(_loadavg_fd[0], 128, 0).split()[3].split(b"/")[0])
+    except (OSError, ValueError, IndexError):
+        running = 0
+    words = ctl.words
+    own = sum(int(words[ctl.rank_word(r, C.R_BLOCKS)]) for r in range(ctl.nranks))
+    busy = running - own > ctl.ncores
+    _busy[0], _busy[1] = now, busy
+    return busy
+
+
+def _register(agent: Agent, site: WaitSite, value: int, cmp: int) -> None:
+    """Publish the wait in the agent's control line (the deadlock watch reads it)."""
+    agent.seq += 1
+    fields = (ctypes.c_int32 * (C.A_KIND - C.A_SEQ + 1)).from_address(agent.line + 4 * C.A_SEQ)
+    fields[:] = (agent.seq & 0x7FFFFFFF, site.sig_rank, site.sig_offset, site.rows, site.cols,
+                 site.stride, cmp, value, agent.ctl.now_ms(), site.kind)
+    at.store(agent.state_addr, C.WAITING)  # seq_cst: the fields above are visible first
+
+
+def _message(agent: Agent, site: WaitSite, value: int, cmp: int, cur: int, idx: int,
+             elapsed: float, why: str) -> str:
+    return (f"{site.label}: {agent.where()} {why} after {elapsed:.3f} s waiting on "
+            f"{site.describe(idx)} for value {CMP_SYMBOLS[cmp]} {value}; it holds {cur}")
+
+
+def _raise_aborted(agent, site, value, cmp, elapsed) -> None:
+    idx, cur = first_unsatisfied(site.words, CMP_FUNCS[cmp], value)
+    reason = C.ABORT_NAMES.get(agent.ctl.aborted(), "an abort")
+    raise Aborted(_message(agent, site, value, cmp, cur, idx, elapsed, f"stopped by {reason}"))
+
+
+def _raise_timeout(agent, site, value, cmp, elapsed) -> None:
+    idx, cur = first_unsatisfied(site.words, CMP_FUNCS[cmp], value)
+    raise WaitTimeout(_message(agent, site, value, cmp, cur, idx, elapsed,
+                               f"timed out (wait_timeout={agent.wait_timeout:g} s)"))

@@ -1,0 +1,27 @@
+"""Execution models: how a block's instructions execute (see :mod:`shmcomm.core.model`).
+
+``eager``: everything completes at issue, as pto-isa's CPU simulator. ``hazard``: queued pipes,
+delayed visibility, the line model, jitter and the checkers (:mod:`shmcomm.exec.hazard`).
+:func:`model_for` picks the run's model from its configuration, once, in the launcher.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..config import Config
+from ..core.model import RankModel
+from ..core.runtime import RankRuntime
+from .eager import EagerRankModel
+
+
+def model_for(config: Config) -> Callable[[RankRuntime], RankModel]:
+    """The factory of the run's execution model (called in each rank process with its ``rt``)."""
+    if config.mode == "hazard":
+        from .hazard import HazardRankModel
+
+        return HazardRankModel
+    return EagerRankModel
+
+
+__all__ = ["model_for"]

@@ -1,0 +1,42 @@
+"""The eager model: every pipe operation completes when issued; stores are visible at once.
+
+It wants no scalar hooks (``agent.hooks`` stays ``None``), so ``TNOTIFY`` and ``TWAIT`` run
+their fast paths. This is what pto-isa's CPU simulator does, with real atomics and real
+concurrency added.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..core.model import BlockModel, RankModel, atomic_add
+
+if TYPE_CHECKING:
+    from ..core.agent import Agent
+    from ..core.gm import GlobalTensor
+    from ..core.tile import Tile
+
+
+class EagerBlockModel(BlockModel):
+    """Pipe work completes at issue."""
+
+    def load(self, tile: Tile, src: GlobalTensor) -> None:
+        rows, cols = src.rows, src.cols
+        tile.valid = (rows, cols)
+        np.copyto(tile.array[:rows, :cols], src.view2d())
+
+    def store(self, dst: GlobalTensor, tile: Tile, atomic: int) -> None:
+        data = tile.array[:dst.rows, :dst.cols]
+        if atomic:
+            atomic_add(self.agent, dst, data)
+        else:
+            np.copyto(dst.view2d(), data)
+
+
+class EagerRankModel(RankModel):
+    """No launch state, no hooks."""
+
+    def block(self, agent: Agent) -> BlockModel:
+        return EagerBlockModel(agent)

@@ -1,0 +1,32 @@
+"""Hazard mode: make missing synchronization fail on a CPU without changing a kernel.
+
+``shmcomm.run(host, mode="hazard", seed=S, hazards="...")`` (or ``python -m shmcomm.launch
+--mode hazard --seed S [--hazards ...] [--trace out.json]``) makes every block's execution model
+a :class:`~shmcomm.exec.hazard.model.HazardBlockModel`. ``hazards`` is ``"all"`` (default) or a comma list of
+these sub-models:
+
+``pipes``       TLOAD / TSTORE (also inside TPUT / TGET) queue on MTE2 / MTE3 and retire at
+                seeded later points; only ``wait_flag`` on the matching event or
+                ``pipe_barrier`` completes them (:mod:`shmcomm.exec.hazard.model`).
+``visibility``  a completed store into another rank's window stays in the writer block's
+                buffer until its ``dsb(DSB_DDR)`` or a seeded later time
+                (:mod:`shmcomm.exec.hazard.visibility`).
+``lines``       ``TNOTIFY(..., Set)`` goes through a 64-byte cache line filled at the Set and
+                written back whole later, so packed Set slots of different writers clobber each
+                other (pto-isa #322) (:mod:`shmcomm.exec.hazard.visibility`).
+``jitter``      seeded sleeps and GIL switches at sync points and data moves, and a small
+                ``sys.setswitchinterval`` (:mod:`shmcomm.exec.hazard.jitter`).
+``checkers``    rule checks that raise :class:`HazardReport` (:mod:`shmcomm.exec.hazard.checkers`).
+
+Checker names (the ``[name]`` in a report): ``stale-at-launch``, ``phase-reuse``,
+``line-shared``, ``notify-unfenced``, ``flag-unbalanced``, ``event-twice``, ``arrival-count``.
+Every report names the kernel's file:line, rank, block, signal offset and the run's seed.
+``hazard_delay`` (seconds) scales how long work stays pending; ``trace`` names a Chrome trace
+JSON file (:mod:`shmcomm.exec.hazard.trace`).
+"""
+
+from .checkers import CHECKERS
+from .model import HazardBlockModel, HazardRankModel
+from .report import HazardReport
+
+__all__ = ["HazardReport", "CHECKERS", "HazardBlockModel", "HazardRankModel"]

@@ -1,0 +1,21 @@
+"""``flag-unbalanced``: a ``set_flag`` never consumed by ``wait_flag`` when the kernel returns
+(``wait_flag`` without ``set_flag`` raises at once, in every mode)."""
+
+from __future__ import annotations
+
+from ....types import PIPE_NAMES
+from ..report import report
+from .base import Checker
+
+
+class FlagUnbalanced(Checker):
+    name = "flag-unbalanced"
+
+    def finish(self) -> None:
+        block = self.block
+        if block.flags:
+            src, dst, ev = key = min(block.flags)
+            raise report(self.agent, self.name,
+                         f"set_flag({PIPE_NAMES[src]}, {PIPE_NAMES[dst]}, EVENT_ID{ev}) is never "
+                         "consumed by wait_flag before the kernel returns",
+                         site=block.marks.get(key, (0, ""))[1] or None)

@@ -1,0 +1,48 @@
+"""``phase-reuse``: a block waits ``GE`` / ``GT`` on a slot it already waited on in this launch,
+with a threshold the earlier wait already reached: the second round waits for nothing (the
+seed's ``DeviceBarrier`` called twice ignores ``phase``). A notify to the slot by any block of
+the rank in between forgets the earlier wait.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ....types import CMP_FUNCS, CMP_SYMBOLS, WaitCmp
+from ..report import report
+from .base import Checker
+
+_COUNTING = (WaitCmp.GE, WaitCmp.GT)
+
+
+class PhaseReuse(Checker):
+    name = "phase-reuse"
+
+    def __init__(self, block: Any) -> None:
+        super().__init__(block)
+        self.waited: dict[tuple, tuple[int, int]] = {}  # slot -> (threshold reached, notifies)
+
+    def notify(self, sig: Any, value: int, op: int) -> None:
+        sets = self.block.launch.sets
+        key = (sig.ptr.rank, sig.ptr.offset)
+        sets[key] = sets.get(key, 0) + 1
+
+    def wait(self, sig: Any, value: int, cmp: int) -> None:
+        if cmp not in _COUNTING:
+            return
+        ptr = sig.ptr
+        words = sig.words
+        key = (ptr.rank, ptr.offset, len(words))
+        thr = value if cmp == WaitCmp.GE else value + 1
+        notifies = self.block.launch.sets.get((ptr.rank, ptr.offset), 0)
+        prev = self.waited.get(key)
+        fn = CMP_FUNCS[cmp]
+        if prev is not None and prev[1] == notifies:
+            if thr <= prev[0] and all(fn(w.load(), value) for w in words):
+                raise report(self.agent, self.name,
+                             f"TWAIT({CMP_SYMBOLS[cmp]} {value}) is satisfied before it starts: this "
+                             f"block already waited on this slot for >= {prev[0]} earlier in this "
+                             "launch, so this round waits for nothing (a second phase needs its own "
+                             "slot, a reset, or a higher threshold)", ptr.offset, ptr.rank)
+            thr = max(thr, prev[0])
+        self.waited[key] = (thr, notifies)

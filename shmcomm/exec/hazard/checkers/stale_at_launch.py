@@ -1,0 +1,36 @@
+"""``stale-at-launch``: a TWAIT on this rank's signal matrix is satisfied by a value the word
+already held when the launch started (a relaunch without ``rt.reset_signals()``).
+
+Only checked when the launch-time snapshot is clean: no peer rank had started this launch when
+it was taken (:meth:`~shmcomm.exec.hazard.model.HazardRankModel.launch_start`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ....types import CMP_FUNCS, CMP_SYMBOLS
+from ..report import report
+from .base import Checker
+
+
+class StaleAtLaunch(Checker):
+    name = "stale-at-launch"
+
+    def wait(self, sig: Any, value: int, cmp: int) -> None:
+        stale_words = self.block.launch.stale
+        ptr = sig.ptr
+        if stale_words is None or ptr.rank != self.agent.rank:
+            return
+        fn = CMP_FUNCS[cmp]
+        words = sig.words
+        if not all(fn(w.load(), value) for w in words):
+            return  # it really waits: nothing already satisfied it
+        stale = [stale_words.get(w.offset, 0) for w in words]
+        if any(stale) and all(fn(v, value) for v in stale):
+            raise report(self.agent, self.name,
+                         f"TWAIT({CMP_SYMBOLS[cmp]} {value}) is satisfied by "
+                         f"{stale if len(stale) > 1 else stale[0]}, which the signal already held "
+                         "when this launch started (left from an earlier launch: "
+                         "rt.reset_signals() missing, or a threshold that does not count launches)",
+                         ptr.offset, ptr.rank)

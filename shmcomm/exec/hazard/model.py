@@ -1,0 +1,358 @@
+"""The hazard model of a block (sub-models ``pipes``, ``visibility``, ``lines``, ``jitter``,
+``checkers``; see :mod:`shmcomm.exec.hazard`), and of a rank (the launch-time snapshot).
+
+Pipes. ``TLOAD`` queues on ``PIPE_MTE2``, ``TSTORE`` on ``PIPE_MTE3``; each pipe retires in
+order, an item no earlier than its seeded due time (``hazard_delay`` x U(0.5, 1.5)) unless a sync
+forces it. A load reads GM and fills the tile when it retires, a store reads the tile when it
+retires. ``set_flag(src, dst, e)`` records how much ``src`` work was issued; ``wait_flag`` then
+makes ``dst`` wait for it: for a queued ``dst`` (MTE2 / MTE3) a fence item joins ``dst``'s
+queue, so later ``dst`` work retires only after that ``src`` work (the scalar unit does not block);
+for any other ``dst`` (S, V, M, ...: work the Python code does at once) the ``src`` work retires
+now. ``pipe_barrier(p)`` retires everything issued to ``p`` (every pipe for ``PIPE_ALL``).
+TNOTIFY and signal reads are scalar and happen at once. While a wait blocks, ``idle`` retires
+what is due; the kernel's end retires everything. While work is pending the agent's
+``A_PENDING`` word is 1, so the deadlock watch waits for the retirement instead of reporting.
+
+Visibility and lines: :mod:`.visibility`. Jitter: :mod:`.jitter`. Checkers: :mod:`.checkers`,
+each an observer of this model's events. Trace: :mod:`.trace`.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ...config import parse_hazards
+from ...core import control as C
+from ...core.model import BlockModel, RankModel, atomic_add
+from ...types import CMP_SYMBOLS, PIPE_ALL, PIPE_MTE2, PIPE_MTE3, PIPE_NAMES
+from .checkers import CHECKER_CLASSES, EVENTS, observers
+from .jitter import Jitter
+from .report import kernel_site
+from .trace import Tracer, now_us
+from .visibility import LineModel, RemoteStores
+
+if TYPE_CHECKING:
+    from ...core.agent import Agent
+    from ...core.gm import GlobalTensor
+    from ...core.runtime import RankRuntime
+    from ...core.tile import Tile
+
+_LOAD, _STORE, _FENCE = 0, 1, 2
+_KIND_NAMES = ("TLOAD", "TSTORE", "fence")
+_QUEUED = (PIPE_MTE2, PIPE_MTE3)
+_DSB_ALL, _DSB_DDR = 0, 1
+_perf = time.perf_counter
+
+
+class LaunchState:
+    """What the checkers of one rank remember about the current launch."""
+
+    __slots__ = ("launch", "stale", "sets")
+
+    def __init__(self, launch: int, stale: dict[int, int] | None) -> None:
+        self.launch = launch
+        self.stale = stale  # offset -> non-zero value at launch; None when the snapshot is unsafe
+        self.sets: dict[tuple[int, int], int] = {}  # (rank, offset) -> notifies by this rank's blocks
+
+
+class HazardRankModel(RankModel):
+    """Hazard mode in one rank process: the launch-time snapshot, and a block model per block."""
+
+    def __init__(self, rt: RankRuntime) -> None:
+        super().__init__(rt)
+        self.launch = LaunchState(0, None)
+
+    def launch_start(self) -> None:
+        """Remember this rank's non-zero signal words (for ``stale-at-launch``).
+
+        Taken before this rank publishes its launch count, and kept only if no peer had published
+        the same launch count by the end of the snapshot: then no peer block of this launch can
+        have notified yet, so every non-zero word is left over from earlier. (Of two racing ranks
+        at least one always gets a clean snapshot.)
+        """
+        rt = self.rt
+        sigs = rt.signals.copy()  # peers may write while we look: scan a copy
+        stale = {int(i) * 4: int(sigs[i]) for i in sigs.nonzero()[0]}
+        ctl = rt.ctl
+        clean = all(ctl.load_rank(r, C.R_LAUNCHES) < rt.launches
+                    for r in range(rt.nranks) if r != rt.rank)
+        self.launch = LaunchState(rt.launches, stale if clean else None)
+
+    def block(self, agent: Agent) -> BlockModel:
+        model = HazardBlockModel(agent, self)
+        if model.observes:
+            agent.hooks = model
+        return model
+
+
+class HazardBlockModel(BlockModel):
+    """Queued pipes, delayed remote visibility, line model, jitter and checkers of one block."""
+
+    def __init__(self, agent: Agent, rank_model: HazardRankModel) -> None:
+        super().__init__(agent)
+        cfg = agent.rt.config
+        models = parse_hazards(cfg.hazards)
+        self.m_pipes = "pipes" in models
+        self.m_check = "checkers" in models
+        self.delay = cfg.hazard_delay
+        self.rng = random.Random(agent.rng.getrandbits(64))  # due times: one stream
+        self.vis = RemoteStores(self._apply) if "visibility" in models else None
+        self.lines = LineModel(agent.rt.windows, self._clobber) if "lines" in models else None
+        # jitter and idle draw from their own stream: how often a wait idles depends on timing
+        self.jitter = Jitter(random.Random(agent.rng.getrandbits(64))) if "jitter" in models else None
+        self.tracer = (Tracer(cfg.trace, agent.ctl.segment.name, agent.rank, agent.block_idx)
+                       if cfg.trace else None)
+        self.queues: list[deque] = [deque() for _ in PIPE_NAMES]  # issued, not yet retired
+        self.issued = [0] * len(PIPE_NAMES)
+        self.retired = [0] * len(PIPE_NAMES)
+        self.marks: dict[tuple[int, int, int], tuple[int, str]] = {}
+        self.pending = False
+        self.launch = rank_model.launch
+        self.spans: list[tuple[str, float, Any]] = []
+        checkers = [cls(self) for cls in CHECKER_CLASSES] if self.m_check else []
+        self.on = {e: observers(checkers, e) for e in EVENTS}  # event -> the checkers' methods
+        # the scalar hooks are wanted only by these sub-models
+        self.observes = bool(self.lines or self.m_check or self.jitter or self.tracer)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.agent.set_pending(False)
+
+    def finish(self) -> None:
+        try:
+            self.barrier(PIPE_ALL)
+            if self.vis:
+                self.vis.flush()
+            if self.lines:
+                self.lines.flush()
+            self._sync_pending()
+            for f in self.on["finish"]:
+                f()
+        finally:
+            if self.tracer:
+                self.tracer.flush()
+
+    def stop(self) -> None:
+        """The kernel raised: write what the trace holds."""
+        if self.tracer:
+            self.tracer.flush()
+
+    # -- pipe instructions -------------------------------------------------------------------
+
+    def load(self, tile: Tile, src: GlobalTensor) -> None:
+        tile.valid = (src.rows, src.cols)
+        if self.jitter:
+            self.jitter.point()
+        if self.m_pipes:
+            self._enqueue(PIPE_MTE2, (_LOAD, self._due(), now_us() if self.tracer else 0.0,
+                                      tile, src, 0))
+        else:
+            np.copyto(tile.array[:src.rows, :src.cols], src.view2d())
+
+    def store(self, dst: GlobalTensor, tile: Tile, atomic: int) -> None:
+        for f in self.on["stored"]:
+            f(dst.ptr.rank != self.agent.rank)
+        if self.jitter:
+            self.jitter.point()
+        if self.m_pipes:
+            self._enqueue(PIPE_MTE3, (_STORE, self._due(), now_us() if self.tracer else 0.0,
+                                      dst, tile, atomic))
+        else:
+            self._complete_store(dst, tile.array[:dst.rows, :dst.cols], atomic)
+
+    def set_flag(self, src: int, dst: int, event: int) -> None:
+        key = (src, dst, event)
+        for f in self.on["set_flag"]:
+            f(key)
+        self.flags.add(key)
+        self.marks[key] = (self.issued[src], kernel_site(self.agent) if self.m_check else "")
+        if self.jitter:
+            self.jitter.point()
+
+    def wait_flag(self, src: int, dst: int, event: int) -> None:
+        super().wait_flag(src, dst, event)
+        mark = self.marks.pop((src, dst, event), (0, ""))[0]
+        if self.jitter:
+            self.jitter.point()
+        if src not in _QUEUED or self.retired[src] >= mark:
+            if dst not in _QUEUED:  # a pipe-to-pipe event drains nothing for the scalar unit
+                self._after_sync(src)
+            return
+        if dst in _QUEUED:  # a pipe waits, not the scalar unit: a fence in dst's queue
+            q = self.queues[src]
+            due = max(item[1] for item in list(q)[:mark - self.retired[src]])
+            self._enqueue(dst, (_FENCE, due, now_us() if self.tracer else 0.0, src, mark, 0))
+        else:
+            self._retire_upto(src, mark)
+            self._after_sync(src)
+
+    def barrier(self, pipe: int) -> None:
+        if self.jitter:
+            self.jitter.point()
+        pipes = _QUEUED if pipe == PIPE_ALL else (pipe,) if pipe in _QUEUED else ()
+        for p in pipes:
+            self._retire_upto(p, self.issued[p])
+        # fences may have queued nothing new, but a drained MTE2 can still hold a fence on MTE3
+        if pipe == PIPE_ALL:
+            while any(self.queues[p] for p in _QUEUED):
+                for p in _QUEUED:
+                    self._retire_upto(p, self.issued[p])
+        if pipe in (PIPE_ALL, PIPE_MTE3):
+            self._after_sync(PIPE_MTE3)
+        self._sync_pending()
+
+    def dsb(self, mode: int) -> None:
+        if self.jitter:
+            self.jitter.point()
+        if mode in (_DSB_ALL, _DSB_DDR):
+            if self.vis:
+                n = self.vis.flush()
+                if n and self.tracer:
+                    self.tracer.instant("dsb flush", stores=n)
+            if self.lines:
+                self.lines.flush()
+            for f in self.on["fenced"]:
+                f()
+            self._sync_pending()
+
+    def dcci(self, ptr: Any, mode: int) -> None:
+        if self.lines:
+            self.lines.flush(at=(ptr.rank, ptr.offset) if mode == 0 and ptr is not None else None)
+            self._sync_pending()
+
+    def idle(self) -> None:
+        if self.jitter:
+            self.jitter.point()
+        if self.pending:
+            self._tick()
+
+    # -- queues ------------------------------------------------------------------------------
+
+    def _due(self) -> float:
+        return _perf() + self.delay * (0.5 + self.rng.random())
+
+    def _enqueue(self, pipe: int, item: tuple) -> None:
+        self.queues[pipe].append(item)
+        self.issued[pipe] += 1
+        if self.tracer:
+            self.tracer.instant(f"{_KIND_NAMES[item[0]]} issue", pipe=PIPE_NAMES[pipe])
+        self._tick()
+
+    def _tick(self) -> None:
+        """Retire what is due (pipe heads in order, remote stores, line write-backs)."""
+        now = _perf()
+        for p in _QUEUED:
+            q = self.queues[p]
+            while q and q[0][1] <= now:
+                self._retire_one(p)
+        if self.vis and self.vis.items:
+            self.vis.flush(now)
+        if self.lines and self.lines.lines:
+            self.lines.flush(now)
+        self._sync_pending()
+
+    def _retire_one(self, pipe: int) -> None:
+        kind, _due, t0, a, b, c = self.queues[pipe].popleft()
+        self.retired[pipe] += 1
+        if kind == _LOAD:
+            np.copyto(a.array[:b.rows, :b.cols], b.view2d())
+        elif kind == _STORE:
+            self._complete_store(a, b.array[:a.rows, :a.cols], c)
+        else:
+            self._retire_upto(a, b)
+        if self.tracer:
+            self.tracer.span(f"{_KIND_NAMES[kind]} on {PIPE_NAMES[pipe]}", t0)
+
+    def _retire_upto(self, pipe: int, mark: int) -> None:
+        while self.retired[pipe] < mark:
+            self._retire_one(pipe)
+
+    def _after_sync(self, src: int) -> None:
+        if src == PIPE_MTE3 and self.retired[PIPE_MTE3] == self.issued[PIPE_MTE3]:
+            for f in self.on["drained"]:
+                f()
+
+    def _sync_pending(self) -> None:
+        pending = bool(self.queues[PIPE_MTE2] or self.queues[PIPE_MTE3]
+                       or (self.vis and self.vis.items) or (self.lines and self.lines.lines))
+        if pending != self.pending:
+            self.pending = pending
+            self.agent.set_pending(pending)
+
+    # -- stores and visibility ---------------------------------------------------------------
+
+    def _complete_store(self, dst: GlobalTensor, data: np.ndarray, atomic: int) -> None:
+        if self.vis is not None and dst.ptr.rank != self.agent.rank:
+            self.vis.add(_perf() + self.delay * (0.5 + self.rng.random()), dst, data.copy(), atomic)
+        else:
+            self._apply(dst, data, atomic)
+
+    def _apply(self, dst: GlobalTensor, data: np.ndarray, atomic: int) -> None:
+        if atomic:
+            atomic_add(self.agent, dst, data)
+        else:
+            np.copyto(dst.view2d(), data)
+
+    def _clobber(self, rank: int, off: int, stale: int, cur: int, site: str) -> bool:
+        for f in self.on["clobber"]:
+            f(rank, off, stale, cur, site)
+        if self.tracer:
+            self.tracer.instant("line clobber", rank=rank, offset=off, stale=stale, lost=cur)
+        return True
+
+    # -- scalar hooks: the seam's notify / wait / copy events --------------------------------
+
+    def notify(self, sig: Any, value: int, op: int) -> None:
+        if self.jitter:
+            self.jitter.point()
+        ptr = sig.ptr
+        if self.tracer:
+            self.tracer.instant("TNOTIFY", rank=ptr.rank, offset=ptr.offset, value=value,
+                                op="Set" if op else "AtomicAdd")
+        for f in self.on["notify"]:
+            f(sig, value, op)
+        if self.lines:
+            if op:
+                self.lines.fill(ptr.rank, ptr.offset, value,
+                                _perf() + self.delay * (0.5 + self.rng.random()),
+                                kernel_site(self.agent) if self.m_check else "")
+            else:
+                self.lines.touch(ptr.rank, ptr.offset)
+            self._sync_pending()
+
+    def wait(self, sig: Any, value: int, cmp: int) -> None:
+        if self.tracer:
+            ptr = sig.ptr
+            self.spans.append(("TWAIT", now_us(), {"rank": ptr.rank, "offset": ptr.offset,
+                                                   "value": value, "cmp": CMP_SYMBOLS[cmp]}))
+        for f in self.on["wait"]:
+            f(sig, value, cmp)
+
+    def waited(self, sig: Any, value: int, cmp: int) -> None:
+        if self.tracer and self.spans:
+            name, t0, args = self.spans.pop()
+            args["seen"] = [w.load() for w in sig.words][:8]
+            self.tracer.span(name, t0, **args)
+
+    def copy_begin(self, op: str, dst: GlobalTensor, src: GlobalTensor) -> None:
+        if self.tracer:
+            self.spans.append((op, now_us(), {"dst_rank": dst.ptr.rank, "src_rank": src.ptr.rank,
+                                              "bytes": dst.rows * dst.cols * dst.dtype.itemsize}))
+
+    def copy_end(self, op: str) -> None:
+        if self.tracer and self.spans:
+            name, t0, args = self.spans.pop()
+            self.tracer.span(name, t0, **args)
+
+    def expect_blocks(self, kernel: str, param: str, count: int) -> None:
+        for f in self.on["expect_blocks"]:
+            f(kernel, param, count)
+
+
+__all__ = ["HazardBlockModel", "HazardRankModel", "kernel_site"]

@@ -1,0 +1,64 @@
+"""Hazard reports: what a checker raises, and the kernel line it points at."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from types import FrameType
+from typing import TYPE_CHECKING
+
+from ...errors import ShmcommError
+
+if TYPE_CHECKING:
+    from ...core.agent import Agent
+
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
+_KERNELS_DIR = _PKG_DIR + "kernels" + os.sep
+_CATALOGUE_DIR = _PKG_DIR + os.path.join("stress", "catalogue") + os.sep  # user code, not runtime
+_THREADING = threading.__file__
+
+
+class HazardReport(ShmcommError):
+    """A hazard checker fired; ``checker`` is its name (see ``CHECKERS``)."""
+
+    def __init__(self, checker: str, message: str) -> None:
+        self.checker = checker
+        super().__init__(message)
+
+
+def kernel_site(agent: Agent | None = None, frame: FrameType | None = None) -> str:
+    """``file:line`` of the innermost frame of the user's kernel (plus the library kernel it
+    called, if any). The bug catalogue's kernels count as user code. When no user frame is on
+    the stack (the block is returning), the kernel function of ``agent``'s launch."""
+    f = frame if frame is not None else sys._getframe(1)
+    inner = ""
+    while f is not None:
+        fn = f.f_code.co_filename
+        if fn == _THREADING:
+            break
+        if not fn.startswith(_PKG_DIR) or fn.startswith(_CATALOGUE_DIR):
+            site = f"{fn}:{f.f_lineno}"
+            return f"{site} (in {inner})" if inner else site
+        if fn.startswith(_KERNELS_DIR) and not inner:
+            inner = f"{f.f_code.co_name} at {os.path.basename(fn)}:{f.f_lineno}"
+        f = f.f_back
+    code = getattr(getattr(agent, "kernel", None), "__code__", None)
+    if code is not None:
+        return f"{code.co_filename}:{code.co_firstlineno} (when kernel {code.co_name} returned)"
+    return inner or "<unknown>"
+
+
+def report(agent: Agent, checker: str, detail: str, offset: int | None = None,
+           sig_rank: int | None = None, site: str | None = None) -> HazardReport:
+    """Build the report of ``checker`` for ``agent`` at ``site`` (default: the kernel's line)."""
+    cfg = agent.rt.config
+    where = site or kernel_site(agent)
+    sig = "" if offset is None else f", signal offset {offset:#x}" + (
+        "" if sig_rank is None else f" of rank {sig_rank}")
+    msg = (f"hazard [{checker}] at {where}: {agent.where()}{sig}: {detail} "
+           f"(seed {cfg.seed}, hazards={cfg.hazards})")
+    tracer = getattr(agent.pipes, "tracer", None)
+    if tracer is not None:
+        tracer.instant(f"hazard [{checker}]", message=msg)
+    return HazardReport(checker, msg)

@@ -1,0 +1,168 @@
+"""``python -m shmcomm.cleanup [--dry-run]``: remove stale shmcomm segments of dead runs.
+
+A run unlinks every segment microseconds after creating it (see :mod:`shmcomm.memory`), so a
+name can only be left in ``/dev/shm`` when its creator died inside that window (SIGKILL, power
+loss of a container, a debugger stop). Names look like ``shmcomm.<creator pid>.<hex>.<tag>``;
+the creator pid tells whether the run may still be alive:
+
+* pid not running, or running but started after the segment was created (the pid was reused):
+  the run is dead and the segment is **stale**: removed (listed only with ``--dry-run``);
+* pid running and older than the segment: a **live** run's segment, never touched;
+* a name with the ``shmcomm.`` prefix but not this pattern: **unknown**, left alone.
+
+Segments of other users are listed but left alone (``/dev/shm`` is sticky: only the owner may
+unlink). Exit status 0, or 1 if a stale segment could not be removed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from dataclasses import dataclass
+
+import posix_ipc
+import psutil
+
+from ..transports.shm.segments import PREFIX, SHM_DIR
+
+# the name memory.segment_name makes (without the leading slash)
+NAME_RE = re.compile(r"^" + re.escape(PREFIX) + r"(?P<pid>[0-9]+)\.(?P<token>[0-9a-f]{24})\.(?P<tag>\w+)$")
+# a process whose start time is at most this much after the segment's still counts as its creator
+# (process start times have a coarse clock-tick resolution)
+START_SLACK_S = 1.0
+
+STALE, LIVE, UNKNOWN, FOREIGN = "stale", "live", "unknown", "foreign"
+
+
+@dataclass
+class Entry:
+    """One ``shmcomm.*`` name found in ``/dev/shm`` and what cleanup makes of it."""
+
+    name: str
+    status: str  # STALE, LIVE, UNKNOWN or FOREIGN
+    pid: int | None
+    size: int
+    why: str
+    removed: bool = False
+    error: str = ""
+
+
+def classify(name: str, shm_dir: str = SHM_DIR) -> Entry | None:
+    """What ``name`` (a file name in ``shm_dir``) is; ``None`` if it vanished meanwhile."""
+    try:
+        st = os.stat(os.path.join(shm_dir, name))
+    except FileNotFoundError:
+        return None
+    m = NAME_RE.match(name)
+    if m is None:
+        return Entry(name, UNKNOWN, None, st.st_size, "not a shmcomm segment name; left alone")
+    pid = int(m.group("pid"))
+    if st.st_uid != os.getuid():
+        return Entry(name, FOREIGN, pid, st.st_size, f"owned by uid {st.st_uid}; left alone")
+    try:
+        proc = psutil.Process(pid)
+        started = proc.create_time()
+        alive = proc.status() != psutil.STATUS_ZOMBIE
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return Entry(name, STALE, pid, st.st_size, f"creator pid {pid} is gone")
+    except psutil.AccessDenied:  # it exists and is not ours to inspect: assume it is the creator
+        return Entry(name, LIVE, pid, st.st_size, f"creator pid {pid} is running")
+    if not alive:
+        return Entry(name, STALE, pid, st.st_size, f"creator pid {pid} is a zombie")
+    if started > min(st.st_mtime, st.st_ctime) + START_SLACK_S:  # mtime: set when created
+        return Entry(name, STALE, pid, st.st_size,
+                     f"pid {pid} was reused (its process started after the segment was created)")
+    return Entry(name, LIVE, pid, st.st_size, f"creator pid {pid} ({_proc_name(proc)}) is running")
+
+
+def scan(shm_dir: str = SHM_DIR) -> list[Entry]:
+    """Every ``shmcomm.*`` name in ``shm_dir``, classified, sorted by name."""
+    try:
+        names = sorted(n for n in os.listdir(shm_dir) if n.startswith(PREFIX))
+    except FileNotFoundError:
+        return []
+    return [e for e in (classify(n, shm_dir) for n in names) if e is not None]
+
+
+def cleanup(dry_run: bool = False, shm_dir: str = SHM_DIR) -> list[Entry]:
+    """Scan and remove the stale segments (none with ``dry_run``); return every entry found."""
+    entries = scan(shm_dir)
+    if dry_run:
+        return entries
+    for e in entries:
+        if e.status != STALE:
+            continue
+        again = classify(e.name, shm_dir)  # re-check right before removing: never a live run's
+        if again is None:
+            e.why += "; already gone"
+            continue
+        if again.status != STALE:
+            e.status, e.why = again.status, again.why
+            continue
+        try:
+            if shm_dir == SHM_DIR:
+                posix_ipc.unlink_shared_memory("/" + e.name)
+            else:
+                os.unlink(os.path.join(shm_dir, e.name))
+            e.removed = True
+        except posix_ipc.ExistentialError:
+            e.why += "; already gone"
+        except (OSError, posix_ipc.Error) as exc:
+            e.error = str(exc)
+    return entries
+
+
+def format_report(entries: list[Entry], dry_run: bool) -> str:
+    """One line per entry, then a summary line."""
+    lines = []
+    for e in entries:
+        if e.status == STALE:
+            verb = "would remove" if dry_run else ("removed" if e.removed else
+                                                  "FAILED to remove" if e.error else "skipped")
+        else:
+            verb = "kept"
+        detail = e.why + (f" ({e.error})" if e.error else "")
+        lines.append(f"{verb:<16} {e.name}  {_size(e.size):>9}  {detail}")
+    stale = [e for e in entries if e.status == STALE]
+    removed = sum(e.removed for e in stale)
+    kept = len(entries) - len(stale)
+    if dry_run:
+        lines.append(f"dry run: {len(stale)} stale segment(s) would be removed, {kept} kept")
+    else:
+        lines.append(f"removed {removed} stale segment(s) "
+                     f"({_size(sum(e.size for e in stale if e.removed))}), {kept} kept")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line; returns the exit status."""
+    p = argparse.ArgumentParser(
+        prog="python -m shmcomm.cleanup",
+        description="List and remove shmcomm shared-memory segments left in /dev/shm by runs "
+                    "whose creating process is dead. Segments of live runs are never touched.")
+    p.add_argument("--dry-run", "-n", action="store_true", help="only list what would be removed")
+    ns = p.parse_args(argv)
+    entries = cleanup(dry_run=ns.dry_run)
+    print(format_report(entries, ns.dry_run))
+    return 1 if any(e.error for e in entries) else 0
+
+
+def _proc_name(proc: psutil.Process) -> str:
+    try:
+        return proc.name()
+    except psutil.Error:
+        return "?"
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

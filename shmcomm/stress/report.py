@@ -1,0 +1,94 @@
+"""The reports of a sweep: the summary table, the repro command, versioned JSON."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shlex
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+from .harness import JSON_VERSION, KINDS, Report, RunSpec, Settings
+
+
+def repro_command(program: str, spec: RunSpec, settings: Settings) -> str:
+    """The single-configuration command line that reruns ``spec`` exactly."""
+    parts = ["python", "-m", "shmcomm.stress", "--program", program, "--nranks", str(spec.nranks),
+             "--blocks", str(spec.blocks), "--size", str(spec.size), "--mode", spec.mode,
+             "--seed", str(spec.seed), "--runs", "1"]
+    default = Settings()
+    for flag, value, dflt in (("--wait-timeout", settings.wait_timeout, default.wait_timeout),
+                              ("--deadlock-grace", settings.deadlock_grace, default.deadlock_grace),
+                              ("--run-timeout", settings.run_timeout, default.run_timeout)):
+        if value != dflt:
+            parts += [flag, f"{value:g}"]
+    return shlex.join(parts)
+
+
+def format_report(report: Report, settings: Settings) -> str:
+    """The summary table: totals, failures by kind, first failure and its repro, histogram."""
+    n = len(report.outcomes)
+    rate = n / report.seconds if report.seconds > 0 else 0.0
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    counts = report.counts()
+    fails = report.failures
+    lines = [f"shmcomm stress: {report.program}: {n} runs in {report.seconds:.1f} s "
+             f"({rate:.1f} runs/s, load {load})",
+             f"failures: {len(fails)}  (" + ", ".join(f"{k} {counts[k]}" for k in KINDS) + ")"]
+    if fails:
+        first = fails[0]
+        lines.append(f"first failure: run {report.outcomes.index(first)} ({first.spec.label()} "
+                     f"seed={first.spec.seed}): {first.kind}")
+        lines += ["  " + m for m in _brief(first.message)]
+        if first.trace:
+            lines.append(f"  trace kept: {first.trace}")
+        lines.append(f"reproduce: {repro_command(report.program, first.spec, settings)}")
+    lines.append("outcomes per configuration:")
+    hist: dict[str, dict[str, int]] = {}
+    for o in report.outcomes:
+        row = hist.setdefault(o.spec.label(), dict.fromkeys(("ok",) + KINDS, 0))
+        row[o.kind] += 1
+    cols = ("ok",) + KINDS
+    width = max([len(k) for k in hist] + [13])
+    lines.append("  " + "configuration".ljust(width) + "".join(f"{c:>{len(c) + 2}}" for c in cols))
+    for label, row in hist.items():
+        lines.append("  " + label.ljust(width) + "".join(f"{row[c]:>{len(c) + 2}}" for c in cols))
+    return "\n".join(lines)
+
+
+def _brief(message: str) -> list[str]:
+    """A failure's first line and, from its traceback, the frame that raised (where to look)."""
+    lines = message.strip().splitlines()
+    if not lines:
+        return []
+    frames = [i for i, line in enumerate(lines) if line.lstrip().startswith("File ")
+              and "catalogue/_common.py" not in line]  # skip the check helper: show its caller
+    out = [lines[0]]
+    if frames:
+        i = frames[-1]
+        cwd = os.getcwd() + os.sep
+        out += [line.rstrip().replace(f'"{cwd}', '"') for line in lines[i:i + 2]]  # short paths
+    elif len(lines) > 1:  # a deadlock's wait-for table
+        out += lines[1:12]
+        if len(lines) > 12:
+            out.append(f"... ({len(lines) - 12} more lines)")
+    return out
+
+
+def _machine() -> dict[str, Any]:
+    return dict(python=platform.python_version(), platform=platform.platform(),
+                cpus=os.cpu_count(), loadavg=list(os.getloadavg()))
+
+
+def report_json(reports: Sequence[Report], settings: Settings, extra: dict | None = None) -> dict:
+    """A versioned JSON document of the sweep(s), with machine metadata."""
+    return dict(version=JSON_VERSION, tool="shmcomm.stress", machine=_machine(),
+                settings=asdict(settings), **(extra or {}),
+                reports=[dict(program=r.program, seconds=r.seconds, counts=r.counts(),
+                              outcomes=[dict(asdict(o.spec), kind=o.kind, seconds=o.seconds,
+                                             message=o.message[:2000], trace=o.trace)
+                                        for o in r.outcomes])
+                         for r in reports])
+
+

@@ -1,0 +1,108 @@
+"""Transports: where the windows live and how their words change.
+
+A transport owns every rank's window (signal matrix, then data heap) and offers what the core
+needs of memory, nothing more:
+
+* **word handles** (:class:`Word`): one int32 signal word of some rank's window, with an atomic
+  ``add``, ``set`` and ``load``, a cheap ``peek`` to poll with, and ``sleep`` / wake-up so a waiter
+  need not burn a core;
+* **window views**: ``view(rank, offset, shape, dtype)`` for the data moves (TLOAD / TSTORE read
+  and write through them) and host access to symmetric arrays;
+* **data AtomicAdd**: ``data_lock(rank, offset, nbytes, ...)`` makes a ``+=`` on a window region
+  atomic with respect to every other one on overlapping memory, from any block of any rank;
+* **creation and attach**: built once by the launcher before the rank processes start,
+  ``attach(rank)`` in each rank process, ``close()`` at the end.
+
+``shm`` (POSIX shared memory, libatomic through ctypes, futexes, fork inheritance) is the one
+transport today. A new transport is one package beside it that subclasses :class:`Transport` and
+:class:`Word`; nothing above the core changes.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any
+
+import numpy as np
+
+
+class Word(ABC):
+    """One int32 word of a window (a signal), as the transport reaches it.
+
+    ``add`` and ``set`` are sequentially consistent and wake sleepers of the word; ``load`` is a
+    sequentially consistent read (it gives a returning wait acquire order); ``peek`` may be a
+    plain read (polling only: a wait confirms with ``load`` before it returns).
+    """
+
+    __slots__ = ()
+    rank: int
+    offset: int
+
+    @abstractmethod
+    def add(self, value: int) -> int:
+        """Atomically add ``value``; return the old value."""
+
+    @abstractmethod
+    def set(self, value: int) -> None:
+        """Atomically store ``value``."""
+
+    @abstractmethod
+    def load(self) -> int:
+        """Atomically read the word."""
+
+    @abstractmethod
+    def peek(self) -> int:
+        """Read the word cheaply, without ordering (to poll with)."""
+
+    @abstractmethod
+    def sleep(self, seen: int, timeout: float, holds: Callable[[int], bool]) -> None:
+        """Block for at most ``timeout`` seconds while the word still holds ``seen`` and
+        ``holds(current)`` is false; spurious returns are allowed (callers re-check)."""
+
+
+class Transport(ABC):
+    """Every rank's window of one run; see the module docstring for the contract."""
+
+    name: str
+    nranks: int
+    signal_bytes: int
+    heap_bytes: int
+    size: int  # bytes of one window: signal_bytes + heap_bytes
+
+    @abstractmethod
+    def word(self, rank: int, offset: int) -> Word:
+        """The handle of the int32 word at byte ``offset`` of ``rank``'s window (checked by the
+        caller: in the window and 4-byte aligned)."""
+
+    @abstractmethod
+    def control_word(self, address: int) -> Word:
+        """A handle of a word of node-local supervision memory (the control segment)."""
+
+    @abstractmethod
+    def view(self, rank: int, offset: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """A numpy view of ``shape`` elements of ``dtype`` at ``offset`` in ``rank``'s window."""
+
+    @abstractmethod
+    def window(self, rank: int) -> np.ndarray:
+        """``rank``'s whole window as a uint8 array."""
+
+    @abstractmethod
+    def locate(self, address: int) -> tuple[int, int] | None:
+        """``(rank, offset)`` of a process address inside some window (a view's data pointer)."""
+
+    @abstractmethod
+    def data_lock(self, rank: int, offset: int, nbytes: int, timeout: float,
+                  aborted: Callable[[], Any]) -> AbstractContextManager[None]:
+        """Hold the locks that make an update of ``rank``'s bytes ``[offset, offset+nbytes)``
+        atomic against every other holder of overlapping memory; raise ``WaitTimeout`` after
+        ``timeout`` seconds and ``Aborted`` when ``aborted()`` turns true."""
+
+    @abstractmethod
+    def attach(self, rank: int) -> None:
+        """Called once in each rank process before any kernel runs."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the windows (in the launcher, after every rank is gone)."""

@@ -1,0 +1,196 @@
+"""The shared-memory transport: POSIX shared memory, libatomic through ctypes, futexes, fork.
+
+Layout of one rank's segment::
+
+    offset 0                       signal matrix, ``signal_bytes`` (int32 words, zeroed)
+    offset signal_bytes            data heap, ``heap_bytes``
+    offset signal_bytes+heap_bytes tail (not part of the window): line 0 counts the futex
+                                   sleepers on this window's words; then LOCK_STRIPES lock words
+                                   guarding data AtomicAdd, one per 4 KiB stripe of the window
+
+Every segment is created by the launcher and inherited by the rank processes through ``fork``
+(:mod:`.segments`), so a window is the same memory in every process, at one address each.
+A notifier wakes futex sleepers only when the window's sleeper count says there are any, so an
+uncontended ``TNOTIFY`` is one atomic and one plain read.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from ...errors import Aborted, ArgumentError, WaitTimeout
+from .. import Transport, Word
+from . import atomics as at
+from .segments import SHM_DIR, Segment, shm_free_bytes
+
+LOCK_STRIPES = 256
+LOCK_STRIPE_BYTES = 4096
+_TAIL_BYTES = 64 + 4 * LOCK_STRIPES
+_SEQ = at.SEQ_CST
+_fetch_add, _exchange, _load = at.fast_fetch_add, at.fast_exchange, at.fast_load
+
+
+class ShmWord(Word):
+    """An int32 word in mapped shared memory: ``cp`` for libatomic, ``cell`` for plain reads."""
+
+    __slots__ = ("rank", "offset", "addr", "cp", "cell", "sleepers", "sleepers_cp")
+
+    def __init__(self, rank: int, offset: int, addr: int,
+                 sleepers: tuple[Any, Any] | None) -> None:
+        self.rank, self.offset, self.addr = rank, offset, addr
+        self.cp = ctypes.c_void_p(addr)
+        self.cell = ctypes.c_int32.from_address(addr)
+        # the window's sleeper count (plain-read view, atomic address), or None: always wake
+        self.sleepers, self.sleepers_cp = sleepers if sleepers is not None else (None, None)
+
+    def add(self, value: int) -> int:
+        old = _fetch_add(self.cp, value, _SEQ)
+        s = self.sleepers  # a plain read is ordered after the seq_cst read-modify-write
+        if s is None or s.value:
+            at.futex_wake(self.cp)
+        return old
+
+    def set(self, value: int) -> None:
+        _exchange(self.cp, value, _SEQ)  # an exchange, not a store: orders the read below on ARM too
+        s = self.sleepers
+        if s is None or s.value:
+            at.futex_wake(self.cp)
+
+    def load(self) -> int:
+        return _load(self.cp, _SEQ)
+
+    def peek(self) -> int:
+        return self.cell.value
+
+    def sleep(self, seen: int, timeout: float, holds: Callable[[int], bool]) -> None:
+        s = self.sleepers
+        if s is None:
+            at.futex_wait(self.cp, seen, timeout)
+            return
+        scp = self.sleepers_cp
+        _fetch_add(scp, 1, _SEQ)
+        try:
+            # re-check after announcing ourselves: a notifier that wrote before our increment is
+            # seen here, one that writes after it sees the sleeper and wakes us (both seq_cst)
+            now = _load(self.cp, _SEQ)
+            if now == seen and not holds(now):
+                at.futex_wait(self.cp, seen, timeout)
+        finally:
+            _fetch_add(scp, -1, _SEQ)
+
+    def __repr__(self) -> str:
+        return f"ShmWord(rank={self.rank}, offset={self.offset:#x}, value={self.load()})"
+
+
+class ShmTransport(Transport):
+    """Every rank's window as a POSIX shared-memory segment mapped in this process."""
+
+    name = "shm"
+
+    def __init__(self, nranks: int, signal_bytes: int, heap_bytes: int) -> None:
+        self.nranks = nranks
+        self.signal_bytes = signal_bytes
+        self.heap_bytes = heap_bytes
+        self.size = signal_bytes + heap_bytes
+        seg_bytes = self.size + _TAIL_BYTES
+        free = shm_free_bytes()
+        if free is not None and nranks * seg_bytes > free:  # tmpfs past its size: SIGBUS on touch
+            raise ArgumentError(
+                f"windows: nranks={nranks} x (signal_bytes + heap_bytes = {self.size}) = "
+                f"{nranks * self.size} bytes exceed the {free} bytes free in {SHM_DIR}; lower "
+                "heap_bytes or nranks")
+        self.segments: list[Segment] = []
+        try:
+            for r in range(nranks):
+                self.segments.append(Segment(f"win{r}", seg_bytes))
+        except BaseException:
+            self.close()
+            raise
+        self.bases = [s.base for s in self.segments]
+        self._sleepers = [(ctypes.c_int32.from_address(b + self.size), ctypes.c_void_p(b + self.size))
+                          for b in self.bases]
+        self._locks = [b + self.size + 64 for b in self.bases]
+
+    # -- words and views ---------------------------------------------------------------------
+
+    def word(self, rank: int, offset: int) -> ShmWord:
+        return ShmWord(rank, offset, self.bases[rank] + offset, self._sleepers[rank])
+
+    def control_word(self, address: int) -> ShmWord:
+        return ShmWord(-1, 0, address, None)
+
+    def view(self, rank: int, offset: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        n = dtype.itemsize
+        for d in shape:  # not np.prod: ~3 us on every TLOAD / TSTORE
+            n *= d
+        if offset < 0 or offset + n > self.size:
+            raise ArgumentError(f"view: bytes [{offset}, {offset + n}) lie outside rank {rank}'s "
+                                f"window [0, {self.size})")
+        return self.segments[rank].array[offset:offset + n].view(dtype).reshape(shape)
+
+    def window(self, rank: int) -> np.ndarray:
+        return self.segments[rank].array[:self.size]
+
+    def locate(self, address: int) -> tuple[int, int] | None:
+        for r, base in enumerate(self.bases):
+            if base <= address < base + self.size:
+                return r, address - base
+        return None
+
+    # -- data AtomicAdd ----------------------------------------------------------------------
+
+    @contextmanager
+    def data_lock(self, rank: int, offset: int, nbytes: int, timeout: float,
+                  aborted: Callable[[], Any]) -> Iterator[None]:
+        """Spin-locks, one per 4 KiB stripe of the window, taken with a real atomic exchange in
+        ascending stripe order (two adders never deadlock). Signal atomics never need them."""
+        first, last = offset, offset + max(nbytes, 1) - 1
+        count = last // LOCK_STRIPE_BYTES - first // LOCK_STRIPE_BYTES + 1
+        stripes = sorted({(first // LOCK_STRIPE_BYTES + i) % LOCK_STRIPES
+                          for i in range(min(count, LOCK_STRIPES))})
+        base = self._locks[rank]
+        taken: list[int] = []
+        try:
+            for s in stripes:
+                addr = base + 4 * s
+                _lock(addr, timeout, aborted)
+                taken.append(addr)
+            yield
+        finally:
+            for addr in taken:
+                at.store(addr, 0)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def attach(self, rank: int) -> None:
+        """Nothing to do: the rank process inherited every mapping through ``fork``."""
+
+    def close(self) -> None:
+        self._sleepers = []
+        for s in self.segments:
+            s.close()
+        self.segments = []
+
+
+def _lock(addr: int, timeout: float, aborted: Callable[[], Any]) -> None:
+    if at.exchange(addr, 1) == 0:
+        return
+    deadline = time.perf_counter() + timeout
+    while True:
+        os.sched_yield()
+        if at.load(addr) == 0 and at.exchange(addr, 1) == 0:
+            return
+        if aborted():
+            raise Aborted("stopped by an abort while waiting for a data lock")
+        if time.perf_counter() > deadline:
+            raise WaitTimeout(f"could not take a data lock within wait_timeout={timeout:g} s")
+
+
+__all__ = ["ShmTransport", "ShmWord", "Segment", "LOCK_STRIPES", "LOCK_STRIPE_BYTES"]
