@@ -6,7 +6,7 @@ barrier over ``iters`` back-to-back barriers (the max over all ranks and blocks)
 one shape are interleaved in ``--rounds`` rounds (fresh processes each), so that a shared box's
 load falls on every case alike. All rows of one invocation
 are measured in the same run, so their ratios are what to read (the box is shared: the 1-minute
-load average is kept with every row).
+load average is kept with every row); the ratios that matter are printed after the tables.
 
 Measured, for each ``nranks x blocks``:
 
@@ -423,6 +423,30 @@ def machine() -> dict[str, Any]:
             "numpy": np.__version__, "shmcomm": shmcomm.__version__}
 
 
+BARRIER_NAMES = {"seed": "seed DeviceBarrier", "user": "user barrier", "epoch": "EpochBarrier",
+                 "central": "CentralBarrier", "mp": "multiprocessing.Barrier",
+                 "thread+mp": "threading.Barrier + multiprocessing.Barrier", "mpi": "MPI_Barrier"}
+
+
+def speed(ratio: float) -> str:
+    """A ratio of latencies (ours / theirs) as "N.Nx faster" or "N.Nx slower"."""
+    return f"{1 / ratio:.1f}x faster" if ratio < 1 else f"{ratio:.1f}x slower"
+
+
+def comparison_text(c: dict[str, Any]) -> str:
+    return (f"{BARRIER_NAMES[c['barrier']]} is {speed(c['ratio'])} than {BARRIER_NAMES[c['baseline']]} "
+            f"at {c['nranks']}x{c['blocks']} ({c['us']:.1f} vs {c['baseline_us']:.1f} us, medians)")
+
+
+def target_text(t: dict[str, Any]) -> str:
+    if t["value"] is None:
+        return f"{t['target']}: not measured"
+    if t["unit"] == "ratio":
+        return (f"{t['target']}: {t['value']:.3g}, {speed(t['value'])} (limit {t['limit']:.3g}, "
+                f"{speed(t['limit'])})")
+    return f"{t['target']}: {t['value']:.3g} {t['unit']} (limit {t['limit']:g} {t['unit']})"
+
+
 class Bench:
     def __init__(self, args: argparse.Namespace) -> None:
         self.a = args
@@ -527,31 +551,47 @@ class Bench:
                 out[base] = row.stats["median"] / br.stats["median"]
         return out
 
+    def comparisons(self) -> list[dict[str, Any]]:
+        """The ratios that matter, from rows of one group (same run, same weather): the user
+        barrier against what a user would reach for instead, CentralBarrier against
+        ``multiprocessing.Barrier``, and every shmcomm barrier against it at 32x1."""
+        wanted = [("user", "mp", 8, 1), ("user", "mp", 2, 1), ("user", "thread+mp", 8, 4),
+                  ("central", "mp", 8, 1)] + [(w, "mp", 32, 1) for w in SHM_BARRIERS]
+        res = []
+        for impl, base, n, b in wanted:
+            for kind in ("barrier", "scaling"):
+                r, br = self.baseline(impl, n, b, kind), self.baseline(base, n, b, kind)
+                if r is not None and br is not None:
+                    res.append({"barrier": impl, "baseline": base, "nranks": n, "blocks": b,
+                                "section": kind, "us": r.stats["median"],
+                                "baseline_us": br.stats["median"],
+                                "ratio": r.stats["median"] / br.stats["median"]})
+                    break
+        return res
+
     def targets(self) -> list[dict[str, Any]]:
+        """The project's reference limits beside the measured values (``unit``: a ratio of
+        medians, lower is faster, or an absolute time)."""
         res = []
 
         def med(impl: str, n: int, b: int) -> float | None:
             r = self.baseline(impl, n, b)
             return r.stats["median"] if r else None
 
-        def check(name: str, value: float | None, limit: float | None, unit: str = "ratio") -> None:
-            if value is None or limit is None:
-                res.append({"target": name, "value": None, "limit": limit, "met": None})
-            else:
-                res.append({"target": name, "value": value, "limit": limit, "met": value <= limit})
+        def add(name: str, value: float | None, limit: float, unit: str = "ratio") -> None:
+            res.append({"target": name, "value": value, "limit": limit, "unit": unit})
 
         s8, m8, p8 = med("seed", 8, 1), med("mp", 8, 1), med("mpi", 8, 1)
-        check("8x1 seed / multiprocessing.Barrier <= 1/10", s8 / m8 if s8 and m8 else None, 0.1)
-        check("8x1 seed / MPI_Barrier <= 1/3", s8 / p8 if s8 and p8 else None, 1 / 3)
+        add("8x1 seed / multiprocessing.Barrier", s8 / m8 if s8 and m8 else None, 0.1)
+        add("8x1 seed / MPI_Barrier", s8 / p8 if s8 and p8 else None, 1 / 3)
         best2 = min((v for v in (med(w, 2, 1) for w in SHM_BARRIERS) if v), default=None)
-        check("2x1 best shmcomm barrier <= 3 us", best2, 3.0, "us")
+        add("2x1 best shmcomm barrier", best2, 3.0, "us")
         best84 = min((v for v in (med(w, 8, 4) for w in SHM_BARRIERS) if v), default=None)
         h84 = med("thread+mp", 8, 4)
-        check("8x4 best shmcomm barrier / threading+multiprocessing <= 1/3",
-              best84 / h84 if best84 and h84 else None, 1 / 3)
+        add("8x4 best shmcomm barrier / threading+multiprocessing",
+            best84 / h84 if best84 and h84 else None, 1 / 3)
         if self.launch:
-            check("python -m shmcomm.launch --nranks 8 wall <= 1 s",
-                  self.launch["cli_wall_s"]["median"], 1.0, "s")
+            add("python -m shmcomm.launch --nranks 8 wall", self.launch["cli_wall_s"]["median"], 1.0, "s")
         return res
 
     launch: dict[str, Any] | None = None
@@ -587,11 +627,14 @@ class Bench:
                       f"{lc['cli_wall_s']['median']:.2f} s (min {lc['cli_wall_s']['min']:.2f}, max "
                       f"{lc['cli_wall_s']['max']:.2f}); `python -c 'import shmcomm'`: "
                       f"{lc['python_import_shmcomm_s']:.2f} s.", ""]
+        comps = self.comparisons()
+        if comps:
+            lines += ["## Ratios", ""]
+            lines += [f"- {comparison_text(c)}" for c in comps]
+            lines.append("")
         lines += ["## Targets", ""]
         for t in self.targets():
-            met = {True: "met", False: "NOT met", None: "not measured"}[t["met"]]
-            val = "" if t["value"] is None else f"{t['value']:.3g}"
-            lines.append(f"- {t['target']}: {val} -> **{met}**")
+            lines.append(f"- {target_text(t)}")
         for n in self.notes:
             lines.append(f"- note: {n}")
         return "\n".join(lines) + "\n"
@@ -644,7 +687,8 @@ class Bench:
                "settings": {k: v for k, v in vars(self.a).items() if k != "out"},
                "loadavg_start": self.load0, "loadavg_end": os.getloadavg(),
                "rows": [dict(asdict(r), ratios=self.ratios(r)) for r in self.rows],
-               "launch": self.launch, "targets": self.targets(), "notes": self.notes}
+               "launch": self.launch, "comparisons": self.comparisons(), "targets": self.targets(),
+               "notes": self.notes}
         with open(out + ".json", "w") as f:
             json.dump(doc, f, indent=1)
         print()
