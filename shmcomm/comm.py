@@ -27,7 +27,7 @@ from .core import agent as _agent
 from .core.copy import copy_through
 from .core.gm import I32, GlobalTensor, GMPtr
 from .core.tile import Tile
-from .core.waiting import WaitSite, first_unsatisfied, wait_until
+from .core.waiting import WaitSite, wait_until
 from .errors import ArgumentError
 from .group import TBROADCAST, TGATHER, TREDUCE, TSCATTER, ParallelGroup
 from .types import (
@@ -48,7 +48,10 @@ __all__ = [
 ]
 
 _tls = _agent._tls
+_hooked = _agent.HOOKED  # [bool]: does any block of this process have model hooks?
 _new = object.__new__
+_ADD, _SET = NotifyOp.AtomicAdd, NotifyOp.Set
+_GE = WaitCmp.GE
 
 
 def _check_signal_ptr(ptr: Any, what: str, nbytes: int) -> GMPtr:
@@ -66,28 +69,20 @@ class Signal:
     """One int32 signal word in GM (PTO's ``comm::Signal``, a 1x1x1x1x1 GlobalTensor).
 
     A Signal holds nothing but the word's handle, so ``Signal(ptr)`` hands back the one object
-    already made for that word in this rank process (one dictionary hit): kernels written like
-    the seed build a fresh Signal for every instruction.
+    already made for that word in this rank process: kernels written like the seed build a fresh
+    Signal for every instruction, and for a pointer into the signal matrix that is one attribute
+    read.
     """
 
-    __slots__ = ("ptr", "word", "add", "set", "load", "_site")
+    __slots__ = ("ptr", "word", "cell", "handle", "fetch_add", "exchange", "waiters", "wake",
+                 "load", "_site")
 
     def __new__(cls, ptr: GMPtr) -> Signal:
         if type(ptr) is GMPtr:
-            table = ptr.space.signals  # None unless the pointer is int32
-            if table is not None:
-                sig = table.get(ptr.offset << 6 | ptr.rank)
-                if sig is not None:
-                    return sig
-        _check_signal_ptr(ptr, "Signal", 4)
-        self = _new(cls)
-        self.ptr = ptr
-        word = self.word = ptr.windows.transport.word(ptr.rank, ptr.offset)
-        self.add, self.set, self.load = word.add, word.set, word.load
-        self._site: WaitSite | None = None
-        if cls is Signal:
-            ptr.space.signals[ptr.offset << 6 | ptr.rank] = self  # type: ignore[index]
-        return self
+            sig = ptr._sig  # the pointer's Signal, once made (exact Signal class only)
+            if sig is not None and cls is Signal:
+                return sig
+        return _new_signal(cls, ptr)
 
     @property
     def site(self) -> WaitSite:
@@ -109,6 +104,31 @@ class Signal:
         return f"Signal(rank={self.ptr.rank}, offset={self.ptr.offset:#x}, value={self.value})"
 
 
+def _new_signal(cls: type, ptr: Any) -> Signal:
+    """The Signal of ``ptr``'s word: the one this process made already, or a new (checked) one."""
+    table = ptr.kind.signals if type(ptr) is GMPtr else None
+    sig = table.get(ptr.offset) if table is not None and cls is Signal else None
+    if sig is None:
+        _check_signal_ptr(ptr, "Signal", 4)
+        sig = _new(cls)
+        sig.ptr = ptr
+        sig.word = ptr.windows.transport.word(ptr.rank, ptr.offset)
+        _bind_word(sig, sig.word)
+        sig._site = None
+        if cls is not Signal:
+            return sig
+        table[ptr.offset] = sig  # type: ignore[index]
+    ptr._sig = sig
+    return sig
+
+
+def _bind_word(sig: Any, word: Any) -> None:
+    """Copy the word's fast-path pieces into the signal: TNOTIFY and TWAIT read them directly."""
+    sig.cell, sig.handle, sig.load = word.cell, word.handle, word.load
+    sig.fetch_add, sig.exchange, sig.waiters, sig.wake = (
+        word.fetch_add, word.exchange, word.waiters, word.wake)
+
+
 class Signal2D:
     """A ``rows x cols`` block of int32 signals (``comm::Signal2D<R, C>``).
 
@@ -116,7 +136,8 @@ class Signal2D:
     ``TWAIT`` / ``TTEST`` need every element to hold; ``TNOTIFY`` writes element [0, 0] only.
     """
 
-    __slots__ = ("ptr", "rows", "cols", "row_stride", "words", "add", "set", "load", "_site")
+    __slots__ = ("ptr", "rows", "cols", "row_stride", "words", "cells", "cell", "handle",
+                 "fetch_add", "exchange", "waiters", "wake", "load", "_site")
 
     def __init__(self, ptr: GMPtr, rows: int, cols: int, row_stride: int | None = None) -> None:
         for name, v in (("rows", rows), ("cols", cols)):
@@ -131,8 +152,8 @@ class Signal2D:
         word = ptr.windows.transport.word
         self.words = tuple(word(ptr.rank, ptr.offset + 4 * (r * row_stride + c))
                            for r in range(rows) for c in range(cols))
-        first = self.words[0]
-        self.add, self.set, self.load = first.add, first.set, first.load
+        self.cells = tuple(w.cell for w in self.words)
+        _bind_word(self, self.words[0])  # TNOTIFY writes element [0, 0]
         self._site: WaitSite | None = None
 
     @property
@@ -167,10 +188,20 @@ def _check_i32(value: Any, op: str) -> int:
 
 
 def _hooks() -> Any:
+    """The calling block's model hooks (``None`` when its model observes nothing)."""
     try:
         return _tls.agent.hooks
     except AttributeError:
         return _agent.current().hooks
+
+
+def _holds(cells: tuple, value: int, cmp: int) -> bool:
+    """One sweep of acquire reads: does every word satisfy ``word <cmp> value``?"""
+    fn = CMP_FUNCS[cmp]
+    for c in cells:
+        if not fn(c.value, value):
+            return False
+    return True
 
 
 def TNOTIFY(sig: Signal | Signal2D, value: int, op: NotifyOp = NotifyOp.AtomicAdd) -> None:
@@ -182,17 +213,20 @@ def TNOTIFY(sig: Signal | Signal2D, value: int, op: NotifyOp = NotifyOp.AtomicAd
     t = type(sig)
     if t is not Signal and t is not Signal2D:
         _check_sig(sig, "TNOTIFY")
-    if type(value) is not int or not INT32_MIN <= value <= INT32_MAX:
+    if type(value) is not int or not -0x80000000 <= value <= 0x7FFFFFFF:
         value = _check_i32(value, "TNOTIFY")
-    if type(op) is not NotifyOp:  # ints 0/1 pass; another enum (WaitCmp.NE == 1) does not
-        op = check_enum(NotifyOp, op, "TNOTIFY: op")
-    hooks = _hooks()
-    if hooks is not None:
-        hooks.notify(sig, value, op)
-    if op == 0:
-        sig.add(value)
+    if op is not _ADD and op is not _SET:  # ints 0/1 pass; another enum (WaitCmp.NE) does not
+        op = NotifyOp(check_enum(NotifyOp, op, "TNOTIFY: op"))
+    if _hooked[0]:
+        hooks = _hooks()
+        if hooks is not None:
+            hooks.notify(sig, value, op)
+    if op is _ADD:
+        sig.fetch_add(sig.handle, value, 5)  # 5: seq_cst
     else:
-        sig.set(value)
+        sig.exchange(sig.handle, value, 5)  # a read-modify-write: orders the waiters read below
+    if sig.waiters.value:
+        sig.wake()
 
 
 def TWAIT(sig: Signal | Signal2D, value: int, cmp: WaitCmp) -> None:
@@ -203,23 +237,24 @@ def TWAIT(sig: Signal | Signal2D, value: int, cmp: WaitCmp) -> None:
     t = type(sig)
     if t is not Signal and t is not Signal2D:
         _check_sig(sig, "TWAIT")
-    if type(value) is not int or not INT32_MIN <= value <= INT32_MAX:
+    if type(value) is not int or not -0x80000000 <= value <= 0x7FFFFFFF:
         value = _check_i32(value, "TWAIT")
     if type(cmp) is not WaitCmp:
         cmp = check_enum(WaitCmp, cmp, "TWAIT: cmp")
-    hooks = _hooks()
-    if hooks is not None:
-        hooks.wait(sig, value, cmp)
-        wait_until(_tls.agent, sig.site, value, cmp)
-        hooks.waited(sig, value, cmp)
-        return
-    fn = CMP_FUNCS[cmp]
-    if t is Signal:
-        if fn(sig.load(), value):
+    if _hooked[0]:
+        hooks = _hooks()
+        if hooks is not None:
+            hooks.wait(sig, value, cmp)
+            wait_until(_tls.agent, sig.site, value, cmp)
+            hooks.waited(sig, value, cmp)
             return
-    elif first_unsatisfied(sig.words, fn, value)[0] < 0:
+    if t is Signal:
+        cur = sig.cell.value  # an acquire read (see Word.cell)
+        if cur >= value if cmp is _GE else CMP_FUNCS[cmp](cur, value):
+            return
+    elif _holds(sig.cells, value, cmp):
         return
-    wait_until(_tls.agent, sig.site, value, cmp)
+    wait_until(_agent.current(), sig.site, value, cmp)
 
 
 def TTEST(sig: Signal | Signal2D, value: int, cmp: WaitCmp) -> bool:
@@ -227,23 +262,32 @@ def TTEST(sig: Signal | Signal2D, value: int, cmp: WaitCmp) -> bool:
     t = type(sig)
     if t is not Signal and t is not Signal2D:
         _check_sig(sig, "TTEST")
-    if type(value) is not int or not INT32_MIN <= value <= INT32_MAX:
+    if type(value) is not int or not -0x80000000 <= value <= 0x7FFFFFFF:
         value = _check_i32(value, "TTEST")
     if type(cmp) is not WaitCmp:
         cmp = check_enum(WaitCmp, cmp, "TTEST: cmp")
-    hooks = _hooks()
-    if hooks is not None:
-        hooks.test(sig, value, cmp)
+    if _hooked[0]:
+        hooks = _hooks()
+        if hooks is not None:
+            hooks.test(sig, value, cmp)
     if t is Signal:
-        return CMP_FUNCS[cmp](sig.load(), value)
-    return first_unsatisfied(sig.words, CMP_FUNCS[cmp], value)[0] < 0
+        cur = sig.cell.value
+        return cur >= value if cmp is _GE else CMP_FUNCS[cmp](cur, value)
+    return _holds(sig.cells, value, cmp)
 
 
 def GetRemotePtr(ctx: Any, ptr: GMPtr, rank: int) -> GMPtr:
     """The address of ``ptr``'s offset in ``rank``'s window (symmetric-heap translation)."""
-    if type(ptr) is not GMPtr:
-        if not isinstance(ptr, GMPtr):
-            raise ArgumentError(f"GetRemotePtr: ptr must be a GM pointer (GMPtr), got {type(ptr).__name__}")
+    if type(ptr) is GMPtr and type(rank) is int:
+        k = ptr.kind
+        if rank == k.rank:
+            return ptr
+        if 0 <= rank < k.nranks:  # the common case inline: one dictionary hit
+            p = k.peers[rank].ptrs.get(ptr.offset)
+            if p is not None:
+                return p
+    elif not isinstance(ptr, GMPtr):
+        raise ArgumentError(f"GetRemotePtr: ptr must be a GM pointer (GMPtr), got {type(ptr).__name__}")
     return ptr.on_rank(rank)
 
 

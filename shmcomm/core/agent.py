@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     from .runtime import RankRuntime
 
 _tls = threading.local()
+# Whether any block of this process has model hooks (set at the first such launch, never
+# cleared): until then TNOTIFY / TWAIT skip the thread-local lookup entirely.
+HOOKED = [False]
 
 
 class Agent:

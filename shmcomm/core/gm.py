@@ -78,14 +78,15 @@ class Windows:
         self.signal_bytes = transport.signal_bytes
         self.heap_bytes = transport.heap_bytes
         self.size = transport.size
-        self._spaces: dict[np.dtype, PtrSpace] = {}
+        self._kinds: dict[np.dtype, list[PtrKind]] = {}
 
-    def space(self, dtype: np.dtype) -> PtrSpace:
-        """The one :class:`PtrSpace` of ``dtype`` (pointers of a dtype share it)."""
-        sp = self._spaces.get(dtype)
-        if sp is None:
-            sp = self._spaces[dtype] = PtrSpace(self, dtype)
-        return sp
+    def kind(self, dtype: np.dtype, rank: int) -> PtrKind:
+        """The one :class:`PtrKind` of ``(dtype, rank)``: every such pointer shares it."""
+        kinds = self._kinds.get(dtype)
+        if kinds is None:
+            kinds = self._kinds[dtype] = []
+            kinds.extend(PtrKind(self, dtype, r, kinds) for r in range(self.nranks))
+        return kinds[rank]
 
     def check_rank(self, rank: Any, what: str = "rank") -> int:
         if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)):
@@ -110,105 +111,118 @@ class Windows:
         return self.transport.locate(address)
 
 
-class PtrSpace:
-    """What every pointer of one dtype in one run shares: the windows, the dtype, the bounds.
+class PtrKind:
+    """What every pointer of one dtype into one rank's window shares.
 
-    ``signals`` is the int32 space's table of Signal objects (``None`` for other dtypes).
+    ``ptrs`` interns the pointers into the signal matrix (bounded by its size), so the seed's
+    ``signal_base + r`` and ``GetRemotePtr(ctx, p, r)`` are one dictionary hit after their first
+    use; ``peers[r]`` is the kind of the same dtype on rank ``r``. ``signals`` holds the Signal of
+    each int32 word made from a pointer that is not interned (``None`` for other dtypes).
     """
 
-    __slots__ = ("windows", "dtype", "itemsize", "size", "nranks", "signals")
+    __slots__ = ("windows", "dtype", "itemsize", "rank", "nranks", "size", "intern_end", "peers",
+                 "ptrs", "signals")
 
-    def __init__(self, windows: Windows, dtype: np.dtype) -> None:
+    def __init__(self, windows: Windows, dtype: np.dtype, rank: int, peers: list[PtrKind]) -> None:
         self.windows = windows
         self.dtype = dtype
         self.itemsize = dtype.itemsize
-        self.size = windows.size
+        self.rank = rank
         self.nranks = windows.nranks
+        self.size = windows.size
+        self.intern_end = windows.signal_bytes
+        self.peers = peers
+        self.ptrs: dict[int, GMPtr] = {}
         self.signals: dict[int, Any] | None = {} if dtype == I32 else None
 
 
 _new = object.__new__
 
 
+def _make(kind: PtrKind, offset: int, what: str) -> GMPtr:
+    """The pointer at ``offset`` of ``kind`` (range-checked; interned in the signal matrix)."""
+    if not 0 <= offset <= kind.size:
+        raise ArgumentError(f"{what}: offset {offset} lies outside rank {kind.rank}'s window "
+                            f"[0, {kind.size}]")
+    p = _new(GMPtr)
+    p.kind, p.offset, p._sig = kind, offset, None
+    if offset < kind.intern_end:
+        kind.ptrs[offset] = p
+    return p
+
+
+def _elements(n: Any, what: str) -> int:
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise ArgumentError(f"{what}: n must be an int (elements), got {n!r}")
+    return int(n)
+
+
 class GMPtr:
-    """A typed pointer into global memory: ``(rank, byte offset, dtype)``.
+    """A typed pointer into global memory: ``(rank, byte offset, dtype)``, immutable.
 
     ``p + n`` moves by ``n`` elements, like ``__gm__ T*`` arithmetic; the result must stay inside
-    the window (one past the end allowed).
+    the window (one past the end allowed). Pointers into the signal matrix are interned: equal
+    pointers made twice are the same object.
     """
 
-    __slots__ = ("space", "rank", "offset")
+    __slots__ = ("kind", "offset", "_sig")
 
-    def __init__(self, windows: Windows, rank: int, offset: int, dtype: Any = np.int32) -> None:
+    def __new__(cls, windows: Windows, rank: int, offset: int, dtype: Any = np.int32) -> GMPtr:
         dt = dtype if isinstance(dtype, np.dtype) and dtype in DTYPES else as_dtype(dtype)
         rank = windows.check_rank(rank)
         if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)):
             raise ArgumentError(f"pointer offset must be an int, got {offset!r}")
-        offset = int(offset)
-        if not 0 <= offset <= windows.size:
-            raise ArgumentError(
-                f"pointer offset {offset} lies outside rank {rank}'s window [0, {windows.size}]"
-            )
-        self.space = windows.space(dt)
-        self.rank = rank
-        self.offset = offset
+        kind = windows.kind(dt, rank)
+        p = kind.ptrs.get(int(offset))
+        return p if p is not None else _make(kind, int(offset), "pointer")
+
+    @property
+    def rank(self) -> int:
+        return self.kind.rank
 
     @property
     def windows(self) -> Windows:
-        return self.space.windows
+        return self.kind.windows
 
     @property
     def dtype(self) -> np.dtype:
-        return self.space.dtype
+        return self.kind.dtype
 
     @property
     def itemsize(self) -> int:
-        return self.space.itemsize
+        return self.kind.itemsize
 
     def __add__(self, n: int) -> GMPtr:
         if type(n) is not int:
-            if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
-                raise ArgumentError(f"pointer + n: n must be an int (elements), got {n!r}")
-            n = int(n)
-        sp = self.space
-        off = self.offset + n * sp.itemsize
-        if not 0 <= off <= sp.size:
-            raise ArgumentError(
-                f"pointer arithmetic: offset {off} lies outside rank {self.rank}'s window "
-                f"[0, {sp.size}]")
-        p = _new(GMPtr)  # allocation-light: the hot path of every kernel
-        p.space = sp
-        p.rank = self.rank
-        p.offset = off
-        return p
+            n = _elements(n, "pointer + n")
+        k = self.kind
+        off = self.offset + n * k.itemsize
+        p = k.ptrs.get(off)
+        return p if p is not None else _make(k, off, "pointer arithmetic")
 
     __radd__ = __add__
 
     def __sub__(self, n: Any) -> Any:
         if isinstance(n, GMPtr):
-            if n.rank != self.rank or n.space is not self.space:
+            if n.kind is not self.kind:
                 raise ArgumentError("pointer difference needs two pointers of one rank and dtype")
-            return (self.offset - n.offset) // self.space.itemsize
-        if type(n) is not int and (isinstance(n, bool) or not isinstance(n, (int, np.integer))):
-            raise ArgumentError(f"pointer - n: n must be an int (elements) or a GMPtr, got {n!r}")
-        return self + (-int(n))
+            return (self.offset - n.offset) // self.kind.itemsize
+        return self + (-_elements(n, "pointer - n"))
 
     def on_rank(self, rank: Any) -> GMPtr:
         """The same offset in ``rank``'s window (symmetric-heap translation)."""
-        if type(rank) is int and 0 <= rank < self.space.nranks:
-            if rank == self.rank:
-                return self
-        else:
-            rank = self.space.windows.check_rank(rank, "GetRemotePtr: rank")
-        p = _new(GMPtr)
-        p.space = self.space
-        p.rank = rank
-        p.offset = self.offset
-        return p
+        k = self.kind
+        if type(rank) is not int or not 0 <= rank < k.nranks:
+            rank = k.windows.check_rank(rank, "GetRemotePtr: rank")
+        if rank == k.rank:
+            return self
+        pk = k.peers[rank]
+        p = pk.ptrs.get(self.offset)
+        return p if p is not None else _make(pk, self.offset, "GetRemotePtr")
 
     def cast(self, dtype: Any) -> GMPtr:
         """The same address seen as ``dtype`` (``reinterpret_cast``)."""
-        return GMPtr(self.space.windows, self.rank, self.offset, as_dtype(dtype))
+        return GMPtr(self.kind.windows, self.kind.rank, self.offset, as_dtype(dtype))
 
     def tensor(self, shape: Any) -> GlobalTensor:
         """Shorthand for ``GlobalTensor(self, shape)``."""
@@ -216,17 +230,17 @@ class GMPtr:
 
     def view(self, shape: tuple[int, ...]) -> np.ndarray:
         """A numpy view of ``shape`` elements starting here (bounds-checked)."""
-        return self.space.windows.view(self.rank, self.offset, tuple(shape), self.space.dtype)
+        k = self.kind
+        return k.windows.view(k.rank, self.offset, tuple(shape), k.dtype)
 
     def __eq__(self, other: object) -> bool:
-        return (isinstance(other, GMPtr) and other.space is self.space
-                and other.rank == self.rank and other.offset == self.offset)
+        return isinstance(other, GMPtr) and other.kind is self.kind and other.offset == self.offset
 
     def __hash__(self) -> int:
-        return hash((self.rank, self.offset, self.space.dtype.str))
+        return hash((self.kind.rank, self.offset, self.kind.dtype.str))
 
     def __repr__(self) -> str:
-        return f"GMPtr(rank={self.rank}, offset={self.offset:#x}, {self.space.dtype})"
+        return f"GMPtr(rank={self.kind.rank}, offset={self.offset:#x}, {self.kind.dtype})"
 
 
 class GlobalTensor:

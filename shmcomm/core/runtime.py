@@ -24,7 +24,7 @@ from ..config import MAX_BLOCKS, Config
 from ..errors import Aborted, ArgumentError, ShmcommError
 from ..types import WaitCmp
 from . import control as C
-from .agent import Agent, bind
+from .agent import HOOKED, Agent, bind
 from .gm import GMPtr, Windows, as_dtype
 from .heap import SymmetricArray, SymmetricHeap
 from .model import RankModel
@@ -172,6 +172,8 @@ class RankRuntime:
             a.set_state(C.IDLE)
             a.kernel = kernel
             a.pipes = self.model.block(a)
+            if a.hooks is not None:
+                HOOKED[0] = True
         self.agents = agents
         self.ctl.set_rank(self.rank, C.R_BLOCKS, blocks)
         self.ctl.set_rank(self.rank, C.R_LAUNCHES, self.launches)

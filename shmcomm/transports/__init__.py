@@ -33,12 +33,23 @@ class Word(ABC):
 
     ``add`` and ``set`` are sequentially consistent and wake sleepers of the word; ``load`` is a
     sequentially consistent read (it gives a returning wait acquire order); ``peek`` may be a
-    plain read (polling only: a wait confirms with ``load`` before it returns).
+    plain read (polling only: a wait confirms with ``load`` before it returns). ``cell`` is an
+    object whose ``value`` attribute is an acquire read: the satisfied ``TWAIT`` reads it, so it
+    must cost no Python call where the platform allows.
     """
 
     __slots__ = ()
     rank: int
     offset: int
+    cell: Any  # ``cell.value`` reads the word with acquire order, as cheaply as the platform allows
+    # The notify fast path, with no Python call of the transport's own in between:
+    # ``fetch_add(handle, v, SEQ_CST)`` / ``exchange(handle, v, SEQ_CST)`` update the word and return
+    # the old value; then ``if waiters.value: wake()`` (``waiters.value`` is non-zero while a
+    # waiter may be asleep on the word).
+    handle: Any
+    fetch_add: Callable[[Any, int, int], int]
+    exchange: Callable[[Any, int, int], int]
+    waiters: Any
 
     @abstractmethod
     def add(self, value: int) -> int:
@@ -57,9 +68,16 @@ class Word(ABC):
         """Read the word cheaply, without ordering (to poll with)."""
 
     @abstractmethod
+    def wake(self) -> None:
+        """Wake every waiter asleep on the word."""
+
+    @abstractmethod
     def sleep(self, seen: int, timeout: float, holds: Callable[[int], bool]) -> None:
         """Block for at most ``timeout`` seconds while the word still holds ``seen`` and
         ``holds(current)`` is false; spurious returns are allowed (callers re-check)."""
+
+
+SEQ_CST = 5  # C11's __ATOMIC_SEQ_CST: the memory order every signal update uses
 
 
 class Transport(ABC):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import platform
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -30,6 +31,10 @@ from .. import Transport, Word
 from . import atomics as at
 from .segments import SHM_DIR, Segment, shm_free_bytes
 
+# On x86-64 (TSO) a plain aligned load is an acquire load and a locked read-modify-write or a
+# seq_cst store is a full barrier, so a plain ctypes read may stand for an atomic one.
+TSO = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
+_ALWAYS = ctypes.c_int32(1)  # the waiter count of a word without one: always wake
 LOCK_STRIPES = 256
 LOCK_STRIPE_BYTES = 4096
 _TAIL_BYTES = 64 + 4 * LOCK_STRIPES
@@ -37,44 +42,63 @@ _SEQ = at.SEQ_CST
 _fetch_add, _exchange, _load = at.fast_fetch_add, at.fast_exchange, at.fast_load
 
 
-class ShmWord(Word):
-    """An int32 word in mapped shared memory: ``cp`` for libatomic, ``cell`` for plain reads."""
+class _AtomicCell:
+    """``value`` is a seq_cst atomic load: the acquire read where plain loads are not enough."""
 
-    __slots__ = ("rank", "offset", "addr", "cp", "cell", "sleepers", "sleepers_cp")
+    __slots__ = ("cp",)
+
+    def __init__(self, cp: ctypes.c_void_p) -> None:
+        self.cp = cp
+
+    @property
+    def value(self) -> int:
+        return _load(self.cp, _SEQ)
+
+
+class ShmWord(Word):
+    """An int32 word in mapped shared memory: ``cp`` for libatomic, ``plain`` for plain reads,
+    ``cell`` for acquire reads (``plain`` itself on x86-64)."""
+
+    __slots__ = ("rank", "offset", "addr", "cp", "plain", "cell", "waiters", "waiters_cp")
+    handle = property(lambda self: self.cp)
+    fetch_add = staticmethod(_fetch_add)  # libatomic itself: TNOTIFY calls it directly
+    exchange = staticmethod(_exchange)
 
     def __init__(self, rank: int, offset: int, addr: int,
-                 sleepers: tuple[Any, Any] | None) -> None:
+                 waiters: tuple[Any, Any] | None) -> None:
         self.rank, self.offset, self.addr = rank, offset, addr
         self.cp = ctypes.c_void_p(addr)
-        self.cell = ctypes.c_int32.from_address(addr)
-        # the window's sleeper count (plain-read view, atomic address), or None: always wake
-        self.sleepers, self.sleepers_cp = sleepers if sleepers is not None else (None, None)
+        self.plain = ctypes.c_int32.from_address(addr)
+        self.cell = self.plain if TSO else _AtomicCell(self.cp)
+        # the window's sleeper count (plain-read view, atomic address); None: always wake
+        self.waiters, self.waiters_cp = waiters if waiters is not None else (_ALWAYS, None)
 
     def add(self, value: int) -> int:
         old = _fetch_add(self.cp, value, _SEQ)
-        s = self.sleepers  # a plain read is ordered after the seq_cst read-modify-write
-        if s is None or s.value:
+        if self.waiters.value:  # ordered after the seq_cst read-modify-write
             at.futex_wake(self.cp)
         return old
 
     def set(self, value: int) -> None:
-        _exchange(self.cp, value, _SEQ)  # an exchange, not a store: orders the read below on ARM too
-        s = self.sleepers
-        if s is None or s.value:
+        # an exchange, not a store: a read-modify-write orders the waiter read after it
+        _exchange(self.cp, value, _SEQ)
+        if self.waiters.value:
             at.futex_wake(self.cp)
 
     def load(self) -> int:
         return _load(self.cp, _SEQ)
 
     def peek(self) -> int:
-        return self.cell.value
+        return self.plain.value
+
+    def wake(self) -> None:
+        at.futex_wake(self.cp)
 
     def sleep(self, seen: int, timeout: float, holds: Callable[[int], bool]) -> None:
-        s = self.sleepers
-        if s is None:
+        scp = self.waiters_cp
+        if scp is None:
             at.futex_wait(self.cp, seen, timeout)
             return
-        scp = self.sleepers_cp
         _fetch_add(scp, 1, _SEQ)
         try:
             # re-check after announcing ourselves: a notifier that wrote before our increment is
