@@ -97,8 +97,8 @@ class Signal:
 
     @property
     def value(self) -> int:
-        """The word's current value (an atomic load; for reports and host code)."""
-        return self.load()
+        """The word's current value (an acquire read)."""
+        return self.cell.value
 
     def __repr__(self) -> str:
         return f"Signal(rank={self.ptr.rank}, offset={self.ptr.offset:#x}, value={self.value})"

@@ -69,6 +69,14 @@ def _pipes() -> Any:
         return _agent.current().pipes
 
 
+def _fences() -> Any:
+    """The block's model if it acts on pipe_barrier / dsb, else None (eager: they are no-ops)."""
+    try:
+        return _tls.agent.fences
+    except AttributeError:
+        return _agent.current().fences
+
+
 def _check_pipe(pipe: Any, what: str) -> int:
     if isinstance(pipe, bool) or not isinstance(pipe, int) or not 0 <= pipe < len(PIPE_NAMES):
         raise ArgumentError(f"{what} must be a pipe (PIPE_S=0 ... PIPE_FIX=7), got {pipe!r}")
@@ -136,14 +144,20 @@ def pipe_barrier(pipe: int) -> None:
     It orders completion inside the block; it does not make stores visible to other ranks
     (that is ``dsb(DSB_DDR)``).
     """
-    _pipes().barrier(_check_pipe(pipe, "pipe_barrier: pipe"))
+    if type(pipe) is not int or not 0 <= pipe <= 7:  # type first: bool and arrays are rejected
+        pipe = _check_pipe(pipe, "pipe_barrier: pipe")
+    fences = _fences()
+    if fences is not None:
+        fences.barrier(pipe)
 
 
 def dsb(mode: int = DSB_DDR) -> None:
     """Data synchronization barrier: completed stores become visible at the given level."""
     if type(mode) is not int or not DSB_ALL <= mode <= DSB_UB:  # type first: no array truth
         raise ArgumentError(f"dsb: mode must be DSB_ALL=0, DSB_DDR=1 or DSB_UB=2; got {mode!r}")
-    _pipes().dsb(mode)
+    fences = _fences()
+    if fences is not None:
+        fences.dsb(mode)
 
 
 def dcci(ptr: Any = None, mode: int = SINGLE_CACHE_LINE, dst: int = CACHELINE_OUT) -> None:

@@ -10,6 +10,7 @@ UB budget.
 
 from __future__ import annotations
 
+import ctypes
 import random
 import threading
 from typing import TYPE_CHECKING, Any
@@ -31,8 +32,8 @@ class Agent:
     """Execution state of one block thread (``slot`` = block index) or host thread."""
 
     __slots__ = ("rt", "rank", "slot", "block_idx", "block_num", "ctl", "line", "state_addr",
-                 "seq", "policy", "spin_s", "wait_timeout", "pipes", "hooks", "rng", "ub_used",
-                 "is_host", "active", "kernel", "__weakref__")
+                 "seq", "policy", "spin_s", "wait_timeout", "pipes", "hooks", "fences", "rng", "ub_used",
+                 "is_host", "active", "kernel", "wait_fields", "__weakref__")
 
     def __init__(self, rt: RankRuntime, slot: int, block_num: int, seed: int) -> None:
         self.rt = rt
@@ -44,6 +45,9 @@ class Agent:
         self.ctl = rt.ctl
         self.line = rt.ctl.agent_addr(rt.rank, slot)
         self.state_addr = self.line + 4 * C.A_STATE
+        # the wait fields of the control line (A_SEQ .. A_KIND), written at every registered wait
+        self.wait_fields = (ctypes.c_int32 * (C.A_KIND - C.A_SEQ + 1)).from_address(
+            self.line + 4 * C.A_SEQ)
         self.seq = 0
         cfg = rt.config
         self.policy = cfg.wait_policy
@@ -54,6 +58,7 @@ class Agent:
         self.active = False
         self.pipes: Any = None  # the block's BlockModel (shmcomm.core.model)
         self.hooks: Any = None  # the same model when it observes scalar instructions, else None
+        self.fences: Any = None  # the same model when pipe_barrier / dsb do anything in it
         self.kernel: Any = None  # the kernel function of the launch (reports point at it)
 
     def set_state(self, state: int) -> None:

@@ -81,6 +81,7 @@ class Control:
         self.hostbar_addr = self._addr(_H_HOSTBAR * LINE)
         self.abort_cell = ctypes.c_int32.from_address(self.abort_addr)  # plain reads, to poll
         self.active_cp = ctypes.c_void_p(self.active_addr)
+        self.active_cell = ctypes.c_int32.from_address(self.active_addr)
 
     def _addr(self, word: int) -> int:
         return self.base + 4 * word

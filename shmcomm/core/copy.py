@@ -1,7 +1,7 @@
 """The chunked GM -> UB -> GM pipeline behind ``TPUT``, ``TGET`` and the root collectives.
 
 Per chunk (pto-isa a2d8dd86): ``TLOAD`` on MTE2, an MTE2 -> MTE3 event (plus
-``pipe_barrier(PIPE_ALL)`` with a single tile), the ``TSTORE``\\ s on MTE3, an MTE3 -> MTE2 event
+``pipe_barrier(PIPE_ALL)`` with a single tile), the ``TSTORE`` calls on MTE3, an MTE3 -> MTE2 event
 before the tile is loaded again. With ping / pong tiles the chunks alternate tiles and events
 (``EVENT_ID0`` / ``EVENT_ID1``). Nothing drains at the end. The caller has checked every argument;
 the work goes straight to the block's execution model.

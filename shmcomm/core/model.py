@@ -5,7 +5,8 @@ each rank process it is a :class:`RankModel`; at every launch it makes one :clas
 per block, bound to the block's agent once:
 
 * ``agent.pipes`` is the block model: every pipe instruction (``TLOAD``, ``TSTORE``,
-  ``set_flag``, ``wait_flag``, ``pipe_barrier``, ``dsb``, ``dcci``) goes to it;
+  ``set_flag``, ``wait_flag``, ``pipe_barrier``, ``dsb``, ``dcci``) goes to it (``pipe_barrier``
+  and ``dsb`` through ``agent.fences``, ``None`` for a model in which they do nothing);
 * ``agent.hooks`` is the block model too when it wants to see the scalar instructions
   (``notify``, ``wait`` / ``waited``, ``test``, ``copy_begin`` / ``copy_end``,
   ``expect_blocks``), else
@@ -34,7 +35,12 @@ if TYPE_CHECKING:
 
 class BlockModel:
     """One block's execution: pipe work (always called) and scalar hooks (called when
-    ``agent.hooks`` is this object). The base class keeps the event-flag bookkeeping."""
+    ``agent.hooks`` is this object). The base class keeps the event-flag bookkeeping.
+
+    ``acts_on_fences``: whether ``barrier`` / ``dsb`` do anything; when not, ``pipe_barrier`` and
+    ``dsb`` skip the call (``agent.fences`` is ``None``)."""
+
+    acts_on_fences = True
 
     def __init__(self, agent: Agent) -> None:
         self.agent = agent

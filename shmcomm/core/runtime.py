@@ -172,6 +172,7 @@ class RankRuntime:
             a.set_state(C.IDLE)
             a.kernel = kernel
             a.pipes = self.model.block(a)
+            a.fences = a.pipes if a.pipes.acts_on_fences else None
             if a.hooks is not None:
                 HOOKED[0] = True
         self.agents = agents

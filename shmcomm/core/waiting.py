@@ -5,35 +5,35 @@ GIL for a whole switch interval and starves the rank's other blocks, and spinnin
 starve whoever must notify them. So a wait, once its first check failed, under ``adaptive``:
 
 0. if the box is busy with other programs (more runnable tasks than this run's threads plus the
-   cores, see :func:`_box_busy`), it goes straight to step 4;
+   cores, see :func:`_box_busy`), it goes straight to step 3;
+1. it polls, unregistered: spinning for ``spin_us`` (a ``sched_yield`` every ``POLL_BATCH``
+   polls) while every runnable agent of the run has a core of its own and no other block of its
+   rank needs the GIL, else yielding for ``QUIET_YIELD_S`` (``os.sched_yield`` releases the GIL
+   and the core), so that a sequence of ``TWAIT`` calls on peers that arrive one by one costs one poll per
+   peer and never touches the control segment;
+2. registers itself in the control segment (the deadlock watch reads it) and yields for
+   ``YIELD_S``, or less: once one yield kept it off the core for ``YIELD_AWAY_S`` the box is busy
+   with work that is not waiting (other processes, or the blocks that must notify), and yielding
+   would only hand them whole time slices, while a futex sleeper is woken, and scheduled at
+   once, by the ``TNOTIFY`` it needs;
+3. then sleeps on the word (the transport's ``Word.sleep``: a cross-process futex on shm), woken
+   by ``TNOTIFY``, re-checking at least every ``SLEEP_MAX_S`` so that a missed wake costs
+   latency, never a hang.
 
-1. spins for ``spin_us`` only while every runnable agent of the run has a core of its own (the
-   control segment counts blocks that are not in a futex sleep) and no other block of its own
-   rank is runnable (it would need the GIL); a wait satisfied here never touches the control
-   segment;
-2. registers itself in the control segment (the deadlock detector reads it);
-3. yields (``os.sched_yield`` releases the GIL) for ``YIELD_S``, or less: once one yield kept it
-   off the core for ``YIELD_AWAY_S`` the box is busy with work that is not waiting (other
-   processes, or the blocks that must notify), and yielding would only hand them whole time
-   slices, while a futex sleeper is woken, and scheduled at once, by the ``TNOTIFY`` it needs;
-4. then sleeps on the word with a cross-process futex, woken by ``TNOTIFY``, re-checking at
-   least every ``SLEEP_MAX_S`` so that a missed wake costs latency, never a hang.
-
-Polls read the words with ``peek`` (a plain load on the shm transport: ~0.05 us, against ~0.2 us
-for a libatomic call) and a wait returns only after one ``load`` sweep (seq_cst) confirmed them,
-which gives it acquire order. Words are the transport's handles (:class:`~shmcomm.transports.Word`),
-so the same loop waits on any transport.
-Every pass re-checks the abort flag and the deadline. The other policies (``spin``, ``yield``,
-``futex``) use one phase only; they exist to be measured against ``adaptive``
+Polls read ``Word.cell`` (an acquire read: a plain load on x86-64), so a poll that finds the
+condition true is also the acquire that a returning wait needs. Words are the transport's
+handles (:class:`~shmcomm.transports.Word`), so the same loop waits on any transport. Every
+pass re-checks the abort flag and the deadline; a loop allocates no ctypes object and reads the
+box's load from an already open file. The other policies (``spin``, ``yield``, ``futex``) use
+one phase only; they exist to be measured against ``adaptive``
 (``benchmarks/barrier_latency.py``).
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..errors import Aborted, WaitTimeout
 from ..transports import Word
@@ -41,33 +41,39 @@ from ..transports.shm import atomics as at
 from ..types import CMP_FUNCS, CMP_SYMBOLS
 from . import control as C
 from .agent import Agent
+from .model import BlockModel
 
 YIELD_S = 0.002
+QUIET_YIELD_S = 0.001  # unregistered yield polling (far below any deadlock_grace)
 SLEEP_MIN_S = 0.0005
 YIELD_AWAY_S = 0.0005  # a yield that kept us off the core this long: the box is busy, sleep
 BUSY_SAMPLE_S = 0.01  # how often a rank process re-reads the box's runnable task count
-SPIN_BATCH = 16  # polls between two looks at the clock, the abort flag and sched_yield
+POLL_BATCH = 16  # polls between two looks at the clock, the abort flag and the model's idle
+_BATCH = range(POLL_BATCH)
 SLEEP_MAX_S = 0.02
 KIND_SIGNAL, KIND_HOST_BARRIER = 0, 1
 
-_store = at.fast_store  # control-segment words: c_void_p
-_fetch_add = at.fast_fetch_add
+_fetch_add = at.fast_fetch_add  # control-segment words: c_void_p
 _busy = [-1.0, False]  # when the box was last sampled, and whether it was busy
 _loadavg_fd = [-1]  # /proc/loadavg, opened once per process and read with pread
 _SEQ = at.SEQ_CST
 _perf = time.perf_counter
 _sched_yield = os.sched_yield
+_IDLE = BlockModel.idle
 
 
 class WaitSite:
-    """What a wait waits on: ``words`` (sequential sweep order) and how to report it."""
+    """What a wait waits on: ``words`` (sequential sweep order), their acquire-read ``cells``,
+    and how to report it."""
 
-    __slots__ = ("words", "sig_rank", "sig_offset", "rows", "cols", "stride", "kind", "label")
+    __slots__ = ("words", "cells", "sig_rank", "sig_offset", "rows", "cols", "stride", "kind",
+                 "label")
 
     def __init__(self, words: Sequence[Word], sig_rank: int, sig_offset: int,
                  rows: int = 1, cols: int = 1, stride: int = 1, kind: int = KIND_SIGNAL,
                  label: str = "TWAIT") -> None:
         self.words = tuple(words)
+        self.cells = tuple(w.cell for w in self.words)
         self.sig_rank = sig_rank
         self.sig_offset = sig_offset
         self.rows, self.cols, self.stride = rows, cols, stride
@@ -92,44 +98,107 @@ def first_unsatisfied(words: Sequence[Word], fn, value: int) -> tuple[int, int]:
     return -1, 0
 
 
+def _holds(cells: tuple, fn, value: int) -> bool:
+    """One sweep of acquire reads: does every word satisfy the condition?"""
+    for c in cells:
+        if not fn(c.value, value):
+            return False
+    return True
+
+
 def wait_until(agent: Agent, site: WaitSite, value: int, cmp: int) -> None:
     """Block the calling agent until every word of ``site`` satisfies ``word <cmp> value``.
 
     Raises :class:`Aborted` when the run aborts and :class:`WaitTimeout` after the agent's
     ``wait_timeout``; both name the agent, the signal, the comparison and the observed value.
-    Polls with plain reads and returns only after an atomic (seq_cst) sweep confirmed them.
     """
     fn = CMP_FUNCS[cmp]
-    words = site.words
-    if first_unsatisfied(words, fn, value)[0] < 0:
+    cells = site.cells
+    if _holds(cells, fn, value):
         return
     ctl = agent.ctl
     abort = ctl.abort_cell
     policy = agent.policy
+    pipes = agent.pipes
+    idle = None if pipes is None or type(pipes).idle is _IDLE else pipes.idle
     t0 = _perf()
     deadline = t0 + agent.wait_timeout
     busy = policy == "adaptive" and _box_busy(ctl)
-    if policy == "spin" or (policy == "adaptive" and not busy and agent.spin_s > 0 and _may_spin(agent)):
-        if policy == "spin":
-            _register(agent, site, value, cmp)  # spins for good: the deadlock watch must see it
-        if _spin(agent, site, fn, value, cmp, abort, t0, deadline if policy == "spin"
-                 else t0 + agent.spin_s):
-            if policy == "spin":
-                agent.set_state(C.RUNNING)
+    if policy == "adaptive" and not busy:
+        spin = agent.spin_s > 0 and _may_spin(agent)
+        if _poll_quietly(agent, site, fn, value, cmp, abort, idle, t0,
+                         t0 + (agent.spin_s if spin else QUIET_YIELD_S), spin):
             return
-    if policy != "spin":
-        _register(agent, site, value, cmp)  # only now: a wait satisfied while spinning costs nothing
-    if policy in ("yield", "spin"):
-        yield_until = deadline
-    elif policy == "adaptive" and not busy:
-        yield_until = _perf() + YIELD_S
-    else:
-        yield_until = t0  # futex, or a busy box: a sleeper is woken and run at once by its TNOTIFY
-    pipes = agent.pipes
+    _register(agent, site, value, cmp)
+    try:
+        if policy == "spin":
+            _poll_quietly(agent, site, fn, value, cmp, abort, idle, t0, deadline, True)
+            return
+        if policy == "yield":
+            yield_until = deadline
+        elif policy == "adaptive" and not busy:
+            yield_until = _perf() + YIELD_S
+        else:
+            yield_until = t0  # futex, or a busy box: a sleeper is woken and run at once by its TNOTIFY
+        _yield_then_sleep(agent, site, fn, value, cmp, abort, idle, t0, deadline, yield_until,
+                          YIELD_AWAY_S if policy == "adaptive" else deadline)
+    finally:
+        at.store(agent.state_addr, C.RUNNING)
+
+
+def _poll_quietly(agent: Agent, site: WaitSite, fn, value: int, cmp: int, abort,
+                  idle: Callable[[], None] | None, t0: float, until: float, spin: bool) -> bool:
+    """Poll until ``until``; True when satisfied, False when the time is up (or, yielding, when
+    ``POLL_BATCH`` yields kept us away long enough to show the box is busy).
+
+    The loop is as lean as a hand-written one (a read and a ``sched_yield``): with more waiters
+    than cores, the notifier gets a core only after every waiter on it has polled once, so the
+    cost of a poll is paid once per waiter per hand-off. The clock, the abort flag and the
+    model's ``idle`` are looked at every ``POLL_BATCH`` polls. Spinning, it yields once per
+    batch: with no other runnable task on this core that returns at once, but when the
+    notifier was placed on the same core it runs now instead of after our whole budget
+    (2 ranks x 1 block: ~60 us per barrier without these yields, ~5 us with them).
+    """
+    cells = site.cells
+    one = cells[0] if len(cells) == 1 else None
+    yield_now = _sched_yield
+    last = t0
+    while True:
+        for _ in _BATCH:
+            if one is not None:
+                if fn(one.value, value):
+                    return True
+            elif _holds(cells, fn, value):
+                return True
+            if not spin:
+                yield_now()
+        if spin:
+            yield_now()
+        if abort.value:
+            _raise_aborted(agent, site, value, cmp, _perf() - t0)
+        if idle is not None:
+            idle()
+        now = _perf()
+        if now > until:
+            if now > t0 + agent.wait_timeout:
+                _raise_timeout(agent, site, value, cmp, now - t0)
+            return False
+        if not spin and now - last > POLL_BATCH * YIELD_AWAY_S:
+            return False  # every yield of the batch kept us away: the box is busy, go to sleep
+        last = now
+
+
+def _yield_then_sleep(agent: Agent, site: WaitSite, fn, value: int, cmp: int, abort,
+                      idle: Callable[[], None] | None, t0: float, deadline: float,
+                      yield_until: float, away: float) -> None:
+    """The registered phase: yield until ``yield_until`` (or a yield that kept us away for
+    ``away``), then sleep on the first unsatisfied word with a growing timeout."""
+    ctl = agent.ctl
+    cells = site.cells
+    words = site.words
     holds = _Holds(fn, value)
     sleep_s = SLEEP_MIN_S
     asleep = False
-    away = YIELD_AWAY_S if policy == "adaptive" else deadline
     last = _perf()
     try:
         while True:
@@ -138,8 +207,8 @@ def wait_until(agent: Agent, site: WaitSite, value: int, cmp: int) -> None:
             now = _perf()
             if now > deadline:
                 _raise_timeout(agent, site, value, cmp, now - t0)
-            if pipes is not None:
-                pipes.idle()
+            if idle is not None:
+                idle()
             if now - last > away:
                 yield_until = now  # the yield gave the core away for long: others need it, sleep
             last = now
@@ -155,13 +224,12 @@ def wait_until(agent: Agent, site: WaitSite, value: int, cmp: int) -> None:
                     return
                 words[idx].sleep(cur, min(sleep_s, deadline - now), holds)
                 sleep_s = min(sleep_s * 2, SLEEP_MAX_S)
-            if _poll(words, fn, value) and first_unsatisfied(words, fn, value)[0] < 0:
+            if _holds(cells, fn, value):
                 return
     finally:
         if asleep:
             _fetch_add(ctl.active_cp, 1, _SEQ)
             agent.active = True
-        at.store(agent.state_addr, C.RUNNING)
 
 
 class _Holds:
@@ -176,47 +244,12 @@ class _Holds:
         return self.fn(current, self.value)
 
 
-def _poll(words, fn, value: int) -> bool:
-    """Cheap (unordered) reads of every word, to poll with; a success is confirmed atomically."""
-    for w in words:
-        if not fn(w.peek(), value):
-            return False
-    return True
-
-
-def _spin(agent: Agent, site: WaitSite, fn, value: int, cmp: int, abort, t0: float,
-          until: float) -> bool:
-    """Busy-poll until ``until``; True when satisfied.
-
-    Every ``SPIN_BATCH`` polls it checks abort and time and calls ``sched_yield``: with no other
-    runnable task on this core that returns at once, but when the notifier was placed on the
-    same core it runs now instead of after our whole spin budget (measured: 2 ranks x 1 block,
-    pure spin had a mode at ~60 us per barrier, against ~5 us with these yields).
-    """
-    words = site.words
-    n = 0
-    while True:
-        if _poll(words, fn, value) and first_unsatisfied(words, fn, value)[0] < 0:
-            return True
-        n += 1
-        if n == SPIN_BATCH:
-            n = 0
-            _sched_yield()
-            if abort.value:
-                _raise_aborted(agent, site, value, cmp, _perf() - t0)
-            now = _perf()
-            if now > until:
-                if now > t0 + agent.wait_timeout:
-                    _raise_timeout(agent, site, value, cmp, now - t0)
-                return False
-
-
 def _may_spin(agent: Agent) -> bool:
     """Spin only while spinning cannot starve anyone: every runnable agent of the run (a block
     that is not in a futex sleep; for a host wait, every rank's host too) has a core of its own,
     and no other block of this rank needs the GIL."""
     ctl = agent.ctl
-    runnable = at.load(ctl.active_addr) + (ctl.nranks if agent.is_host else 0)
+    runnable = ctl.active_cell.value + (ctl.nranks if agent.is_host else 0)
     if runnable > ctl.ncores:
         return False
     for a in agent.rt.agents:
@@ -257,9 +290,8 @@ def _box_busy(ctl) -> bool:
 def _register(agent: Agent, site: WaitSite, value: int, cmp: int) -> None:
     """Publish the wait in the agent's control line (the deadlock watch reads it)."""
     agent.seq += 1
-    fields = (ctypes.c_int32 * (C.A_KIND - C.A_SEQ + 1)).from_address(agent.line + 4 * C.A_SEQ)
-    fields[:] = (agent.seq & 0x7FFFFFFF, site.sig_rank, site.sig_offset, site.rows, site.cols,
-                 site.stride, cmp, value, agent.ctl.now_ms(), site.kind)
+    agent.wait_fields[:] = (agent.seq & 0x7FFFFFFF, site.sig_rank, site.sig_offset, site.rows,
+                            site.cols, site.stride, cmp, value, agent.ctl.now_ms(), site.kind)
     at.store(agent.state_addr, C.WAITING)  # seq_cst: the fields above are visible first
 
 

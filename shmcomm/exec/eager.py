@@ -20,7 +20,9 @@ if TYPE_CHECKING:
 
 
 class EagerBlockModel(BlockModel):
-    """Pipe work completes at issue."""
+    """Pipe work completes at issue, so ``pipe_barrier`` and ``dsb`` have nothing to do."""
+
+    acts_on_fences = False
 
     def load(self, tile: Tile, src: GlobalTensor) -> None:
         rows, cols = src.rows, src.cols

@@ -113,6 +113,10 @@ def DeviceBarrier(ctx, signal_base, phase, my_rank, nranks, block_idx, num_comm_
     pipe_barrier(PIPE_ALL)
 
 
+# enum attribute access costs ~0.2 us on CPython 3.11: the barriers below bind the members once
+_ADD, _SET, _GE = NotifyOp.AtomicAdd, NotifyOp.Set, WaitCmp.GE
+
+
 class _EpochSignals:
     """The precomputed signals of one rank's epoch barrier (hot path: no per-call objects)."""
 
@@ -154,16 +158,16 @@ def EpochBarrier(ctx, signal_base=None, num_blocks=None):
     pipe_barrier(PIPE_ALL)
     dsb(DSB_DDR)  # release: what this block stored before the barrier is visible to all
     k = s.release.value + 1
-    TNOTIFY(s.intra, 1, NotifyOp.AtomicAdd)
+    TNOTIFY(s.intra, 1, _ADD)
     if ctx.block_idx == 0:
-        TWAIT(s.intra, nblocks, WaitCmp.GE)
-        TNOTIFY(s.intra, -nblocks, NotifyOp.AtomicAdd)
+        TWAIT(s.intra, nblocks, _GE)
+        TNOTIFY(s.intra, -nblocks, _ADD)
         for sig in s.peers:
-            TNOTIFY(sig, 1, NotifyOp.AtomicAdd)
-        TWAIT(s.cross_all, k, WaitCmp.GE)
-        TNOTIFY(s.release, 1, NotifyOp.AtomicAdd)
+            TNOTIFY(sig, 1, _ADD)
+        TWAIT(s.cross_all, k, _GE)
+        TNOTIFY(s.release, 1, _ADD)
     else:
-        TWAIT(s.release, k, WaitCmp.GE)
+        TWAIT(s.release, k, _GE)
     pipe_barrier(PIPE_ALL)
     return k
 
@@ -200,11 +204,11 @@ def CentralBarrier(ctx, signal_base=None, num_blocks=None):
     if k * n > _INT32_MAX:
         raise ShmcommError(f"CentralBarrier: the arrival counter is exhausted after {k - 1} rounds "
                            f"of {n} arrivals; call rt.reset_signals() or use another signal_base")
-    TNOTIFY(arrivals, 1, NotifyOp.AtomicAdd)
-    if TTEST(arrivals, k * n, WaitCmp.GE):
-        TNOTIFY(release, k, NotifyOp.Set)
+    TNOTIFY(arrivals, 1, _ADD)
+    if TTEST(arrivals, k * n, _GE):
+        TNOTIFY(release, k, _SET)
     else:
-        TWAIT(release, k, WaitCmp.GE)
+        TWAIT(release, k, _GE)
     return k
 
 
