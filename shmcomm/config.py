@@ -19,7 +19,7 @@ MAX_RANKS = 64  # as pto-isa's CommDeviceContext (kMaxRankNum)
 MAX_BLOCKS = 64
 WAIT_POLICIES = ("adaptive", "spin", "yield", "futex")
 MODES = ("eager", "hazard")
-# hazard-mode sub-models (shmcomm.race); "all" turns every one on
+# hazard-mode sub-models (shmcomm.exec.hazard); "all" turns every one on
 HAZARDS = ("pipes", "visibility", "lines", "jitter", "checkers")
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 

@@ -200,7 +200,7 @@ def test_host_signals_stay_clean_outside_the_region():
         assert not outside and inside == 3  # 3 epochs per used block, nothing elsewhere
 
 
-# --- hazard mode (issue #4's engine), when it is built ---------------------------------------
+# --- hazard mode ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4])
 @pytest.mark.parametrize("nranks,blocks,n,dtype,op,tile_elems", [

@@ -291,7 +291,7 @@ def test_second_ctrl_c_does_not_cut_the_teardown_short(faultprog):
     assert _no_shm(p.pid) == []
 
 
-# --- the leftovers of a creator killed between create and unlink: python -m shmcomm.cleanup ------
+# --- the leftovers of a creator killed between create and unlink: python -m shmcomm cleanup -------
 
 CREATE_AND_HANG = (
     "import posix_ipc, sys, time\n"

@@ -55,7 +55,7 @@ ABORT_NAMES = {ABORT_FAILURE: "a failure elsewhere in the run", ABORT_DEADLOCK: 
 # fields of an agent line
 A_STATE, A_SEQ, A_SIG_RANK, A_SIG_OFF, A_ROWS, A_COLS, A_STRIDE, A_CMP, A_VALUE, A_START = range(10)
 A_KIND = 10  # 0 = signal wait (TWAIT), 1 = host barrier
-A_PENDING = 11  # queued pipe work a deferring engine still has to retire (0 in eager mode)
+A_PENDING = 11  # queued pipe work a deferring model still has to retire (0 in eager mode)
 # fields of a rank line
 R_STATE, R_PID, R_LAUNCHES, _R_RESERVED, R_BLOCKS, R_HEAPTOP = range(6)
 

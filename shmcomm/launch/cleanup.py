@@ -1,6 +1,6 @@
-"""``python -m shmcomm.cleanup [--dry-run]``: remove stale shmcomm segments of dead runs.
+"""``python -m shmcomm cleanup [--dry-run]``: remove stale shmcomm segments of dead runs.
 
-A run unlinks every segment microseconds after creating it (see :mod:`shmcomm.memory`), so a
+A run unlinks every segment microseconds after creating it (see :mod:`shmcomm.transports.shm.segments`), so a
 name can only be left in ``/dev/shm`` when its creator died inside that window (SIGKILL, power
 loss of a container, a debugger stop). Names look like ``shmcomm.<creator pid>.<hex>.<tag>``;
 the creator pid tells whether the run may still be alive:
@@ -139,7 +139,7 @@ def format_report(entries: list[Entry], dry_run: bool) -> str:
 def main(argv: list[str] | None = None) -> int:
     """The command line; returns the exit status."""
     p = argparse.ArgumentParser(
-        prog="python -m shmcomm.cleanup",
+        prog="python -m shmcomm cleanup",
         description="List and remove shmcomm shared-memory segments left in /dev/shm by runs "
                     "whose creating process is dead. Segments of live runs are never touched.")
     p.add_argument("--dry-run", "-n", action="store_true", help="only list what would be removed")

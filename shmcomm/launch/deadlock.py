@@ -20,7 +20,7 @@ class DeadlockWatch:
     waiting on a condition memory does not satisfy, and no agent started a new wait between.
 
     Only a running agent can change memory, so "all wait, none satisfied, same waits" cannot
-    resolve by itself (a deferring engine retires its work while its agent waits; it keeps
+    resolve by itself (a deferring model retires its work while its agent waits; it keeps
     ``pending`` non-zero in the agent line so that such a wait is not judged too early).
     """
 

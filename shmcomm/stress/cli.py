@@ -1,7 +1,7 @@
 """``python -m shmcomm.stress``: the command line of the stress harness.
 
 A program is a host function ``host(rt)`` or ``host(rt, size)`` that raises when its result is
-wrong: a catalogue entry (:mod:`shmcomm.catalogue`) or a user's ``--program pkg.mod:host``. The
+wrong: a catalogue entry (:mod:`shmcomm.stress.catalogue`) or a user's ``--program pkg.mod:host``. The
 harness sweeps rank counts, block counts, sizes and modes (run ``i`` takes configuration
 ``i mod len(configs)`` and seed ``--seed + i``), classifies each outcome by exception type, and
 prints a summary: failures by kind, the first failing configuration with the exact command that

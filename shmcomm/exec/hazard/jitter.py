@@ -1,6 +1,6 @@
 """Seeded jitter: sleeps and GIL switches at sync points, so block interleavings vary by seed.
 
-At every sync point and data move the engine calls :meth:`Jitter.point`; with the seeded stream
+At every sync point and data move the hazard model calls :meth:`Jitter.point`; with the seeded stream
 of the block it does nothing, releases the GIL (``time.sleep(0)``: another block of the rank may
 run) or sleeps a few tens of microseconds (other ranks run). A small ``sys.setswitchinterval``
 makes the interpreter switch blocks of one rank between bytecodes far more often.

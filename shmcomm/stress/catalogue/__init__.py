@@ -4,7 +4,7 @@ Every :class:`Entry` names a host program ``host(rt, size)`` and the sweep the s
 gives it (rank and block counts, sizes, mode). ``BUGS`` must each be caught by
 ``python -m shmcomm.stress --catalogue``; ``CORRECT`` must never raise an alarm. A bug entry's
 ``mode`` says what it needs: ``eager`` bugs show up under real concurrency alone (wrong data,
-a deadlock, the eager engine's own checks), ``hazard`` bugs need the hazard engine's models of
+a deadlock, the eager model's own checks), ``hazard`` bugs need the hazard model's sub-models of
 queued pipes, delayed visibility or 64-byte lines.
 """
 

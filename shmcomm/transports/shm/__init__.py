@@ -59,15 +59,15 @@ class ShmWord(Word):
     """An int32 word in mapped shared memory: ``cp`` for libatomic, ``plain`` for plain reads,
     ``cell`` for acquire reads (``plain`` itself on x86-64)."""
 
-    __slots__ = ("rank", "offset", "addr", "cp", "plain", "cell", "waiters", "waiters_cp")
-    handle = property(lambda self: self.cp)
+    __slots__ = ("rank", "offset", "addr", "cp", "handle", "plain", "cell", "waiters",
+                 "waiters_cp")
     fetch_add = staticmethod(_fetch_add)  # libatomic itself: TNOTIFY calls it directly
     exchange = staticmethod(_exchange)
 
     def __init__(self, rank: int, offset: int, addr: int,
                  waiters: tuple[Any, Any] | None) -> None:
         self.rank, self.offset, self.addr = rank, offset, addr
-        self.cp = ctypes.c_void_p(addr)
+        self.cp = self.handle = ctypes.c_void_p(addr)  # what libatomic's functions take
         self.plain = ctypes.c_int32.from_address(addr)
         self.cell = self.plain if TSO else _AtomicCell(self.cp)
         # the window's sleeper count (plain-read view, atomic address); None: always wake
