@@ -7,7 +7,7 @@
   threading.py or a file of the package;
 * eager mode binds no hooks and no fences; hazard mode binds exactly the sub-models that need
   them; a custom model plugged in through ``_Launcher(model=...)`` receives every hook call
-  with its arguments.
+  with its arguments (root collectives' copies included).
 
 Every run is seeded, and the failing kernels fail by construction (a checker rule, or work kept
 pending for ``hazard_delay`` = 60 s), so nothing depends on timing.
@@ -46,6 +46,7 @@ from shmcomm.core import agent as agent_mod
 from shmcomm.core.model import RankModel
 from shmcomm.exec.eager import EagerBlockModel
 from shmcomm.exec.hazard import report as report_mod
+from shmcomm.group import TBROADCAST, TGATHER, TSCATTER, ParallelGroup
 from shmcomm.kernels.barrier import EpochBarrier
 from shmcomm.launch.supervisor import _Launcher
 from shmcomm.pipe import (
@@ -489,6 +490,49 @@ def test_custom_model_receives_every_hook():
                 ("expect_blocks", "k_every_hook", "nblocks", 2),
                 ("finish",), ("barrier", PIPE_ALL),
             ], (rank, b)
+
+
+def k_root_collectives(ctx, member, whole):
+    """Rank 0 broadcasts, scatters and gathers; the other ranks only hold their tensors."""
+    if ctx.rank != 0:
+        return
+    tile = ctx.tile((1, N), np.float32)
+
+    def group(ptr, shape):
+        return ParallelGroup([GlobalTensor(GetRemotePtr(ctx, ptr, r), shape)
+                              for r in range(ctx.nranks)])
+
+    TBROADCAST(group(member, (1, N)), GlobalTensor(member, (1, N)), tile)
+    TSCATTER(group(member, (1, N)), GlobalTensor(whole, (ctx.nranks, N)), tile)
+    TGATHER(group(member, (1, N)), GlobalTensor(whole, (ctx.nranks, N)), tile)
+
+
+def host_root_collectives(rt):
+    member, whole = rt.alloc((N,), np.float32), rt.alloc((rt.nranks * N,), np.float32)
+    rt.launch(k_root_collectives, blocks=1, args=(member.ptr, whole.ptr))
+    return rt.model.logs[0]
+
+
+@pytest.mark.timeout(60)
+def test_custom_model_sees_root_collective_copies():
+    config = Config.from_kwargs(nranks=3, blocks=1, seed=5, timeout=60, wait_timeout=30)
+    logs = _Launcher(config, host_root_collectives, (), model=RecordingRank).run()
+    assert logs[1] == logs[2] == [("start",), ("finish",), ("barrier", PIPE_ALL)]
+
+    def moved(op, dst, src):
+        return [("copy_begin", op, dst, src), ("load", src), ("barrier", PIPE_ALL),
+                ("store", dst, 0), ("copy_end", op)]
+
+    assert logs[0] == [
+        ("start",),
+        # one load, stored to both other members; the root's own tensor is the source
+        ("copy_begin", "TBROADCAST", 1, 0), ("copy_begin", "TBROADCAST", 2, 0),
+        ("load", 0), ("barrier", PIPE_ALL), ("store", 1, 0), ("store", 2, 0),
+        ("copy_end", "TBROADCAST"), ("copy_end", "TBROADCAST"),
+        *moved("TSCATTER", 0, 0), *moved("TSCATTER", 1, 0), *moved("TSCATTER", 2, 0),
+        *moved("TGATHER", 0, 0), *moved("TGATHER", 0, 1), *moved("TGATHER", 0, 2),
+        ("finish",), ("barrier", PIPE_ALL),
+    ]
 
 
 def test_run_keeps_choosing_the_model_from_the_config():
