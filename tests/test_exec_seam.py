@@ -291,6 +291,7 @@ def test_site_of_a_library_kernel_is_the_users_call():
         "EpochBarrier", "barrier.py", _expect_blocks_line()), m.group(0)
 
 
+@pytest.mark.timeout(30)
 def test_kernel_site_without_a_user_frame():
     """A library kernel launched by itself (as the host helpers launch theirs): no user line is
     on the block's stack, so the site is the library's own line, not the kernel's definition

@@ -136,6 +136,7 @@ def test_word_operations(transport):
     assert t.view(0, SIGNAL_BYTES + HEAP_BYTES - 4, (1,), np.dtype(np.int32))[0] == 9
 
 
+@pytest.mark.timeout(30)
 def test_control_word_always_wakes():
     buf = (ctypes.c_int32 * 4)()
     t = ShmTransport(nranks=1, signal_bytes=SIGNAL_BYTES, heap_bytes=0)
