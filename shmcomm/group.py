@@ -141,9 +141,18 @@ def _row_blocks(op: str, whole: GlobalTensor, member: GlobalTensor, n: int):
             yield i, o * n * h + i * h, o * h, h
 
 
-def _move(dsts: Sequence[GlobalTensor], src: GlobalTensor, tiles: tuple) -> None:
-    """Copy ``src`` into every tensor of ``dsts`` through UB (TPUT's pipeline, no final drain)."""
-    copy_through(_agent.current().pipes, dsts, src, tiles)
+def _move(op: str, dsts: Sequence[GlobalTensor], src: GlobalTensor, tiles: tuple) -> None:
+    """Copy ``src`` into every tensor of ``dsts`` through UB (TPUT's pipeline, no final drain).
+    The model's hooks see one ``copy_begin`` / ``copy_end`` per destination, around the move."""
+    agent = _agent.current()
+    hooks = agent.hooks
+    if hooks is not None:
+        for d in dsts:
+            hooks.copy_begin(op, d, src)
+    copy_through(agent.pipes, dsts, src, tiles)
+    if hooks is not None:
+        for _ in dsts:
+            hooks.copy_end(op)
 
 
 # --- the collectives --------------------------------------------------------------------------
@@ -160,7 +169,7 @@ def TBROADCAST(group: ParallelGroup, src: GlobalTensor, tile: Tile, pong: Tile |
     tiles = (tile,) if pong is None else (tile, pong)
     _check_tiles("TBROADCAST", tiles, src.dtype)
     dsts = [g for g in group.tensors if not (g.ptr == src.ptr and g.row_stride == src.row_stride)]
-    _move(dsts, src, tiles)
+    _move("TBROADCAST", dsts, src, tiles)
 
 
 def TSCATTER(group: ParallelGroup, src: GlobalTensor, tile: Tile, pong: Tile | None = None) -> None:
@@ -171,7 +180,8 @@ def TSCATTER(group: ParallelGroup, src: GlobalTensor, tile: Tile, pong: Tile | N
     _check_tiles("TSCATTER", tiles, src.dtype)
     cols = src.cols
     for i, wr, mr, h in _row_blocks("TSCATTER", src, group.tensors[0], group.nranks):
-        _move((group.tensors[i].chunk(mr, mr + h, 0, cols),), src.chunk(wr, wr + h, 0, cols), tiles)
+        _move("TSCATTER", (group.tensors[i].chunk(mr, mr + h, 0, cols),),
+              src.chunk(wr, wr + h, 0, cols), tiles)
 
 
 def TGATHER(group: ParallelGroup, dst: GlobalTensor, tile: Tile, pong: Tile | None = None) -> None:
@@ -182,7 +192,8 @@ def TGATHER(group: ParallelGroup, dst: GlobalTensor, tile: Tile, pong: Tile | No
     _check_tiles("TGATHER", tiles, dst.dtype)
     cols = dst.cols
     for i, wr, mr, h in _row_blocks("TGATHER", dst, group.tensors[0], group.nranks):
-        _move((dst.chunk(wr, wr + h, 0, cols),), group.tensors[i].chunk(mr, mr + h, 0, cols), tiles)
+        _move("TGATHER", (dst.chunk(wr, wr + h, 0, cols),),
+              group.tensors[i].chunk(mr, mr + h, 0, cols), tiles)
 
 
 def TREDUCE(group: ParallelGroup, dst: GlobalTensor, acc: Tile, recv: Tile, *more: Any) -> None:

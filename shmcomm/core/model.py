@@ -1,6 +1,8 @@
 """The execution-model seam: how a block executes, and what a model learns of it.
 
-A run has one execution model, chosen once by the launcher (``eager`` or ``hazard`` today). In
+A run has one execution model, chosen once by the launcher (``eager`` or ``hazard`` today, from
+the configuration; a model that is not a mode plugs in as ``_Launcher(config, host, args,
+model=MyRankModel)`` in :mod:`shmcomm.launch.supervisor`). In
 each rank process it is a :class:`RankModel`; at every launch it makes one :class:`BlockModel`
 per block, bound to the block's agent once:
 
@@ -106,7 +108,9 @@ class BlockModel:
         """Before ``TTEST(sig, value, cmp)`` reads."""
 
     def copy_begin(self, op: str, dst: GlobalTensor, src: GlobalTensor) -> None:
-        """``TPUT`` / ``TGET`` / a root collective starts moving ``src`` to ``dst``."""
+        """``TPUT`` / ``TGET`` / ``TBROADCAST`` / ``TSCATTER`` / ``TGATHER`` starts moving ``src``
+        to ``dst`` (a broadcast: one call per destination, all before its work). ``TREDUCE``
+        combines rather than copies: its ``TLOAD`` / ``TSTORE`` reach the model as pipe work."""
 
     def copy_end(self, op: str) -> None:
         """The copy started by the matching ``copy_begin`` has issued all its work."""

@@ -31,6 +31,7 @@ from typing import Any
 from ..config import Config
 from ..core import control as C
 from ..core.gm import Windows
+from ..core.model import RankModel
 from ..core.runtime import KernelError
 from ..errors import (
     Aborted,
@@ -83,10 +84,19 @@ class _Interrupted(BaseException):
 
 
 class _Launcher:
-    def __init__(self, config: Config, host: Callable, args: tuple) -> None:
+    """One run. ``model`` is the factory of the run's execution model (a
+    :class:`~shmcomm.core.model.RankModel` subclass, called with each rank's ``rt`` in the rank
+    process); ``None`` takes the one :func:`shmcomm.exec.model_for` picks from ``config``. It is
+    the execution-model seam's plug for models that are not (yet) a ``mode``: tests and tools
+    construct ``_Launcher(config, host, args, model=MyRankModel).run()``; ``run()`` never passes
+    it, so ``config.mode`` alone decides there."""
+
+    def __init__(self, config: Config, host: Callable, args: tuple,
+                 model: Callable[[RankRuntime], RankModel] | None = None) -> None:
         self.config = config
         self.host = host
         self.args = args
+        self.model = model_for(config) if model is None else model  # chosen once, here
         self.pids: dict[int, int] = {}
         self.conns: dict[Connection, int] = {}
         self.results: dict[int, Any] = {}
@@ -169,7 +179,7 @@ class _Launcher:
                 for other in self.conns:
                     other.close()
                 code = _rank_main(rank, parent, self.config, self.transport, self.ctl, writer,
-                                  self.host, self.args)
+                                  self.host, self.args, self.model)
             finally:
                 os._exit(code)
         writer.close()
@@ -294,7 +304,8 @@ class _Launcher:
 # --- the rank process ---------------------------------------------------------------------------
 
 def _rank_main(rank: int, parent: int, config: Config, transport: ShmTransport, ctl: C.Control,
-               conn: Connection, host: Callable, args: tuple) -> int:
+               conn: Connection, host: Callable, args: tuple,
+               model: Callable[[RankRuntime], RankModel]) -> int:
     """Body of one rank process. Returns its exit status."""
     at.set_parent_death_signal(signal.SIGKILL)
     if os.getppid() != parent:  # the launcher died before prctl took effect
@@ -307,7 +318,7 @@ def _rank_main(rank: int, parent: int, config: Config, transport: ShmTransport, 
     msg: tuple[str, Any]
     try:
         transport.attach(rank)
-        rt = RankRuntime(rank, config, Windows(transport), ctl, model_for(config))
+        rt = RankRuntime(rank, config, Windows(transport), ctl, model)
         result = host(rt, *args)
         msg = ("ok", result)
     except KernelError as exc:

@@ -27,10 +27,10 @@ class HazardReport(ShmcommError):
         super().__init__(message)
 
 
-def kernel_site(agent: Agent | None = None, frame: FrameType | None = None) -> str:
-    """``file:line`` of the innermost frame of the user's kernel (plus the library kernel it
-    called, if any). The bug catalogue's kernels count as user code. When no user frame is on
-    the stack (the block is returning), the kernel function of ``agent``'s launch."""
+def user_site(frame: FrameType | None = None) -> str | None:
+    """``file:line`` of the innermost frame of the user's kernel on the stack (plus the library
+    kernel it called, if any), or ``None`` when there is none (the block is returning, or runs a
+    library kernel launched by itself). The bug catalogue's kernels count as user code."""
     f = frame if frame is not None else sys._getframe(1)
     inner = ""
     while f is not None:
@@ -43,10 +43,26 @@ def kernel_site(agent: Agent | None = None, frame: FrameType | None = None) -> s
         if fn.startswith(_KERNELS_DIR) and not inner:
             inner = f"{f.f_code.co_name} at {os.path.basename(fn)}:{f.f_lineno}"
         f = f.f_back
+    return None
+
+
+def kernel_site(agent: Agent | None = None, frame: FrameType | None = None) -> str:
+    """Where the block is in the user's kernel: :func:`user_site`; without a user frame, the
+    innermost line of a library kernel (one launched by itself, as the host helpers do), else
+    the definition of the kernel function of ``agent``'s launch (the block is returning)."""
+    f = frame if frame is not None else sys._getframe(1)
+    site = user_site(f)
+    if site is not None:
+        return site
+    while f is not None and f.f_code.co_filename != _THREADING:
+        fn = f.f_code.co_filename
+        if fn.startswith(_KERNELS_DIR):
+            return f"{fn}:{f.f_lineno} (in {f.f_code.co_name})"
+        f = f.f_back
     code = getattr(getattr(agent, "kernel", None), "__code__", None)
     if code is not None:
         return f"{code.co_filename}:{code.co_firstlineno} (when kernel {code.co_name} returned)"
-    return inner or "<unknown>"
+    return "<unknown>"
 
 
 def report(agent: Agent, checker: str, detail: str, offset: int | None = None,

@@ -96,8 +96,10 @@ class ShmWord(Word):
 
     def sleep(self, seen: int, timeout: float, holds: Callable[[int], bool]) -> None:
         scp = self.waiters_cp
-        if scp is None:
-            at.futex_wait(self.cp, seen, timeout)
+        if scp is None:  # no sleeper count (a control word): every update wakes
+            now = _load(self.cp, _SEQ)
+            if now == seen and not holds(now):
+                at.futex_wait(self.cp, seen, timeout)
             return
         _fetch_add(scp, 1, _SEQ)
         try:

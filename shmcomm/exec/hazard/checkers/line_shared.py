@@ -3,7 +3,7 @@ Set slots of different writers share a line (pto-isa #322). Needs the line model
 
 from __future__ import annotations
 
-from ..report import report
+from ..report import report, user_site
 from .base import Checker
 
 
@@ -11,9 +11,13 @@ class LineShared(Checker):
     name = "line-shared"
 
     def clobber(self, rank: int, offset: int, stale: int, current: int, site: str) -> None:
+        # The report points at the Set (it made the hazard), wherever the write-back happens: a
+        # later instruction, a wait's idle, or the kernel's end (where no kernel line is left).
+        now = user_site()
+        when = f"at {now}" if now is not None else "when the kernel returned"
         raise report(self.agent, self.name,
-                     f"the Set at {site} cached the 64-byte line at offset {offset & ~63:#x}; "
-                     f"before its write-back the word at {offset:#x} changed {stale} -> {current} "
+                     f"this Set cached the 64-byte line at offset {offset & ~63:#x}; before its "
+                     f"write-back ({when}) the word at {offset:#x} changed {stale} -> {current} "
                      f"(another writer on the same line): the write-back restores {stale} "
                      "(pto-isa #322; give each writer's Set slot its own 64-byte line)",
-                     offset, rank)
+                     offset, rank, site=site or None)
