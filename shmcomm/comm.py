@@ -86,6 +86,13 @@ class Signal:
             sig = ptr._sig  # the pointer's Signal, once made (exact Signal class only)
             if sig is not None and cls is Signal:
                 return sig
+            own = _owner.claim  # library code building its signals: the kernel's own Signal
+            if own is not None and own.lo <= ptr.offset < own.hi and cls is Signal:
+                lib = ptr.kind.lib_signals
+                if lib is not None:
+                    sig = lib.get(ptr.offset)
+                    if sig is not None:
+                        return sig
         return _new_signal(cls, ptr)
 
     @property

@@ -38,35 +38,34 @@ class _Owner(threading.local):
 
     claim: Claim | None = None
 
-    def __init__(self) -> None:
-        self.saved: list[Claim | None] = []
-
 
 OWNER = _Owner()
 
 
 class Claim:
-    """Words ``[start, end)`` claimed by one library kernel (``owner``) in this run.
+    """Words ``[start, end)`` claimed by the region ``owner`` of a library kernel in this run.
 
     A context manager: inside ``with claim:`` the Signals this thread makes on the claimed words
-    are the kernel's own (see the module docstring). ``lo`` / ``hi`` are the byte offsets.
+    are the kernel's own (see the module docstring). Owner contexts do not nest: a kernel builds
+    its signals, not another kernel's, inside its own. ``lo`` / ``hi`` are the byte offsets.
     """
 
-    __slots__ = ("owner", "label", "start", "end", "lo", "hi", "custom")
+    __slots__ = ("owner", "kernel", "start", "end", "lo", "hi", "custom")
 
-    def __init__(self, owner: str, label: str, start: int, end: int, custom: bool) -> None:
-        self.owner, self.label, self.custom = owner, label, custom
+    def __init__(self, owner: str, kernel: str, start: int, end: int, custom: bool) -> None:
+        self.owner, self.kernel, self.custom = owner, kernel, custom
         self.start, self.end, self.lo, self.hi = start, end, 4 * start, 4 * end
 
+    @property
+    def label(self) -> str:
+        return _label(self.owner, self.kernel, self.custom)
+
     def __enter__(self) -> Claim:
-        o = OWNER
-        o.saved.append(o.claim)
-        o.claim = self
+        OWNER.claim = self
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        o = OWNER
-        o.claim = o.saved.pop()
+    def __exit__(self, t: Any, v: Any, tb: Any) -> None:
+        OWNER.claim = None
 
     def __repr__(self) -> str:
         return f"Claim({self.owner!r}, words [{self.start}, {self.end}))"
@@ -80,7 +79,7 @@ class NoClaim:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, t: Any, v: Any, tb: Any) -> None:
         return None
 
 
@@ -114,7 +113,7 @@ class SignalRegions:
         # the first word of the users' free range; set by the kernels' layout, which knows it
         self.free_start: int | None = None
         self._lock = threading.Lock()
-        self._claims: dict[tuple[str, int, int], Claim] = {}
+        self.made: dict[tuple[str, int, int], Claim] = {}  # (owner, start, end) -> its Claim
         self._spans: list[_Span] = []  # sorted by start, disjoint
         self._starts: list[int] = []  # their starts, for bisect
         self._user: dict[int, str] = {}  # word -> "Signal" / "Signal2D" (the first maker)
@@ -122,10 +121,6 @@ class SignalRegions:
         self._top = 0  # first word after the last named region
 
     # -- the library's claims ---------------------------------------------------------------
-
-    def lookup(self, owner: str, start: int, end: int) -> Claim | None:
-        """The claim already made for exactly this range, or ``None`` (the cheap path)."""
-        return self._claims.get((owner, start, end))
 
     def claim(self, owner: str, kernel: str, start: int, end: int, caller: str,
               custom: bool = False) -> Claim:
@@ -135,12 +130,12 @@ class SignalRegions:
         starts with ``caller``) if another region claimed any of the words, or a user's signal
         was made on one, earlier in this run."""
         key = (owner, start, end)
-        c = self._claims.get(key)
+        c = self.made.get(key)
         if c is not None:
             return c
         new = _Span(start, end, owner, kernel, custom)
         with self._lock:
-            c = self._claims.get(key)
+            c = self.made.get(key)
             if c is not None:
                 return c
             hits = self._overlapping(start, end)
@@ -158,7 +153,7 @@ class SignalRegions:
             i = bisect_right(self._starts, new.start)
             self._spans.insert(i, new)
             self._starts.insert(i, new.start)
-            c = self._claims[key] = Claim(owner, _label(owner, kernel, custom), start, end, custom)
+            c = self.made[key] = Claim(owner, kernel, start, end, custom)
             return c
 
     def claims(self) -> list[tuple[str, int, int]]:

@@ -145,9 +145,14 @@ def claim(region: Region, base: Any, caller: str, words: int | None = None) -> C
     regions = base.kind.windows.regions
     start = base.offset >> 2
     end = start + (region.words if words is None else words)
-    c = regions.lookup(region.name, start, end)
+    c = regions.made.get((region.name, start, end))  # the cheap path: claimed before
     if c is not None:
         return c
+    return _first_claim(regions, region, start, end, caller)
+
+
+def _first_claim(regions: Any, region: Region, start: int, end: int, caller: str) -> Claim:
+    """The first claim of ``[start, end)`` for ``region`` in this run: check, then register."""
     custom = start != region.first
     sw = regions.signal_words
     if end > sw and not custom:
