@@ -133,26 +133,30 @@ class SignalRegions:
         c = self.made.get(key)
         if c is not None:
             return c
-        new = _Span(start, end, owner, kernel, custom)
         with self._lock:
             c = self.made.get(key)
             if c is not None:
                 return c
             hits = self._overlapping(start, end)
+            custom_any = custom
             for h in hits:
                 if h.owner != owner:
-                    raise SignalOverlapError(self._kernels_message(caller, new, h))
-            user = self._user_in(start, end)
-            if user is not None:
-                raise SignalOverlapError(self._claim_user_message(caller, new, user))
-            for h in hits:
+                    raise SignalOverlapError(self._kernels_message(
+                        caller, _Span(start, end, owner, kernel, custom), h))
+                custom_any = custom_any or h.custom
+            if self._user:
+                user = self._user_in(start, end)
+                if user is not None:
+                    raise SignalOverlapError(self._claim_user_message(
+                        caller, _Span(start, end, owner, kernel, custom), user))
+            lo, hi = start, end
+            for h in hits:  # merge with this owner's claims it overlaps
                 i = self._spans.index(h)
                 del self._spans[i], self._starts[i]
-                new = _Span(min(new.start, h.start), max(new.end, h.end), owner, kernel,
-                            new.custom or h.custom)
-            i = bisect_right(self._starts, new.start)
-            self._spans.insert(i, new)
-            self._starts.insert(i, new.start)
+                lo, hi = min(lo, h.start), max(hi, h.end)
+            i = bisect_right(self._starts, lo)
+            self._spans.insert(i, _Span(lo, hi, owner, kernel, custom_any))
+            self._starts.insert(i, lo)
             c = self.made[key] = Claim(owner, kernel, start, end, custom)
             return c
 
@@ -210,12 +214,15 @@ class SignalRegions:
     # -- helpers ----------------------------------------------------------------------------
 
     def _overlapping(self, start: int, end: int) -> list[_Span]:
+        """The claimed spans that share a word with ``[start, end)``, in word order."""
         spans = self._spans
-        i = max(bisect_right(self._starts, start) - 1, 0)
+        i = bisect_right(self._starts, start)
+        if i and spans[i - 1].end > start:
+            i -= 1
         out = []
-        while i < len(spans) and spans[i].start < end:
-            if spans[i].end > start:
-                out.append(spans[i])
+        n = len(spans)
+        while i < n and spans[i].start < end:
+            out.append(spans[i])
             i += 1
         return out
 
