@@ -20,6 +20,10 @@ so a region claimed by a kernel is that kernel's in every rank's window.
   Claims of one kernel may overlap each other (the seed barrier's phases do); they merge.
 * :meth:`SignalRegions.reserve` hands out named, 64-byte aligned user regions from the free range
   (``rt.signal_region``).
+
+Scope: each rank process compares what it made and claimed itself, which covers every program
+whose ranks all run the library kernels they use (barriers and collectives need every rank
+anyway). Host writes through ``rt.signals`` (numpy) are not signals and are not tracked.
 """
 
 from __future__ import annotations
