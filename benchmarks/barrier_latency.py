@@ -52,16 +52,16 @@ import numpy as np
 import shmcomm
 from shmcomm.comm import TNOTIFY, TWAIT, GetRemotePtr, NotifyOp, Signal, WaitCmp
 from shmcomm.kernels.barrier import CentralBarrier, DeviceBarrier, EpochBarrier
+from shmcomm.kernels.layout import CENTRAL_BARRIER, EPOCH_BARRIER, USER_FREE_START
 from shmcomm.pipe import PIPE_ALL, pipe_barrier
 
 SCHEMA = "shmcomm.bench.barrier_latency/1"
-SEED_REGION0 = 1024  # words: past the Epoch / Central barrier regions of the signal matrix
+# Signal words: the library barriers use their regions of shmcomm.kernels.layout (EpochBarrier
+# aligns every case, CentralBarrier is measured); the benchmark's own words (the single-use seed
+# regions, the user barrier's) come from the free range through rt.signal_region, so they never
+# overlap a library region, whatever the run uses.
 SEED_STRIDE = 128  # words per single-use seed-barrier region (MAX_RANKS + 2 rounded up to lines)
-# The user barrier's region: near the end of the default 64 KiB signal matrix (16384 words), clear
-# of every library region (EpochBarrier 256..351, CentralBarrier 512..527, collectives 1024..9215)
-# and of the seed regions of this benchmark as long as a run needs fewer than 112 of them (a seed
-# case's own run may extend over it: no user barrier runs there).
-USER_REGION0 = 15360
+# the user barrier's region, from its start:
 # words 0..MAX_RANKS-1: word r counts the arrivals of rank r (as in the seed's layout)
 USER_FLAG = shmcomm.MAX_RANKS  # rounds released by block 0 (own 64-byte line)
 USER_INTRA = shmcomm.MAX_RANKS + 16  # arrivals of blocks 1.. of this rank (own 64-byte line)
@@ -125,7 +125,8 @@ def user_barrier(ctx, signal_base, k):
     pipe_barrier(PIPE_ALL)
 
 
-def _shm_kernel(ctx, which: str, iters: int, repeats: int, out: list, profile: bool = False) -> None:
+def _shm_kernel(ctx, which: str, iters: int, repeats: int, out: list, seed_base, user_base,
+                profile: bool = False) -> None:
     if profile and ctx.rank == 0 and ctx.block_idx == 0:
         import cProfile
         import io
@@ -134,7 +135,7 @@ def _shm_kernel(ctx, which: str, iters: int, repeats: int, out: list, profile: b
         prof = cProfile.Profile()
         prof.enable()
         try:
-            _shm_kernel(ctx, which, iters, repeats, out)
+            _shm_kernel(ctx, which, iters, repeats, out, seed_base, user_base)
         finally:
             prof.disable()
         buf = io.StringIO()
@@ -144,9 +145,7 @@ def _shm_kernel(ctx, which: str, iters: int, repeats: int, out: list, profile: b
     perf = time.perf_counter
     me, n, b, nb = ctx.rank, ctx.nranks, ctx.block_idx, ctx.block_num
     # the seed barrier is single-use: every call gets its own zeroed region (= a reset between uses)
-    seeds = [ctx.signal_base + SEED_REGION0 + i * SEED_STRIDE for i in range(iters * repeats)] \
-        if which == "seed" else []
-    user_base = ctx.signal_base + USER_REGION0 if which == "user" else None  # other cases: a smaller matrix
+    seeds = [seed_base + i * SEED_STRIDE for i in range(iters * repeats)] if which == "seed" else []
     rounds = 0  # the user barrier's round count, the same in every block
     EpochBarrier(ctx)  # warm-up and alignment
     if which == "central":
@@ -187,16 +186,19 @@ def _shm_kernel(ctx, which: str, iters: int, repeats: int, out: list, profile: b
 def _shm_host(rt, which: str, blocks: int, iters: int, repeats: int, profile: bool = False) -> Any:
     out: list = [None] * blocks
     rt.reset_signals()
-    rt.launch(_shm_kernel, blocks=blocks, args=(which, iters, repeats, out, profile))
+    seed_base = rt.signal_region("seed barriers", SEED_STRIDE * iters * repeats) if which == "seed" else None
+    user_base = rt.signal_region("user barrier", USER_WORDS) if which == "user" else None
+    rt.launch(_shm_kernel, blocks=blocks, args=(which, iters, repeats, out, seed_base, user_base, profile))
     if profile:
         return out[blocks:]
     return [max(col) for col in zip(*out, strict=True)]  # slowest block of each repeat
 
 
 def _signal_bytes(which: str, calls: int) -> int:
-    """The signal matrix a case needs (whole pages): the seed needs a region per call."""
-    words = {"seed": SEED_REGION0 + SEED_STRIDE * (calls + 1),
-             "user": USER_REGION0 + USER_WORDS}.get(which, SEED_REGION0)
+    """The signal matrix a case needs (whole pages): the library barriers' regions, and for the
+    seed (a region per call) and the user barrier their regions in the free range."""
+    words = {"seed": USER_FREE_START + SEED_STRIDE * calls,
+             "user": USER_FREE_START + USER_WORDS}.get(which, max(EPOCH_BARRIER.end, CENTRAL_BARRIER.end))
     return -(-4 * words // 4096) * 4096
 
 

@@ -14,7 +14,10 @@ What each instruction does and does not order (PTO A2/A3 semantics):
   against MTE3 only and do not drain before a following ``TNOTIFY``.
 
 Signals are int32, 4-byte aligned, and may live anywhere in a window (the signal matrix at
-``ctx.signal_base``, or a symmetric allocation).
+``ctx.signal_base``, or a symmetric allocation). The library's kernels use fixed regions of the
+signal matrix (the table in :mod:`shmcomm.kernels.layout`): a ``Signal`` / ``Signal2D`` made on a
+word of a region that a library kernel uses in the same run raises ``SignalOverlapError``, in
+either order. Take your words from the free range with ``rt.signal_region(name, words)``.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import numpy as np
 from .core import agent as _agent
 from .core.copy import copy_through
 from .core.gm import I32, GlobalTensor, GMPtr
+from .core.regions import OWNER as _owner
 from .core.tile import Tile
 from .core.waiting import WaitSite, wait_until
 from .errors import ArgumentError
@@ -82,6 +86,13 @@ class Signal:
             sig = ptr._sig  # the pointer's Signal, once made (exact Signal class only)
             if sig is not None and cls is Signal:
                 return sig
+            own = _owner.claim  # library code building its signals: the kernel's own Signal
+            if own is not None and own.lo <= ptr.offset < own.hi and cls is Signal:
+                lib = ptr.kind.lib_signals
+                if lib is not None:
+                    sig = lib.get(ptr.offset)
+                    if sig is not None:
+                        return sig
         return _new_signal(cls, ptr)
 
     @property
@@ -105,20 +116,41 @@ class Signal:
 
 
 def _new_signal(cls: type, ptr: Any) -> Signal:
-    """The Signal of ``ptr``'s word: the one this process made already, or a new (checked) one."""
+    """The Signal of ``ptr``'s word: the one this process made already, or a new (checked) one.
+
+    Inside a library kernel's owner context (``with claim:``), a word of its claimed region gets
+    the kernel's own Signal, kept out of the shared cache. Any other new Signal is a user's: its
+    word is noted in ``windows.regions``, which raises if a library kernel claimed it.
+    """
+    own = _owner.claim
+    if own is not None and type(ptr) is GMPtr and cls is Signal and own.lo <= ptr.offset < own.hi:
+        lib = ptr.kind.lib_signals
+        if lib is not None:
+            sig = lib.get(ptr.offset)
+            if sig is None:
+                _check_signal_ptr(ptr, "Signal", 4)
+                sig = lib[ptr.offset] = _make_signal(cls, ptr)
+            return sig
     table = ptr.kind.signals if type(ptr) is GMPtr else None
     sig = table.get(ptr.offset) if table is not None and cls is Signal else None
     if sig is None:
         _check_signal_ptr(ptr, "Signal", 4)
-        sig = _new(cls)
-        sig.ptr = ptr
-        sig.word = ptr.windows.transport.word(ptr.rank, ptr.offset)
-        _bind_word(sig, sig.word)
-        sig._site = None
+        word = ptr.offset >> 2
+        ptr.windows.regions.note_user("Signal", ptr.rank, ((word, word + 1),))
+        sig = _make_signal(cls, ptr)
         if cls is not Signal:
             return sig
         table[ptr.offset] = sig  # type: ignore[index]
     ptr._sig = sig
+    return sig
+
+
+def _make_signal(cls: type, ptr: GMPtr) -> Signal:
+    sig = _new(cls)
+    sig.ptr = ptr
+    sig.word = ptr.windows.transport.word(ptr.rank, ptr.offset)
+    _bind_word(sig, sig.word)
+    sig._site = None
     return sig
 
 
@@ -148,6 +180,11 @@ class Signal2D:
         if isinstance(row_stride, bool) or not isinstance(row_stride, int) or row_stride < cols:
             raise ArgumentError(f"Signal2D: row_stride must be an int >= cols ({cols}), got {row_stride!r}")
         _check_signal_ptr(ptr, "Signal2D", 4 * ((rows - 1) * row_stride + cols))
+        first = ptr.offset >> 2
+        own = _owner.claim
+        if own is None or not own.start <= first < first + (rows - 1) * row_stride + cols <= own.end:
+            ptr.windows.regions.note_user("Signal2D", ptr.rank, tuple(
+                (first + r * row_stride, first + r * row_stride + cols) for r in range(rows)))
         self.ptr, self.rows, self.cols, self.row_stride = ptr, rows, cols, row_stride
         word = ptr.windows.transport.word
         self.words = tuple(word(ptr.rank, ptr.offset + 4 * (r * row_stride + c))

@@ -29,7 +29,9 @@ class Config:
     """Settings of one run; see the field table in ``_FIELDS`` for ranges.
 
     ``nranks``: rank processes. ``blocks``: default block threads per launch.
-    ``signal_bytes`` / ``heap_bytes``: each rank window's signal matrix and data heap.
+    ``signal_bytes`` / ``heap_bytes``: each rank window's signal matrix and data heap; the library
+    kernels' regions take the matrix's first 36 KiB, the rest is the users' free range
+    (``shmcomm.kernels.layout``, ``rt.signal_region``).
     ``ub_bytes``: per-block tile (UB) capacity, 192 KiB as on A2/A3.
     ``timeout``: whole run, seconds. ``wait_timeout``: one TWAIT's deadline, seconds.
     ``deadlock_grace``: how long "everyone waits, nothing changes" must last to be a deadlock.

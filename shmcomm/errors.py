@@ -18,6 +18,13 @@ class ArgumentError(ShmcommError, ValueError):
     """An argument is out of range, of the wrong type or otherwise unusable."""
 
 
+class SignalOverlapError(ArgumentError):
+    """Two parties of one run use the same signal words: a user's ``Signal`` / ``Signal2D`` and a
+    library kernel's signal region, or two library kernels' regions. The message starts with the
+    instruction or kernel that found it, names both parties with their word ranges, and says where
+    free words are (``rt.signal_region``)."""
+
+
 class LibraryError(ShmcommError, OSError):
     """A system library (libatomic, libc) is missing or does not offer what shmcomm needs."""
 

@@ -27,5 +27,6 @@ def test_kernel_modules_export_every_listed_name_with_a_docstring():
 
 def test_public_functions_of_the_host_api_have_docstrings():
     for obj in (shmcomm.run, shmcomm.RankRuntime.launch, shmcomm.RankRuntime.alloc,
-                shmcomm.RankRuntime.reset_signals, shmcomm.RankRuntime.barrier, shmcomm.Config):
+                shmcomm.RankRuntime.reset_signals, shmcomm.RankRuntime.barrier, shmcomm.Config,
+                shmcomm.RankRuntime.signal_region):
         assert (obj.__doc__ or "").strip()

@@ -9,8 +9,9 @@ each group starting on its own 64-byte line so hot words do not share a line)::
     line 3   runnable agents: blocks of a launch not in a futex sleep (the adaptive wait reads it)
     line 4   host barrier arrivals (monotonic; rt.barrier() derives its round from it)
     line 5   host barrier: reserved
-    ranks    one line per rank: state, pid, launch count, (reserved), blocks of the current
-             launch, heap top (low 31 bits; symmetry check of rt.alloc)
+    ranks    one line per rank: state, pid, launch count, digest of the named signal regions
+             (symmetry check of rt.signal_region), blocks of the current launch, heap top (low
+             31 bits; symmetry check of rt.alloc)
     agents   one line per (rank, slot); slot b < MAX_BLOCKS is block b, slot MAX_BLOCKS the
              host thread: state, wait sequence number, waited signal (rank, offset, rows, cols,
              row stride), comparison, expected value, wait start (ms since the run started),
@@ -57,7 +58,7 @@ A_STATE, A_SEQ, A_SIG_RANK, A_SIG_OFF, A_ROWS, A_COLS, A_STRIDE, A_CMP, A_VALUE,
 A_KIND = 10  # 0 = signal wait (TWAIT), 1 = host barrier
 A_PENDING = 11  # queued pipe work a deferring model still has to retire (0 in eager mode)
 # fields of a rank line
-R_STATE, R_PID, R_LAUNCHES, _R_RESERVED, R_BLOCKS, R_HEAPTOP = range(6)
+R_STATE, R_PID, R_LAUNCHES, R_SIGREGIONS, R_BLOCKS, R_HEAPTOP = range(6)
 
 
 class Control:

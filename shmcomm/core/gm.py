@@ -27,6 +27,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..transports import Transport
+from .regions import SignalRegions
 
 ALIGN = 64  # cache line: allocations and the signal matrix start on one
 
@@ -69,7 +70,8 @@ def check_shape(shape: Any, what: str, max_dims: int = 5) -> tuple[int, ...]:
 class Windows:
     """Every rank's window as this process sees them: the transport plus the bounds checks.
 
-    One per rank process and run; the table every GM pointer refers to.
+    One per rank process and run; the table every GM pointer refers to. ``regions`` keeps score
+    of which signal words the library's kernels and the user's signals use in this run.
     """
 
     def __init__(self, transport: Transport) -> None:
@@ -79,6 +81,7 @@ class Windows:
         self.heap_bytes = transport.heap_bytes
         self.size = transport.size
         self._kinds: dict[np.dtype, list[PtrKind]] = {}
+        self.regions = SignalRegions(self.signal_bytes // 4)
 
     def kind(self, dtype: np.dtype, rank: int) -> PtrKind:
         """The one :class:`PtrKind` of ``(dtype, rank)``: every such pointer shares it."""
@@ -117,11 +120,13 @@ class PtrKind:
     ``ptrs`` interns the pointers into the signal matrix (bounded by its size), so the seed's
     ``signal_base + r`` and ``GetRemotePtr(ctx, p, r)`` are one dictionary hit after their first
     use; ``peers[r]`` is the kind of the same dtype on rank ``r``. ``signals`` holds the Signal of
-    each int32 word made from a pointer that is not interned (``None`` for other dtypes).
+    each int32 word made from a pointer that is not interned (``None`` for other dtypes);
+    ``lib_signals`` the Signals library kernels made on the words they claimed (never shared with
+    user code: see :mod:`shmcomm.core.regions`).
     """
 
     __slots__ = ("windows", "dtype", "itemsize", "rank", "nranks", "size", "intern_end", "peers",
-                 "ptrs", "signals")
+                 "ptrs", "signals", "lib_signals")
 
     def __init__(self, windows: Windows, dtype: np.dtype, rank: int, peers: list[PtrKind]) -> None:
         self.windows = windows
@@ -134,6 +139,7 @@ class PtrKind:
         self.peers = peers
         self.ptrs: dict[int, GMPtr] = {}
         self.signals: dict[int, Any] | None = {} if dtype == I32 else None
+        self.lib_signals: dict[int, Any] | None = {} if dtype == I32 else None
 
 
 _new = object.__new__

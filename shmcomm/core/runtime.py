@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import traceback
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -105,6 +106,7 @@ class RankRuntime:
         self.heap = SymmetricHeap(windows, rank)
         self.signal_base = GMPtr(windows, rank, 0, np.int32)
         self.launches = 0
+        self._regions_digest = 0  # of the rt.signal_region calls so far (their symmetry check)
         self.host_agent = Agent(self, C.HOST_SLOT, 0, seed=_seed(config.seed, rank, 0, C.HOST_SLOT))
         self.agents: list[Agent] = []
         self._hostbar = WaitSite((windows.transport.control_word(ctl.hostbar_addr),), -1,
@@ -136,16 +138,39 @@ class RankRuntime:
         size raises ``ArgumentError`` on every rank.
         """
         arr = self.heap.alloc(shape, dtype)
-        ctl = self.ctl
-        ctl.set_rank(self.rank, C.R_HEAPTOP, self.heap.top & 0x7FFFFFFF)
-        self.barrier()
-        tops = [ctl.rank_field(r, C.R_HEAPTOP) for r in range(self.nranks)]
-        self.barrier()  # nobody allocates again before everybody compared
+        tops = self._compare(C.R_HEAPTOP, self.heap.top & 0x7FFFFFFF)
         if len(set(tops)) != 1:
             raise ArgumentError(
                 f"alloc: allocations are not symmetric (heap tops per rank: {tops}); every "
                 "rank must allocate the same shapes and dtypes in the same order")
         return arr
+
+    def _compare(self, field: int, value: int) -> list[int]:
+        """Collective: publish ``value`` (int32) in this rank's control line and return every
+        rank's, after every rank has published (what this rank did before is visible to all)."""
+        ctl = self.ctl
+        ctl.set_rank(self.rank, field, value)
+        self.barrier()
+        values = [ctl.rank_field(r, field) for r in range(self.nranks)]
+        self.barrier()  # nobody publishes again before everybody compared
+        return values
+
+    def _signal_region(self, name: Any, words: Any, free_start: int) -> GMPtr:
+        """``words`` zeroed int32 words named ``name`` of the signal matrix, at or after word
+        ``free_start`` (the users' free range, which the kernels' layout knows), 64-byte aligned
+        and the same on every rank. Collective; see ``rt.signal_region``."""
+        regions = self.windows.regions
+        start = regions.reserve(name, words, free_start)
+        self.signals[start:start + words] = 0  # before the barrier: no peer has notified yet
+        self._regions_digest = zlib.crc32(f"{name}\0{words}".encode(), self._regions_digest)
+        digests = self._compare(C.R_SIGREGIONS, self._regions_digest & 0x7FFFFFFF)
+        if len(set(digests)) != 1:
+            odd = [r for r, d in enumerate(digests) if d != digests[0]]
+            raise ArgumentError(
+                f"rt.signal_region: signal regions are not symmetric (ranks {odd} differ from rank "
+                f"0; this rank's call #{len(regions.named())} asked for {name!r}, words={words}); "
+                "every rank must make the same calls, same names and sizes, in the same order")
+        return self.signal_base + start
 
     def launch(self, kernel: Callable[..., Any], blocks: int | None = None, args: tuple = (),
                kwargs: dict | None = None) -> None:

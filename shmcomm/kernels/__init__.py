@@ -1,4 +1,5 @@
-"""Kernels written in the PTO vocabulary: barriers and collectives."""
+"""Kernels written in the PTO vocabulary: barriers and collectives; ``layout`` is the table of
+the signal-matrix regions they use and of the users' free range."""
 
 from .barrier import CentralBarrier as CentralBarrier
 from .barrier import DeviceBarrier as DeviceBarrier

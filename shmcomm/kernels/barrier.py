@@ -1,5 +1,10 @@
 """Device barriers: the seed's ``DeviceBarrier``, verbatim, and an epoch-safe barrier.
 
+Where each barrier's words live by default, and which words a run claims for it, is the table in
+:mod:`shmcomm.kernels.layout` (every offset below comes from there). Each barrier claims its
+words the first time it builds its signals in a run, so a user's signal on one of them raises
+``SignalOverlapError`` instead of silently breaking the barrier.
+
 Seed signal-matrix layout (one per rank, int32 words from ``signal_base``)::
 
     [0 .. MAX_RANKS-1]   cross-rank counters: peer r adds 1 to word r      (CROSS_RANK_OFFSET)
@@ -50,23 +55,28 @@ oversubscribed box, so the flat counter wins here.
 from __future__ import annotations
 
 from ..comm import TNOTIFY, TTEST, TWAIT, GetRemotePtr, NotifyOp, Signal, Signal2D, WaitCmp
-from ..config import MAX_RANKS
 from ..errors import ShmcommError
 from ..pipe import DSB_DDR, PIPE_ALL, dsb, pipe_barrier
+from .layout import (
+    CENTRAL_ARRIVALS,
+    CENTRAL_BARRIER,
+    CENTRAL_BARRIER_OFFSET,
+    CENTRAL_BARRIER_WORDS,
+    CENTRAL_RELEASE,
+    CROSS_RANK_OFFSET,
+    EPOCH_BARRIER,
+    EPOCH_BARRIER_OFFSET,
+    EPOCH_BARRIER_WORDS,
+    EPOCH_CROSS,
+    EPOCH_INTRA,
+    EPOCH_RELEASE,
+    INTRA_RANK_OFFSET,
+    LOCAL_FLAG_OFFSET,
+    SEED_BARRIER,
+    claim,
+    seed_barrier_words,
+)
 
-CROSS_RANK_OFFSET = 0
-LOCAL_FLAG_OFFSET = MAX_RANKS
-INTRA_RANK_OFFSET = MAX_RANKS + 1
-
-EPOCH_BARRIER_OFFSET = 256  # words; the seed's layout ends at MAX_RANKS + 2 + phases
-EPOCH_CROSS = 0
-EPOCH_INTRA = MAX_RANKS  # own 64-byte line
-EPOCH_RELEASE = MAX_RANKS + 16  # own 64-byte line
-EPOCH_BARRIER_WORDS = MAX_RANKS + 32
-CENTRAL_BARRIER_OFFSET = 512  # words, past the epoch region
-CENTRAL_ARRIVALS = 0
-CENTRAL_RELEASE = 16  # own 64-byte line
-CENTRAL_BARRIER_WORDS = 32
 _INT32_MAX = 2**31 - 1
 
 
@@ -86,31 +96,33 @@ def DeviceBarrier(ctx, signal_base, phase, my_rank, nranks, block_idx, num_comm_
     Use :func:`EpochBarrier` for anything called more than once.
     """
     ctx.expect_blocks(num_comm_blocks, "DeviceBarrier", "num_comm_blocks")
-    # Step 1: intra-rank barrier (every block must arrive)
-    intra_counter = signal_base + INTRA_RANK_OFFSET + phase
-    if block_idx != 0:
-        TNOTIFY(Signal(intra_counter), 1, NotifyOp.AtomicAdd)
-    elif num_comm_blocks > 1:
-        TWAIT(Signal(intra_counter), num_comm_blocks - 1, WaitCmp.GE)
-    pipe_barrier(PIPE_ALL)
+    # its words are claimed for this run; the Signals made inside are the barrier's own
+    with claim(SEED_BARRIER, signal_base, "DeviceBarrier", seed_barrier_words(phase)):
+        # Step 1: intra-rank barrier (every block must arrive)
+        intra_counter = signal_base + INTRA_RANK_OFFSET + phase
+        if block_idx != 0:
+            TNOTIFY(Signal(intra_counter), 1, NotifyOp.AtomicAdd)
+        elif num_comm_blocks > 1:
+            TWAIT(Signal(intra_counter), num_comm_blocks - 1, WaitCmp.GE)
+        pipe_barrier(PIPE_ALL)
 
-    # Step 2: cross-rank barrier (block 0 only)
-    if block_idx == 0:
-        for r in range(nranks):
-            if r == my_rank:
-                continue
-            remote_sig = GetRemotePtr(ctx, signal_base + my_rank, r)
-            TNOTIFY(Signal(remote_sig), 1, NotifyOp.AtomicAdd)
-        for r in range(nranks):
-            if r == my_rank:
-                continue
-            TWAIT(Signal(signal_base + r), 1, WaitCmp.GE)
-        local_flag = signal_base + LOCAL_FLAG_OFFSET + phase
-        TNOTIFY(Signal(local_flag), 1, NotifyOp.Set)
-    else:
-        local_flag = signal_base + LOCAL_FLAG_OFFSET + phase
-        TWAIT(Signal(local_flag), 1, WaitCmp.GE)
-    pipe_barrier(PIPE_ALL)
+        # Step 2: cross-rank barrier (block 0 only)
+        if block_idx == 0:
+            for r in range(nranks):
+                if r == my_rank:
+                    continue
+                remote_sig = GetRemotePtr(ctx, signal_base + my_rank, r)
+                TNOTIFY(Signal(remote_sig), 1, NotifyOp.AtomicAdd)
+            for r in range(nranks):
+                if r == my_rank:
+                    continue
+                TWAIT(Signal(signal_base + r), 1, WaitCmp.GE)
+            local_flag = signal_base + LOCAL_FLAG_OFFSET + phase
+            TNOTIFY(Signal(local_flag), 1, NotifyOp.Set)
+        else:
+            local_flag = signal_base + LOCAL_FLAG_OFFSET + phase
+            TWAIT(Signal(local_flag), 1, WaitCmp.GE)
+        pipe_barrier(PIPE_ALL)
 
 
 # enum attribute access costs ~0.2 us on CPython 3.11: the barriers below bind the members once
@@ -124,12 +136,13 @@ class _EpochSignals:
 
     def __init__(self, ctx, base):
         me, n = ctx.rank, ctx.nranks
-        self.intra = Signal(base + EPOCH_INTRA)
-        self.release = Signal(base + EPOCH_RELEASE)
-        # my word in every rank's cross-rank group, my own included, so that the wait is one
-        # Signal2D sweep over words 0..nranks-1 instead of nranks-1 separate TWAITs
-        self.peers = [Signal(GetRemotePtr(ctx, base + EPOCH_CROSS + me, r)) for r in range(n)]
-        self.cross_all = Signal2D(base + EPOCH_CROSS, 1, n)
+        with claim(EPOCH_BARRIER, base, "EpochBarrier"):
+            self.intra = Signal(base + EPOCH_INTRA)
+            self.release = Signal(base + EPOCH_RELEASE)
+            # my word in every rank's cross-rank group, my own included, so that the wait is one
+            # Signal2D sweep over words 0..nranks-1 instead of nranks-1 separate TWAITs
+            self.peers = [Signal(GetRemotePtr(ctx, base + EPOCH_CROSS + me, r)) for r in range(n)]
+            self.cross_all = Signal2D(base + EPOCH_CROSS, 1, n)
 
 
 def _epoch_signals(ctx, base):
@@ -178,8 +191,9 @@ def _central_signals(ctx, signal_base):
     sigs = cache.get(key)
     if sigs is None:
         base = ctx.signal_base + CENTRAL_BARRIER_OFFSET if signal_base is None else signal_base
-        sigs = cache[key] = (Signal(GetRemotePtr(ctx, base + CENTRAL_ARRIVALS, 0)),
-                             Signal(GetRemotePtr(ctx, base + CENTRAL_RELEASE, 0)))
+        with claim(CENTRAL_BARRIER, base, "CentralBarrier"):
+            sigs = cache[key] = (Signal(GetRemotePtr(ctx, base + CENTRAL_ARRIVALS, 0)),
+                                 Signal(GetRemotePtr(ctx, base + CENTRAL_RELEASE, 0)))
     return sigs
 
 

@@ -29,8 +29,9 @@ needs the barrier between the phases; this AG pushes (put, drain, fence, notify,
 put-with-signal pattern), so the RS -> AG barrier becomes the DONE round that the exit needs
 anyway: two signal rounds per collective instead of three.
 
-Signal-matrix layout (int32 words from ``ctx.signal_base``; clear of the seed's words
-``[0 .. ~70]``, EpochBarrier's ``[256 .. 351]`` and CentralBarrier's ``[512 .. 527]``)::
+Signal-matrix layout (int32 words from ``ctx.signal_base``; the region ``collectives`` of the
+table in :mod:`shmcomm.kernels.layout`, clear of every other library region, claimed for the run
+when a block first runs a collective)::
 
     word                                         what                        writer      op / wait
     COLL_OFFSET + b*COLL_BLOCK_WORDS + READY + q  READY[b][q]: q's block b     rank q, b   AtomicAdd / GE e
@@ -70,15 +71,10 @@ from ..comm import (
     Signal2D,
     WaitCmp,
 )
-from ..config import MAX_BLOCKS, MAX_RANKS
 from ..errors import ArgumentError
 from ..pipe import DSB_DDR, PIPE_ALL, dsb, pipe_barrier
+from .layout import COLL_BLOCK_WORDS, COLL_DONE, COLL_END, COLL_OFFSET, COLL_READY, COLLECTIVES, claim
 
-COLL_OFFSET = 1024  # words
-COLL_READY = 0
-COLL_DONE = MAX_RANKS
-COLL_BLOCK_WORDS = 2 * MAX_RANKS
-COLL_END = COLL_OFFSET + MAX_BLOCKS * COLL_BLOCK_WORDS  # first word after the region
 TILE_BYTES = 96 * 1024  # per staging tile: big chunks amortize the ~8 us of Python per TLOAD/TSTORE
 MIN_TILE_BYTES = 1024
 
@@ -114,29 +110,28 @@ class _BlockState:
 
     __slots__ = ("ready_peers", "ready_all", "ready_mine", "done_peers", "done_all", "tiles")
 
-    def __init__(self, ctx) -> None:
+    def __init__(self, ctx, caller: str) -> None:
         me, n = ctx.rank, ctx.nranks
-        row = ctx.signal_base + COLL_OFFSET + ctx.block_idx * COLL_BLOCK_WORDS
-        self.ready_peers = [Signal(GetRemotePtr(ctx, row + COLL_READY + me, r)) for r in range(n)]
-        self.done_peers = [Signal(GetRemotePtr(ctx, row + COLL_DONE + me, r)) for r in range(n)]
-        self.ready_all = Signal2D(row + COLL_READY, 1, n)
-        self.done_all = Signal2D(row + COLL_DONE, 1, n)
-        self.ready_mine = Signal(row + COLL_READY + me)
+        with claim(COLLECTIVES, ctx.signal_base + COLL_OFFSET, caller):
+            row = ctx.signal_base + COLL_OFFSET + ctx.block_idx * COLL_BLOCK_WORDS
+            self.ready_peers = [Signal(GetRemotePtr(ctx, row + COLL_READY + me, r)) for r in range(n)]
+            self.done_peers = [Signal(GetRemotePtr(ctx, row + COLL_DONE + me, r)) for r in range(n)]
+            self.ready_all = Signal2D(row + COLL_READY, 1, n)
+            self.done_all = Signal2D(row + COLL_DONE, 1, n)
+            self.ready_mine = Signal(row + COLL_READY + me)
         self.tiles: dict[tuple[str, int], tuple] = {}
 
 
 _states: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # agent -> _BlockState
 
 
-def _state(ctx) -> _BlockState:
+def _state(ctx, caller: str) -> _BlockState:
+    """This block's state, built at its first collective (which claims the region for the run
+    and checks that it fits ``signal_bytes``)."""
     agent = ctx._agent
     s = _states.get(agent)
     if s is None:
-        need = 4 * COLL_END
-        if ctx.windows.signal_bytes < need:
-            raise ArgumentError(f"collectives need signal_bytes >= {need} (their signal region ends "
-                                f"there), got {ctx.windows.signal_bytes}")
-        s = _states[agent] = _BlockState(ctx)
+        s = _states[agent] = _BlockState(ctx, caller)
     return s
 
 
@@ -235,7 +230,7 @@ def reduce_scatter(ctx, src: GMPtr, dst: GMPtr, n: int, op: Any = ReduceOp.Sum,
     Callable inside a user's kernel (every block of every rank must call it)."""
     op = reduce_op(op)
     _check_args("reduce_scatter", src, dst, n, dst_len=max_share(n, ctx.nranks))
-    s = _state(ctx)
+    s = _state(ctx, "reduce_scatter")
     tiles = _tiles(ctx, s, src.dtype, tile_elems)
     lo, _ = share_bounds(n, ctx.nranks, ctx.rank)
     plo, phi = part_bounds(ctx, n, ctx.rank)
@@ -247,7 +242,7 @@ def reduce_scatter(ctx, src: GMPtr, dst: GMPtr, n: int, op: Any = ReduceOp.Sum,
 def all_gather(ctx, src: GMPtr, dst: GMPtr, n: int, tile_elems: int | None = None) -> None:
     """AllGather into ``n`` elements of ``dst``: my share comes from ``src[0:hi-lo]``."""
     _check_args("all_gather", src, dst, n, src_len=max_share(n, ctx.nranks))
-    s = _state(ctx)
+    s = _state(ctx, "all_gather")
     tiles = _tiles(ctx, s, src.dtype, tile_elems)
     lo, _ = share_bounds(n, ctx.nranks, ctx.rank)
     plo, phi = part_bounds(ctx, n, ctx.rank)
@@ -264,7 +259,7 @@ def all_reduce(ctx, src: GMPtr, dst: GMPtr, n: int, op: Any = ReduceOp.Sum,
     if src != dst and src.rank == dst.rank and abs(src.offset - dst.offset) < n * src.itemsize:
         raise ArgumentError("all_reduce: src and dst overlap partially; pass the same pointer "
                             "(in place) or disjoint buffers")
-    s = _state(ctx)
+    s = _state(ctx, "all_reduce")
     tiles = _tiles(ctx, s, src.dtype, tile_elems)
     plo, phi = part_bounds(ctx, n, ctx.rank)
     e = sync_enter(s)

@@ -1,9 +1,9 @@
 """Small pieces the catalogue's programs share: the signal slots they use and data helpers.
 
-Signal layout of the catalogue programs (int32 words from ``ctx.signal_base``), clear of the
-seed barrier (words 0..~70), the epoch barrier (256..351) and the collectives (1024..9215); each
-slot group starts on its own 64-byte line so that only the packed-slot bug shares a line on
-purpose::
+Signal layout of the catalogue programs (int32 words from ``ctx.signal_base``): in the users'
+free range of :mod:`shmcomm.kernels.layout`, so clear of every library region (the programs also
+run ``DeviceBarrier``, ``EpochBarrier`` and the collectives); each slot group starts on its own
+64-byte line so that only the packed-slot bug shares a line on purpose::
 
     FLAG_SLOT   CAT_BASE + 0    a data-ready flag or counter
     ACK_SLOT    CAT_BASE + 16   an acknowledgement count back to the producer
@@ -17,9 +17,10 @@ from __future__ import annotations
 import numpy as np
 
 from ...comm import TPUT, GlobalTensor
+from ...kernels.layout import USER_FREE_START
 from ...pipe import DSB_DDR, PIPE_ALL, TLOAD, dsb, pipe_barrier
 
-CAT_BASE = 12288  # words (48 KiB): inside the default 64 KiB signal matrix
+CAT_BASE = USER_FREE_START + 3072  # words (48 KiB): in the free range of the default 64 KiB matrix
 FLAG_SLOT = CAT_BASE
 ACK_SLOT = CAT_BASE + 16
 PHASE_SLOT = CAT_BASE + 32
