@@ -106,6 +106,8 @@ class RankRuntime:
         self.heap = SymmetricHeap(windows, rank)
         self.signal_base = GMPtr(windows, rank, 0, np.int32)
         self.launches = 0
+        # what library kernels keep across launches of this run (their prepared signals), by name
+        self.kernel_state: dict[str, Any] = {}
         self._regions_digest = 0  # of the rt.signal_region calls so far (their symmetry check)
         self.host_agent = Agent(self, C.HOST_SLOT, 0, seed=_seed(config.seed, rank, 0, C.HOST_SLOT))
         self.agents: list[Agent] = []

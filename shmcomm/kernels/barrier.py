@@ -146,7 +146,7 @@ class _EpochSignals:
 
 
 def _epoch_signals(ctx, base):
-    cache = ctx.rt.__dict__.setdefault("_epoch_barrier_cache", {})
+    cache = ctx.rt.kernel_state.setdefault("EpochBarrier", {})
     key = base.offset
     sigs = cache.get(key)
     if sigs is None:
@@ -186,7 +186,7 @@ def EpochBarrier(ctx, signal_base=None, num_blocks=None):
 
 
 def _central_signals(ctx, signal_base):
-    cache = ctx.rt.__dict__.setdefault("_central_barrier_cache", {})
+    cache = ctx.rt.kernel_state.setdefault("CentralBarrier", {})
     key = None if signal_base is None else signal_base.offset
     sigs = cache.get(key)
     if sigs is None:
