@@ -1,4 +1,7 @@
-"""``python -m shmcomm.launch``: see :mod:`shmcomm.cli`."""
+"""Starting and supervising a run: the ``python -m shmcomm.launch`` command line
+(:mod:`.cli`), the launcher that forks, watches and cleans up (:mod:`.supervisor`), the deadlock
+watch (:mod:`.deadlock`), the stale-segment cleanup (:mod:`.cleanup`) and the default job
+(:mod:`.programs`)."""
 
 from .cli import main as main
 from .supervisor import run as run
