@@ -77,7 +77,6 @@ class Control:
         self.words[0:4] = (MAGIC, nranks, SLOTS, self.ncores)
         # absolute addresses of the hot words, computed once
         self.abort_addr = self._addr(_H_ABORT * LINE)
-        self.abort_cp = ctypes.c_void_p(self.abort_addr)
         self.active_addr = self._addr(_H_ACTIVE * LINE)
         self.hostbar_addr = self._addr(_H_HOSTBAR * LINE)
         self.abort_cell = ctypes.c_int32.from_address(self.abort_addr)  # plain reads, to poll

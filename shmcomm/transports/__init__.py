@@ -4,7 +4,7 @@ A transport owns every rank's window (signal matrix, then data heap) and offers 
 needs of memory, nothing more:
 
 * **word handles** (:class:`Word`): one int32 signal word of some rank's window, with an atomic
-  ``add``, ``set`` and ``load``, a cheap ``peek`` to poll with, and ``sleep`` / wake-up so a waiter
+  ``add``, ``set`` and ``load``, an acquire-read ``cell`` to poll with, and ``sleep`` / wake-up so a waiter
   need not burn a core;
 * **window views**: ``view(rank, offset, shape, dtype)`` for the data moves (TLOAD / TSTORE read
   and write through them) and host access to symmetric arrays;
@@ -32,10 +32,9 @@ class Word(ABC):
     """One int32 word of a window (a signal), as the transport reaches it.
 
     ``add`` and ``set`` are sequentially consistent and wake sleepers of the word; ``load`` is a
-    sequentially consistent read (it gives a returning wait acquire order); ``peek`` may be a
-    plain read (polling only: a wait confirms with ``load`` before it returns). ``cell`` is an
-    object whose ``value`` attribute is an acquire read: the satisfied ``TWAIT`` reads it, so it
-    must cost no Python call where the platform allows.
+    sequentially consistent read. ``cell`` is an object whose ``value`` attribute is an acquire
+    read: the satisfied ``TWAIT`` and every poll of a waiting one read it, so it must cost no
+    Python call where the platform allows.
     """
 
     __slots__ = ()
@@ -62,10 +61,6 @@ class Word(ABC):
     @abstractmethod
     def load(self) -> int:
         """Atomically read the word."""
-
-    @abstractmethod
-    def peek(self) -> int:
-        """Read the word cheaply, without ordering (to poll with)."""
 
     @abstractmethod
     def wake(self) -> None:

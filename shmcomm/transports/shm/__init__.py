@@ -56,11 +56,10 @@ class _AtomicCell:
 
 
 class ShmWord(Word):
-    """An int32 word in mapped shared memory: ``cp`` for libatomic, ``plain`` for plain reads,
-    ``cell`` for acquire reads (``plain`` itself on x86-64)."""
+    """An int32 word in mapped shared memory: ``cp`` for libatomic, ``cell`` for acquire reads
+    (a plain ``c_int32`` view on x86-64)."""
 
-    __slots__ = ("rank", "offset", "addr", "cp", "handle", "plain", "cell", "waiters",
-                 "waiters_cp")
+    __slots__ = ("rank", "offset", "addr", "cp", "handle", "cell", "waiters", "waiters_cp")
     fetch_add = staticmethod(_fetch_add)  # libatomic itself: TNOTIFY calls it directly
     exchange = staticmethod(_exchange)
 
@@ -68,8 +67,7 @@ class ShmWord(Word):
                  waiters: tuple[Any, Any] | None) -> None:
         self.rank, self.offset, self.addr = rank, offset, addr
         self.cp = self.handle = ctypes.c_void_p(addr)  # what libatomic's functions take
-        self.plain = ctypes.c_int32.from_address(addr)
-        self.cell = self.plain if TSO else _AtomicCell(self.cp)
+        self.cell = ctypes.c_int32.from_address(addr) if TSO else _AtomicCell(self.cp)
         # the window's sleeper count (plain-read view, atomic address); None: always wake
         self.waiters, self.waiters_cp = waiters if waiters is not None else (_ALWAYS, None)
 
@@ -87,9 +85,6 @@ class ShmWord(Word):
 
     def load(self) -> int:
         return _load(self.cp, _SEQ)
-
-    def peek(self) -> int:
-        return self.plain.value
 
     def wake(self) -> None:
         at.futex_wake(self.cp)
