@@ -11,7 +11,7 @@ per block, bound to the block's agent once:
   and ``dsb`` through ``agent.fences``, ``None`` for a model in which they do nothing);
 * ``agent.hooks`` is the block model too when it wants to see the scalar instructions
   (``notify``, ``wait`` / ``waited``, ``test``, ``copy_begin`` / ``copy_end``,
-  ``expect_blocks``), else
+  ``expect_blocks``, ``gm_access``), else
   ``None``: the eager model's ``TNOTIFY`` and ``TWAIT`` pay one ``is None`` check for the seam.
 
 Models learn everything from these calls: never from profilers, frames or code objects. A new
@@ -117,6 +117,10 @@ class BlockModel:
 
     def expect_blocks(self, kernel: str, param: str, count: int) -> None:
         """A kernel declares that its intra-rank arrival count assumes ``count`` blocks."""
+
+    def gm_access(self, op: str, ptr: Any, nbytes: int, write: bool, atomic: bool) -> None:
+        """A scalar GM instruction ``op`` (a load, store, atomic store or atomic add of one
+        element) is about to access ``nbytes`` bytes at ``ptr`` (a ``GMPtr``)."""
 
 
 class RankModel:
