@@ -42,6 +42,7 @@ from ..errors import (
     RunTimeout,
 )
 from ..exec import model_for
+from ..exec.trace import finalize
 from ..kernels.host import RankRuntime
 from ..transports.shm import ShmTransport
 from ..transports.shm import atomics as at
@@ -136,6 +137,8 @@ class _Launcher:
                     self.ctl.close()
         finally:
             restore()
+            if cfg.trace:
+                self._finish_trace()
         if self.failures:
             first = self.failures[0].kind
             cls = {"deadlock": DeadlockError, "timeout": RunTimeout}.get(first, RunError)
@@ -143,6 +146,18 @@ class _Launcher:
             err.signum = self.signum  # type: ignore[attr-defined]  # the CLI's exit status 128+n
             raise err
         return [self.results[r] for r in range(cfg.nranks)]
+
+    def _finish_trace(self) -> None:
+        """The ranks are gone: rewrite their trace once, with metadata and flow arrows."""
+        cfg = self.config
+        host = getattr(self.host, "func", self.host)  # a functools.partial's function
+        finalize(cfg.trace, {
+            "tool": "shmcomm", "host": f"{getattr(host, '__module__', '?')}:"
+                                      f"{getattr(host, '__qualname__', repr(host))}",
+            "nranks": cfg.nranks, "blocks": cfg.blocks, "mode": cfg.mode, "seed": cfg.seed,
+            "hazards": cfg.hazards if cfg.mode == "hazard" else None,
+            "result": self.failures[0].kind if self.failures else "ok",
+            "failure": str(self.failures[0]).splitlines()[0] if self.failures else None})
 
     def _catch_signals(self) -> Callable[[], None]:
         """Turn SIGINT / SIGTERM into one clean teardown; returns the function restoring the old

@@ -14,6 +14,7 @@ or the runtime's own pipe checks); ``error`` (anything else, e.g. a bad argument
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import itertools
 import os
@@ -79,7 +80,8 @@ class Settings:
     wait_timeout: float = 10.0
     deadlock_grace: float = 0.3
     run_timeout: float = 30.0
-    trace_dir: str = os.path.join("results", "stress-traces")  # hazard runs; kept on failure
+    trace_dir: str = os.path.join("results", "stress-traces")  # every run traces; kept on failure
+    hazards: str | None = None  # hazard runs' sub-models (None: all)
 
     def config(self) -> dict[str, float]:
         return dict(wait_timeout=self.wait_timeout, deadlock_grace=self.deadlock_grace,
@@ -93,6 +95,7 @@ class Report:
     program: str
     outcomes: list[Outcome] = field(default_factory=list)
     seconds: float = 0.0
+    kwargs: dict[str, Any] = field(default_factory=dict)  # the host's --arg values
 
     @property
     def failures(self) -> list[Outcome]:
@@ -115,20 +118,36 @@ def resolve_program(spec: str) -> Callable[..., Any]:
     if ":" not in spec:
         names = ", ".join(catalogue.ENTRIES)
         raise ArgumentError(f"--program: {spec!r} is neither a catalogue program ({names}) "
-                            "nor pkg.module:function")
-    from ..launch.cli import load_program
+                            "nor pkg.module:host or path/to/file.py:host")
+    from ..launch.options import load_program
 
     return load_program(spec)
 
 
-def _with_size(host: Callable[..., Any]) -> bool:
-    """Does ``host`` take the size as a second argument (``host(rt, size)``)?"""
+def host_call(host: Callable[..., Any], size: int,
+              kwargs: dict[str, Any] | None = None) -> tuple[Callable[..., Any], tuple]:
+    """``(host, args)`` that ``run`` calls as ``host(rt, *args)``: ``size`` goes to a host that
+    takes it (a ``size`` parameter, ``**kwargs``, or a second positional parameter), and
+    ``kwargs`` (the ``--arg`` values) always."""
+    kwargs = dict(kwargs or {})
+    args: tuple = ()
     try:
-        params = [p for p in inspect.signature(host).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+        params = list(inspect.signature(host).parameters.values())
     except (TypeError, ValueError):
-        return False
-    return len(params) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)
+        params = []
+    names = {p.name for p in params}
+    if "size" in names or any(p.kind == p.VAR_KEYWORD for p in params):
+        kwargs.setdefault("size", size)
+    elif len([p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD,
+                                               p.VAR_POSITIONAL)]) >= 2:
+        args = (size,)
+    return (functools.partial(host, **kwargs) if kwargs else host), args
+
+
+def takes_size(host: Callable[..., Any]) -> bool:
+    """Does ``host`` receive the sweep's size?"""
+    call, args = host_call(host, 0)
+    return bool(args) or isinstance(call, functools.partial)
 
 
 # --- classification ------------------------------------------------------------------------------
@@ -172,24 +191,26 @@ def _trace_of(message: str) -> str | None:
 # --- running -------------------------------------------------------------------------------------
 
 def _trace_path(program: str, spec: RunSpec, settings: Settings) -> str | None:
-    """Where a hazard run writes its trace (when this build's Config has ``trace``)."""
-    if spec.mode != "hazard" or not settings.trace_dir or \
-            "trace" not in {f.name for f in dataclasses.fields(Config)}:
+    """Where a run writes its trace (when this build's Config has ``trace``)."""
+    if not settings.trace_dir or "trace" not in {f.name for f in dataclasses.fields(Config)}:
         return None
-    name = re.sub(r"[^\w.-]+", "_", program or "program")
+    name = re.sub(r"[^\w.-]+", "_", program or "program").strip("_")
     return os.path.abspath(os.path.join(
         settings.trace_dir, f"{name}-{spec.nranks}x{spec.blocks}-n{spec.size}-seed{spec.seed}.json"))
 
 
 def run_one(host: Callable[..., Any], spec: RunSpec, settings: Settings,
-            program: str = "") -> Outcome:
+            program: str = "", kwargs: dict[str, Any] | None = None) -> Outcome:
     """Run ``host`` once under ``spec``; never raises for a failing run (only for Ctrl-C).
 
-    A hazard run writes a trace file; it is deleted when the run passes and kept (its path in
-    ``Outcome.trace``) when it fails.
+    ``kwargs`` go to the host as keyword arguments (the command lines' ``--arg``). A run writes a
+    trace file when ``settings.trace_dir`` is set; it is deleted when the run passes and kept (its
+    path in ``Outcome.trace``) when it fails.
     """
-    args = (spec.size,) if _with_size(host) else ()
+    host, args = host_call(host, spec.size, kwargs)
     extra: dict[str, Any] = {}
+    if spec.mode == "hazard" and settings.hazards:
+        extra["hazards"] = settings.hazards
     trace = _trace_path(program, spec, settings)
     if trace is not None:
         os.makedirs(os.path.dirname(trace), exist_ok=True)
@@ -224,12 +245,14 @@ def specs(cfgs: Sequence[tuple[int, int, int, str]], seed: int) -> Iterator[RunS
 
 def sweep(host: Callable[..., Any], cfgs: Sequence[tuple[int, int, int, str]], *, seed: int = 0,
           runs: int | None = None, seconds: float | None = None, settings: Settings | None = None,
-          stop_at_first: bool = False, program: str = "", progress: bool = False) -> Report:
-    """Run ``host`` over ``cfgs`` for ``runs`` runs or ``seconds`` (whichever ends first)."""
+          stop_at_first: bool = False, program: str = "", progress: bool = False,
+          kwargs: dict[str, Any] | None = None) -> Report:
+    """Run ``host`` over ``cfgs`` for ``runs`` runs or ``seconds`` (whichever ends first);
+    ``kwargs`` go to every run's host (see :func:`run_one`)."""
     if runs is None and seconds is None:
         runs = len(cfgs)
     settings = settings or Settings()
-    report = Report(program)
+    report = Report(program, kwargs=dict(kwargs or {}))
     bar = _progress(program, runs, progress)
     t0 = time.perf_counter()
     try:
@@ -238,7 +261,7 @@ def sweep(host: Callable[..., Any], cfgs: Sequence[tuple[int, int, int, str]], *
                 break
             if seconds is not None and time.perf_counter() - t0 >= seconds:
                 break
-            out = run_one(host, spec, settings, program)
+            out = run_one(host, spec, settings, program, kwargs)
             report.outcomes.append(out)
             if bar is not None:
                 bar.update(1)

@@ -14,7 +14,7 @@ what is due; the kernel's end retires everything. While work is pending the agen
 ``A_PENDING`` word is 1, so the deadlock watch waits for the retirement instead of reporting.
 
 Visibility and lines: :mod:`.visibility`. Jitter: :mod:`.jitter`. Checkers: :mod:`.checkers`,
-each an observer of this model's events. Trace: :mod:`.trace`.
+each an observer of this model's events. Trace: :mod:`shmcomm.exec.trace`.
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from ...config import parse_hazards
 from ...core import control as C
 from ...core.model import BlockModel, RankModel, atomic_add
 from ...types import CMP_SYMBOLS, PIPE_ALL, PIPE_MTE2, PIPE_MTE3, PIPE_NAMES
+from ..trace import HostTrace, block_tracer, close_block, now_us
 from .checkers import CHECKER_CLASSES, EVENTS, observers
 from .jitter import Jitter
 from .report import kernel_site
-from .trace import Tracer, now_us
 from .visibility import LineModel, RemoteStores
 
 if TYPE_CHECKING:
@@ -66,6 +66,12 @@ class HazardRankModel(RankModel):
     def __init__(self, rt: RankRuntime) -> None:
         super().__init__(rt)
         self.launch = LaunchState(0, None)
+        cfg = rt.config
+        self.host = HostTrace(cfg.trace, rt.ctl.segment.name, rt.rank) if cfg.trace else None
+
+    def launch_end(self) -> None:
+        if self.host:
+            self.host.launch_end(self.rt.launches)
 
     def launch_start(self) -> None:
         """Remember this rank's non-zero signal words (for ``stale-at-launch``).
@@ -76,6 +82,8 @@ class HazardRankModel(RankModel):
         at least one always gets a clean snapshot.)
         """
         rt = self.rt
+        if self.host:
+            self.host.launch_start()
         sigs = rt.signals.copy()  # peers may write while we look: scan a copy
         stale = {int(i) * 4: int(sigs[i]) for i in sigs.nonzero()[0]}
         ctl = rt.ctl
@@ -85,6 +93,8 @@ class HazardRankModel(RankModel):
 
     def block(self, agent: Agent) -> BlockModel:
         model = HazardBlockModel(agent, self)
+        if self.host:
+            self.host.block(agent)
         if model.observes:
             agent.hooks = model
         return model
@@ -105,15 +115,13 @@ class HazardBlockModel(BlockModel):
         self.lines = LineModel(agent.rt.windows, self._clobber) if "lines" in models else None
         # jitter and idle draw from their own stream: how often a wait idles depends on timing
         self.jitter = Jitter(random.Random(agent.rng.getrandbits(64))) if "jitter" in models else None
-        self.tracer = (Tracer(cfg.trace, agent.ctl.segment.name, agent.rank, agent.block_idx)
-                       if cfg.trace else None)
+        self.tracer = block_tracer(agent)
         self.queues: list[deque] = [deque() for _ in PIPE_NAMES]  # issued, not yet retired
         self.issued = [0] * len(PIPE_NAMES)
         self.retired = [0] * len(PIPE_NAMES)
         self.marks: dict[tuple[int, int, int], tuple[int, str]] = {}
         self.pending = False
         self.launch = rank_model.launch
-        self.spans: list[tuple[str, float, Any]] = []
         checkers = [cls(self) for cls in CHECKER_CLASSES] if self.m_check else []
         self.on = {e: observers(checkers, e) for e in EVENTS}  # event -> the checkers' methods
         # the scalar hooks are wanted only by these sub-models
@@ -136,12 +144,12 @@ class HazardBlockModel(BlockModel):
                 f()
         finally:
             if self.tracer:
-                self.tracer.flush()
+                close_block(self.tracer, failed=False)
 
     def stop(self) -> None:
         """The kernel raised: write what the trace holds."""
         if self.tracer:
-            self.tracer.flush()
+            close_block(self.tracer, failed=True)
 
     # -- pipe instructions -------------------------------------------------------------------
 
@@ -168,6 +176,8 @@ class HazardBlockModel(BlockModel):
 
     def set_flag(self, src: int, dst: int, event: int) -> None:
         key = (src, dst, event)
+        if self.tracer:
+            self.tracer.flag("set_flag", PIPE_NAMES[src], PIPE_NAMES[dst], event)
         for f in self.on["set_flag"]:
             f(key)
         self.flags.add(key)
@@ -176,6 +186,8 @@ class HazardBlockModel(BlockModel):
             self.jitter.point()
 
     def wait_flag(self, src: int, dst: int, event: int) -> None:
+        if self.tracer:
+            self.tracer.flag("wait_flag", PIPE_NAMES[src], PIPE_NAMES[dst], event)
         super().wait_flag(src, dst, event)
         mark = self.marks.pop((src, dst, event), (0, ""))[0]
         if self.jitter:
@@ -313,8 +325,7 @@ class HazardBlockModel(BlockModel):
             self.jitter.point()
         ptr = sig.ptr
         if self.tracer:
-            self.tracer.instant("TNOTIFY", rank=ptr.rank, offset=ptr.offset, value=value,
-                                op="Set" if op else "AtomicAdd")
+            self.tracer.notify(sig, value, op)
         for f in self.on["notify"]:
             f(sig, value, op)
         if self.lines:
@@ -328,27 +339,21 @@ class HazardBlockModel(BlockModel):
 
     def wait(self, sig: Any, value: int, cmp: int) -> None:
         if self.tracer:
-            ptr = sig.ptr
-            self.spans.append(("TWAIT", now_us(), {"rank": ptr.rank, "offset": ptr.offset,
-                                                   "value": value, "cmp": CMP_SYMBOLS[cmp]}))
+            self.tracer.wait(sig, value, CMP_SYMBOLS[cmp])
         for f in self.on["wait"]:
             f(sig, value, cmp)
 
     def waited(self, sig: Any, value: int, cmp: int) -> None:
-        if self.tracer and self.spans:
-            name, t0, args = self.spans.pop()
-            args["seen"] = [w.load() for w in sig.words][:8]
-            self.tracer.span(name, t0, **args)
+        if self.tracer:
+            self.tracer.waited(sig)
 
     def copy_begin(self, op: str, dst: GlobalTensor, src: GlobalTensor) -> None:
         if self.tracer:
-            self.spans.append((op, now_us(), {"dst_rank": dst.ptr.rank, "src_rank": src.ptr.rank,
-                                              "bytes": dst.rows * dst.cols * dst.dtype.itemsize}))
+            self.tracer.copy_begin(op, dst, src)
 
     def copy_end(self, op: str) -> None:
-        if self.tracer and self.spans:
-            name, t0, args = self.spans.pop()
-            self.tracer.span(name, t0, **args)
+        if self.tracer:
+            self.tracer.copy_end(op)
 
     def expect_blocks(self, kernel: str, param: str, count: int) -> None:
         for f in self.on["expect_blocks"]:
