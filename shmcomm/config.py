@@ -9,11 +9,13 @@ the variable). Explicit arguments win over the environment.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ArgumentError
+from .errors import ArgumentError, ShmcommWarning
 
 MAX_RANKS = 64  # as pto-isa's CommDeviceContext (kMaxRankNum)
 MAX_BLOCKS = 64
@@ -82,8 +84,11 @@ class Config:
             raw = env.get("SHMCOMM_" + name.upper())
             if raw is not None and raw != "":
                 values[name] = _parse_env(name, raw)
-        values.update({k: v for k, v in kwargs.items() if v is not None})
-        return cls(**values)
+        given = {k: v for k, v in kwargs.items() if v is not None}
+        values.update(given)
+        cfg = cls(**values)
+        _warn_ineffective(cfg, env, given)
+        return cfg
 
     def replace(self, **changes: Any) -> Config:
         """A copy with ``changes`` applied (checked like the original)."""
@@ -142,6 +147,34 @@ def parse_hazards(value: str, label: str = "hazards") -> frozenset[str]:
         raise ArgumentError(f"{label} must be 'all' or a comma list of {', '.join(HAZARDS)}; "
                             f"got {value!r}")
     return frozenset(names)
+
+
+# settings that only hazard mode reads
+HAZARD_ONLY = ("hazards", "hazard_delay")
+# SHMCOMM_* variables that are not Config fields but are read elsewhere (none today)
+OTHER_ENV: frozenset[str] = frozenset()
+
+
+def _warn_ineffective(cfg: Config, env: Any, given: dict[str, Any]) -> None:
+    """Warn about settings that would be silently ignored: unknown ``SHMCOMM_*`` variables (with
+    the nearest known name) and hazard-mode settings of a run in another mode."""
+    known = {"SHMCOMM_" + f.name.upper() for f in dataclasses.fields(Config)} | OTHER_ENV
+    for var in sorted(v for v in env if v.startswith("SHMCOMM_") and v not in known):
+        near = difflib.get_close_matches(var, known, n=1)
+        hint = f"; did you mean {near[0]}?" if near else f"; known: {', '.join(sorted(known))}"
+        warnings.warn(f"unknown environment variable {var} is ignored{hint}", ShmcommWarning,
+                      stacklevel=4)
+    if cfg.mode != "hazard":
+        for name in HAZARD_ONLY:
+            var = "SHMCOMM_" + name.upper()
+            if name in given:
+                how = f"{name}={given[name]!r}"
+            elif env.get(var):
+                how = f"{var}={env[var]}"
+            else:
+                continue
+            warnings.warn(f"{how} has no effect in {cfg.mode} mode (only hazard mode reads it)",
+                          ShmcommWarning, stacklevel=4)
 
 
 def _parse_env(name: str, raw: str) -> Any:

@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     """Entry point of ``launch``; returns the exit status."""
     parser = build_parser(prog)
     prog = parser.prog
+    opt.show_warnings(prog)
     ns = parser.parse_args(argv)
     if ns.nranks is not None and not 1 <= ns.nranks <= MAX_RANKS:
         return opt.usage_error(parser, f"--nranks must be in [1, {MAX_RANKS}], got {ns.nranks}")

@@ -21,6 +21,7 @@ import importlib.util
 import os
 import sys
 import traceback
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -54,6 +55,23 @@ def prog_name(command: str) -> str:
     if base.startswith("shmcomm"):
         return base if base != "shmcomm" else f"shmcomm {command}"
     return f"python -m shmcomm {command}"
+
+
+def show_warnings(prog: str) -> None:
+    """Print shmcomm's warnings as ``PROG: warning: MESSAGE`` lines (once each), not as Python's
+    ``file:line: Category`` pairs."""
+    from ..errors import ShmcommWarning
+
+    plain = warnings.formatwarning
+
+    def fmt(message: Any, category: type[Warning], filename: str, lineno: int,
+            line: str | None = None) -> str:
+        if issubclass(category, ShmcommWarning):
+            return f"{prog}: warning: {message}\n"
+        return plain(message, category, filename, lineno, line)
+
+    warnings.formatwarning = fmt  # type: ignore[assignment]
+    warnings.simplefilter("default", ShmcommWarning)
 
 
 def usage_error(p: argparse.ArgumentParser, message: str) -> int:

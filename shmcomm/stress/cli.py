@@ -100,6 +100,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     """Entry point of ``stress``; returns the exit status."""
     parser = build_parser(prog)
     prog = parser.prog
+    opt.show_warnings(prog)
     ns = parser.parse_args(argv)
     for name in ("runs", "seconds"):
         v = getattr(ns, name)
