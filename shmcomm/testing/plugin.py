@@ -22,7 +22,7 @@ from . import SweepFailed, check
 @pytest.fixture
 def shmcomm_sweep(request: pytest.FixtureRequest, tmp_path: Any) -> Callable[..., Report]:
     """A function that sweeps a host program and fails the test on any failing run."""
-    exitfirst = bool(request.config.getoption("exitfirst", False))
+    exitfirst = request.config.getoption("maxfail", 0) == 1  # -x is --maxfail=1
 
     def run_sweep(host: Callable[..., Any], **options: Any) -> Report:
         options.setdefault("trace_dir", str(tmp_path / "shmcomm-traces"))
