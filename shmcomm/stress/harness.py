@@ -127,8 +127,8 @@ def resolve_program(spec: str) -> Callable[..., Any]:
 def host_call(host: Callable[..., Any], size: int,
               kwargs: dict[str, Any] | None = None) -> tuple[Callable[..., Any], tuple]:
     """``(host, args)`` that ``run`` calls as ``host(rt, *args)``: ``size`` goes to a host that
-    takes it (a ``size`` parameter, ``**kwargs``, or a second positional parameter), and
-    ``kwargs`` (the ``--arg`` values) always."""
+    takes it (a ``size`` parameter, ``**kwargs``, or a second positional parameter without a
+    default), and ``kwargs`` (the ``--arg`` values) always."""
     kwargs = dict(kwargs or {})
     args: tuple = ()
     try:
@@ -138,9 +138,10 @@ def host_call(host: Callable[..., Any], size: int,
     names = {p.name for p in params}
     if "size" in names or any(p.kind == p.VAR_KEYWORD for p in params):
         kwargs.setdefault("size", size)
-    elif len([p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD,
-                                               p.VAR_POSITIONAL)]) >= 2:
-        args = (size,)
+    else:  # the older form host(rt, n): a second positional parameter without a default
+        pos = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        if len(pos) >= 2 and pos[1].default is pos[1].empty and pos[1].name not in kwargs:
+            args = (size,)
     return (functools.partial(host, **kwargs) if kwargs else host), args
 
 
