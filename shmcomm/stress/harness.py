@@ -96,6 +96,7 @@ class Report:
     outcomes: list[Outcome] = field(default_factory=list)
     seconds: float = 0.0
     kwargs: dict[str, Any] = field(default_factory=dict)  # the host's --arg values
+    sized: bool | None = None  # does the host take the size (None: not known)
 
     @property
     def failures(self) -> list[Outcome]:
@@ -253,7 +254,7 @@ def sweep(host: Callable[..., Any], cfgs: Sequence[tuple[int, int, int, str]], *
     if runs is None and seconds is None:
         runs = len(cfgs)
     settings = settings or Settings()
-    report = Report(program, kwargs=dict(kwargs or {}))
+    report = Report(program, kwargs=dict(kwargs or {}), sized=takes_size(host))
     bar = _progress(program, runs, progress)
     t0 = time.perf_counter()
     try:

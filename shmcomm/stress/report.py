@@ -16,10 +16,11 @@ from .harness import JSON_VERSION, KINDS, Report, RunSpec, Settings, resolve_pro
 
 
 def repro_command(program: str, spec: RunSpec, settings: Settings,
-                  kwargs: dict[str, Any] | None = None, command: str = "stress") -> str:
+                  kwargs: dict[str, Any] | None = None, command: str = "stress",
+                  sized: bool | None = None) -> str:
     """The single-configuration command line that reruns ``spec`` exactly, under ``stress``
-    (one run) or under ``launch`` (the same program, arguments, shape, mode and seed)."""
-    host = _host_of(program)
+    (one run) or under ``launch`` (the same program, arguments, shape, mode and seed).
+    ``sized``: whether the host takes the size (``None``: look the program up)."""
     size_args: list[tuple[str, Any]] = []
     if command == "stress":
         parts = ["python", "-m", "shmcomm.stress", "--program", program, "--nranks", str(spec.nranks),
@@ -31,7 +32,10 @@ def repro_command(program: str, spec: RunSpec, settings: Settings,
         parts = ["python", "-m", "shmcomm", "launch", "--program", spec_text,
                  "--nranks", str(spec.nranks), "--blocks", str(spec.blocks), "--mode", spec.mode,
                  "--seed", str(spec.seed)]
-        if host is not None and takes_size(host):
+        if sized is None:
+            host = _host_of(program)
+            sized = host is not None and takes_size(host)
+        if sized:
             size_args = [("size", spec.size)]
     for key, value in size_args + sorted((kwargs or {}).items()):
         parts += ["--arg", format_arg(key, value)]
@@ -78,7 +82,7 @@ def format_report(report: Report, settings: Settings) -> str:
         lines.append("reproduce: " + repro_command(report.program, first.spec, settings,
                                                    report.kwargs))
         lines.append("  or once, under launch: " + repro_command(
-            report.program, first.spec, settings, report.kwargs, command="launch"))
+            report.program, first.spec, settings, report.kwargs, "launch", report.sized))
     lines.append("outcomes per configuration:")
     hist: dict[str, dict[str, int]] = {}
     for o in report.outcomes:
