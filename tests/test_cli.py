@@ -267,3 +267,16 @@ def test_stress_report_format_is_pinned(prog, monkeypatch):
                             "rank 1 block 0: AssertionError: bad sum"),
                     Outcome(RunSpec(4, 2, 64, "hazard", 10), "ok", 0.5)]
     assert format_report(rep, Settings()) == GOLDEN_STRESS
+
+
+@pytest.mark.parametrize("script", ["benchmarks/collectives.py", "benchmarks/barrier_latency.py",
+                                    "benchmarks/hot_path.py", "benchmarks/hazard_overhead.py",
+                                    "scripts/soak.py"])
+def test_every_benchmark_option_has_help_and_default(script):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("script_" + Path(script).stem, ROOT / script)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    assert_every_option_documented(mod.build_parser())
