@@ -639,6 +639,8 @@ class Bench:
                                   [r.stats["max"] - r.stats["median"] for r in rs]],
                             marker="o", capsize=3, label=BARRIER_NAMES.get(impl, impl))
             ax.set_xscale("log", base=2)
+            ticks = sorted({r.nranks for r in self.rows if r.kind == kind and r.blocks == b})
+            ax.set_xticks(ticks, [str(t) for t in ticks])
             ax.set_yscale("log")
             ax.set_xlabel("ranks (processes)")
             ax.set_ylabel("microseconds per barrier (slowest rank)")
@@ -675,7 +677,7 @@ class Bench:
                 hi.append(r.stats["max"] - r.stats["median"])
             ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=POLICY_NAMES.get(pol, pol))
         ax.set_xticks(range(len(groups)))
-        ax.set_xticklabels([f"{BARRIER_NAMES.get(i, i)}\n{n} ranks x {b}" for i, n, b in groups],
+        ax.set_xticklabels([f"{BARRIER_NAMES.get(i, i)}\n{n} ranks x {b} thread(s)" for i, n, b in groups],
                            fontsize=7)
         ax.set_yscale("log")
         ax.set_ylabel("microseconds per barrier (slowest rank)")
