@@ -251,7 +251,8 @@ first failure: run 1 (nranks=4 blocks=2 size=64 mode=hazard seed=8): wrong resul
 reproduce: python -m shmcomm.stress --program cliprog.py:sized --nranks 4 --blocks 2 --size 64 \
 --mode hazard --seed 8 --runs 1 --arg k=1
   or once, under launch: python -m shmcomm launch --program cliprog.py:sized --nranks 4 --blocks 2 \
---mode hazard --seed 8 --arg size=64 --arg k=1 --wait-timeout 10 --deadlock-grace 0.3 --timeout 30
+--mode hazard --seed 8 --arg size=64 --arg k=1 --wait-timeout 10 --deadlock-grace 0.3 --timeout 30 \
+--trace results/stress-traces/cliprog.py_sized-4x2-n64-seed8-launch.json
 outcomes per configuration:
   configuration                          ok  wrong result  deadlock  crash  checker  error
   nranks=2 blocks=1 size=64 mode=eager    1             0         0      0        0      0

@@ -196,9 +196,13 @@ def _trace_path(program: str, spec: RunSpec, settings: Settings) -> str | None:
     """Where a run writes its trace (when this build's Config has ``trace``)."""
     if not settings.trace_dir or "trace" not in {f.name for f in dataclasses.fields(Config)}:
         return None
+    return os.path.abspath(os.path.join(settings.trace_dir, trace_name(program, spec)))
+
+
+def trace_name(program: str, spec: RunSpec, suffix: str = "") -> str:
+    """The file name of a run's trace: program, shape, size and seed."""
     name = re.sub(r"[^\w.-]+", "_", program or "program").strip("_")
-    return os.path.abspath(os.path.join(
-        settings.trace_dir, f"{name}-{spec.nranks}x{spec.blocks}-n{spec.size}-seed{spec.seed}.json"))
+    return f"{name}-{spec.nranks}x{spec.blocks}-n{spec.size}-seed{spec.seed}{suffix}.json"
 
 
 def run_one(host: Callable[..., Any], spec: RunSpec, settings: Settings,

@@ -12,7 +12,16 @@ from typing import Any
 from ..errors import ShmcommError
 from ..launch.options import format_arg
 from . import catalogue
-from .harness import JSON_VERSION, KINDS, Report, RunSpec, Settings, resolve_program, takes_size
+from .harness import (
+    JSON_VERSION,
+    KINDS,
+    Report,
+    RunSpec,
+    Settings,
+    resolve_program,
+    takes_size,
+    trace_name,
+)
 
 
 def repro_command(program: str, spec: RunSpec, settings: Settings,
@@ -48,6 +57,9 @@ def repro_command(program: str, spec: RunSpec, settings: Settings,
             parts += [flag, f"{value:g}"]
     if settings.hazards and spec.mode == "hazard":
         parts += ["--hazards", settings.hazards]
+    if command != "stress" and settings.trace_dir:
+        # the sweep's runs were traced, and tracing changes the timing a race depends on
+        parts += ["--trace", os.path.join(settings.trace_dir, trace_name(program, spec, "-launch"))]
     return shlex.join(parts)
 
 

@@ -176,7 +176,7 @@ def _two_phase_kernel(ctx, src, recv, size):
 
 
 def bug_phase_blind_slot(rt, size: int) -> None:
-    """The seed's phase-blind cross-rank slot, used by two barriers in one launch (a documented hazard of the seed's DeviceBarrier).
+    """The seed's phase-blind cross-rank slot, used by two barriers in one launch (a seed DeviceBarrier hazard).
 
     ``DeviceBarrier`` notifies ``signal_base + my_rank`` whatever ``phase`` is, and phase 1's
     local flag aliases phase 0's intra counter; so the second barrier of a launch is satisfied
@@ -204,7 +204,7 @@ def _launch_kernel(ctx, src, recv, size, launch):
 
 
 def bug_no_reset_between_launches(rt, size: int) -> None:
-    """No signal reset between two launches of the seed barrier (a documented hazard of the seed's DeviceBarrier).
+    """No signal reset between two launches of the seed barrier (a seed DeviceBarrier hazard).
 
     The seed's counters and flag are never cleared; hosts must ``aclrtMemset`` the signal matrix
     before every launch. This host resets once, then launches twice: the second launch's barrier
@@ -226,7 +226,7 @@ def _miscount_kernel(ctx):
 
 
 def bug_arrival_count_mismatch(rt, size: int) -> None:
-    """The arrival count does not match the launch's block count (the seed DeviceBarrier's "Block 数不匹配" hazard).
+    """The arrival count does not match the launch's block count (seed DeviceBarrier, "Block 数不匹配").
 
     The kernel passes ``num_comm_blocks = block_num + 1`` (as with pto-isa's CPU sim, whose
     ``get_block_num()`` returns ``PTO_CPU_SIM_NUM_CORES``): block 0 waits for one arrival too
@@ -367,7 +367,7 @@ def _clash_kernel(ctx, src, recv, size):
 
 
 def bug_event_id_clash(rt, size: int) -> None:
-    """An event-id clash between ``TPUT`` and the user's own flags (TPUT's internal event ids reused by the kernel).
+    """An event-id clash between ``TPUT`` and the user's own flags (TPUT's own event id).
 
     TPUT synchronizes MTE2 -> MTE3 on ``EVENT_ID0`` (``a2a3/TPut.hpp``), the id that
     ``BuildAsyncSession`` and hand-written pipelines default to as well. A pending user
