@@ -176,7 +176,7 @@ def _two_phase_kernel(ctx, src, recv, size):
 
 
 def bug_phase_blind_slot(rt, size: int) -> None:
-    """The seed's phase-blind cross-rank slot, used by two barriers in one launch (a seed DeviceBarrier hazard).
+    """The phase-blind cross-rank slot, used by two barriers in one launch (a seed DeviceBarrier hazard).
 
     ``DeviceBarrier`` notifies ``signal_base + my_rank`` whatever ``phase`` is, and phase 1's
     local flag aliases phase 0's intra counter; so the second barrier of a launch is satisfied
