@@ -115,6 +115,11 @@ def _brief(message: str) -> list[str]:
         return []
     frames = [i for i, line in enumerate(lines) if line.lstrip().startswith("File ")
               and "catalogue/_common.py" not in line]  # skip the check helper: show its caller
+    # the user's code rather than shmcomm's own frames (a checker's raise, the runtime)
+    own = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    catalogue_dir = os.path.join(own, "stress", "catalogue") + os.sep
+    users = [i for i in frames if f'"{own}' not in lines[i] or f'"{catalogue_dir}' in lines[i]]
+    frames = users or frames
     out = [lines[0]]
     if frames:
         i = frames[-1]
