@@ -42,7 +42,7 @@ class Config:
     ``seed``: the run's seed (jitter and hazard models draw from it). ``mode``: eager or hazard.
     ``hazards``: the hazard-mode sub-models, ``"all"`` or a comma list of ``HAZARDS``.
     ``hazard_delay``: mean seconds a queued pipe op or an unfenced remote store stays pending.
-    ``trace``: hazard mode writes a Chrome trace JSON (Perfetto) to this path ("" = none).
+    ``trace``: write a Chrome trace JSON of the run (Perfetto) to this path, in any mode ("" = none).
     """
 
     nranks: int = 8

@@ -281,3 +281,15 @@ def test_every_benchmark_option_has_help_and_default(script):
     sys.modules[spec.name] = mod  # dataclasses look their module up there
     spec.loader.exec_module(mod)
     assert_every_option_documented(mod.build_parser())
+
+
+def test_stress_hazards_and_exitfirst(prog):
+    p = _run("stress", "--program", "epoch_barrier", "--nranks", "2", "--blocks", "1",
+             "--mode", "hazard", "--hazards", "pipes,checkers", "--runs", "2", "--no-progress",
+             "--trace-dir", "", cwd=prog)
+    assert p.returncode == 0 and "failures: 0" in p.stdout, p.stdout + p.stderr
+    p = _run("stress", "--program", "cumulative_counter", "--nranks", "2", "--blocks", "4",
+             "--runs", "50", "-x", "--no-progress", "--trace-dir", "", cwd=prog)
+    assert p.returncode == 1, p.stdout + p.stderr
+    runs = int(p.stdout.split(": ", 2)[2].split(" runs")[0])
+    assert p.stdout.count("wrong result 1,") == 1 and runs < 50, p.stdout
