@@ -16,8 +16,10 @@ import pytest
 
 from shmcomm.config import Config
 from shmcomm.errors import ShmcommWarning
+from shmcomm.launch.cleanup import build_parser as cleanup_parser
 from shmcomm.launch.cli import build_parser as launch_parser
 from shmcomm.launch.programs import format_default
+from shmcomm.launch.tracecli import build_parser as trace_parser
 from shmcomm.stress.cli import build_parser as stress_parser
 from shmcomm.stress.harness import Outcome, Report, RunSpec, Settings
 from shmcomm.stress.report import format_report
@@ -55,46 +57,6 @@ def prog(tmp_path):
     return tmp_path
 
 
-def _cleanup_parser():
-    import shmcomm.launch.cleanup as c
-    import shmcomm.launch.options as o
-
-    captured = {}
-    real = o.parser
-
-    def grab(*a, **k):
-        captured["p"] = real(*a, **k)
-        return captured["p"]
-
-    o.parser = grab
-    try:
-        with pytest.raises(SystemExit):
-            c.main(["--help"])
-    finally:
-        o.parser = real
-    return captured["p"]
-
-
-def _trace_parser():
-    import shmcomm.launch.options as o
-    import shmcomm.launch.tracecli as t
-
-    captured = {}
-    real = o.parser
-
-    def grab(*a, **k):
-        captured["p"] = real(*a, **k)
-        return captured["p"]
-
-    o.parser = grab
-    try:
-        with pytest.raises(SystemExit):
-            t.main(["--help"])
-    finally:
-        o.parser = real
-    return captured["p"]
-
-
 def assert_every_option_documented(p: argparse.ArgumentParser) -> None:
     for action in p._actions:
         if isinstance(action, argparse._HelpAction) or action.help == argparse.SUPPRESS:
@@ -105,7 +67,7 @@ def assert_every_option_documented(p: argparse.ArgumentParser) -> None:
             assert "default" in action.help, f"{p.prog}: {name} does not show its default"
 
 
-@pytest.mark.parametrize("make", [launch_parser, stress_parser, _cleanup_parser, _trace_parser],
+@pytest.mark.parametrize("make", [launch_parser, stress_parser, cleanup_parser, trace_parser],
                          ids=["launch", "stress", "cleanup", "trace"])
 def test_every_option_has_help_and_default(make, capsys):
     p = make()

@@ -16,6 +16,7 @@ unlink). Exit status 0, or 1 if a stale segment could not be removed.
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import sys
@@ -135,8 +136,7 @@ def format_report(entries: list[Entry], dry_run: bool) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None, prog: str | None = None) -> int:
-    """The command line; returns the exit status."""
+def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     from .options import parser, prog_name
 
     p = parser(prog or prog_name("cleanup"),
@@ -145,7 +145,12 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
                "exit status: 0 success, 1 a stale segment could not be removed, 2 usage error")
     p.add_argument("--dry-run", "-n", action="store_true",
                    help="only list what would be removed (default: off)")
-    ns = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    """The command line; returns the exit status."""
+    ns = build_parser(prog).parse_args(argv)
     entries = cleanup(dry_run=ns.dry_run)
     print(format_report(entries, ns.dry_run))
     return 1 if any(e.error for e in entries) else 0

@@ -3,6 +3,7 @@ the longest waits, checker reports), for when opening Perfetto is too much."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections import defaultdict
@@ -63,14 +64,19 @@ def summarize(events: list[dict[str, Any]], meta: dict[str, Any], top: int = 10)
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None, prog: str | None = None) -> int:
-    """Entry point of ``trace``; returns the exit status."""
+def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     p = opt.parser(prog or opt.prog_name("trace"),
                    "Summarize a shmcomm Chrome trace file (written by --trace or kept by stress "
                    "for a failing run): who waited on whom and the longest waits.",
                    "exit status: 0 success, 2 usage error or a file that is not a trace")
     p.add_argument("file", metavar="FILE", help="the trace JSON file")
     p.add_argument("--top", type=int, default=10, help="rows of each table (default: %(default)s)")
+    return p
+
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    """Entry point of ``trace``; returns the exit status."""
+    p = build_parser(prog)
     ns = p.parse_args(argv)
     if ns.top < 1:
         return opt.usage_error(p, f"--top must be >= 1, got {ns.top}")
