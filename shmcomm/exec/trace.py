@@ -191,8 +191,10 @@ def flows(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if e.get("name") == "TNOTIFY" and e.get("ph") in ("X", "i"):
             a = e.get("args", {})
             notifies[(a.get("rank"), a.get("offset"))].append((e["ts"], e))
-    for lst in notifies.values():
+    times: dict[tuple[int, int], list[float]] = {}
+    for key, lst in notifies.items():
         lst.sort(key=lambda x: x[0])
+        times[key] = [t for t, _ in lst]
     out: list[dict[str, Any]] = []
     flow_id = 0
     for w in events:
@@ -202,8 +204,9 @@ def flows(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         end = w["ts"] + w.get("dur", 0.0)
         best = None
         for off in a.get("offsets") or [a.get("offset")]:
-            lst = notifies.get((a.get("rank"), off), [])
-            i = bisect.bisect_right([t for t, _ in lst], end)
+            key = (a.get("rank"), off)
+            lst = notifies.get(key, [])
+            i = bisect.bisect_right(times.get(key, []), end)
             if i and (best is None or lst[i - 1][0] > best["ts"]):
                 best = lst[i - 1][1]
         if best is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
 import sys
 import time
 
@@ -63,6 +64,16 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         return opt.usage_error(parser, f"--iters must be in [1, {MAX_ITERS}], got {ns.iters}")
     if ns.arg and not ns.program:
         return opt.usage_error(parser, "--arg is passed to --program's host; the built-in job takes none")
+    try:
+        return _run(parser, ns)
+    finally:
+        if ns.trace and os.path.isfile(ns.trace):
+            print(f"{prog}: trace written to {ns.trace} (summary: python -m shmcomm trace "
+                  f"{ns.trace})", file=sys.stderr)
+
+
+def _run(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> int:
+    prog = parser.prog
     try:
         settings = dict(nranks=ns.nranks, blocks=ns.blocks, timeout=ns.timeout, seed=ns.seed,
                         mode=ns.mode, wait_policy=ns.wait_policy, hazards=ns.hazards,
