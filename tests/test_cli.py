@@ -255,3 +255,21 @@ def test_stress_hazards_and_exitfirst(prog):
     assert p.returncode == 1, p.stdout + p.stderr
     runs = int(p.stdout.split(": ", 2)[2].split(" runs")[0])
     assert p.stdout.count("wrong result 1,") == 1 and runs < 50, p.stdout
+
+
+GOLDEN_DISPATCHER = """\
+usage: python -m shmcomm {launch,stress,trace,cleanup} [options]   |   python -m shmcomm --version
+
+commands (`python -m shmcomm COMMAND --help` lists a command's options):
+  launch   run a host program once on N rank processes
+  stress   run a program over many seeds and shapes, report failures and how to rerun them
+  trace    summarize a Chrome trace file of a run: who waited on whom, the longest waits
+  cleanup  remove segments of dead runs from /dev/shm
+"""
+
+
+def test_dispatcher_help_is_pinned():
+    p = _run("--help")
+    assert p.returncode == 0 and p.stdout == GOLDEN_DISPATCHER
+    p = _run()
+    assert p.returncode == 2 and p.stderr == GOLDEN_DISPATCHER
