@@ -300,9 +300,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true",
                    help="every type and op at 4 KiB and 64 KiB on 4 ranks x 2 blocks, -n 5 -w 1; "
                         "options given as well override it (default: off)")
-    p.add_argument("-b", "--minbytes", type=parse_size, default=None,
+    p.add_argument("-b", "--minbytes", "--min-size", type=parse_size, default=None,
                    help="smallest size per rank, e.g. 4K (default: 4K)")
-    p.add_argument("-e", "--maxbytes", type=parse_size, default=None,
+    p.add_argument("-e", "--maxbytes", "--max-size", type=parse_size, default=None,
                    help="largest size per rank, e.g. 64M (default: 64M)")
     p.add_argument("-f", "--stepfactor", type=float, default=None,
                    help="multiply the size by this between steps, > 1 (default: 4)")

@@ -168,6 +168,8 @@ def _warn_ineffective(cfg: Config, env: Any, given: dict[str, Any]) -> None:
         for name in HAZARD_ONLY:
             var = "SHMCOMM_" + name.upper()
             if name in given:
+                if given[name] == getattr(Config, name):
+                    continue  # the default, spelled out (a test over both modes): nothing lost
                 how = f"{name}={given[name]!r}"
             elif env.get(var):
                 how = f"{var}={env[var]}"
