@@ -97,3 +97,30 @@ def test_check_rejects_bad_arguments():
                          (dict(nranks=[]), "nranks"), (dict(modes="eager", hazards="pipes"), "hazards")):
         with pytest.raises(ArgumentError, match=word):
             check(host, **kwargs)
+
+
+HANGING_TEST = '''
+import time
+
+import pytest
+
+
+def host(rt):
+    time.sleep(120)  # a host that never returns
+
+
+@pytest.mark.timeout(4)
+def test_hangs(shmcomm_sweep):
+    shmcomm_sweep(host, nranks=2, blocks=1, modes="eager", seeds=1)
+'''
+
+
+def test_pytest_timeout_stops_the_sweep_and_its_ranks(pytester):
+    pytester.makepyfile(test_hang=HANGING_TEST)
+    res = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", *_plugin_args(),
+                                        timeout=90)
+    res.assert_outcomes(failed=1)
+    assert "Timeout" in res.stdout.str()
+    # every rank process of the run is gone: none still has the test file's host on its stack
+    out = subprocess.run(["pgrep", "-f", str(pytester.path)], capture_output=True, text=True)
+    assert out.stdout.strip() == ""
