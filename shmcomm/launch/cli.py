@@ -13,7 +13,7 @@ import os
 import sys
 import time
 
-from ..config import MAX_BLOCKS, MAX_RANKS, MODES, WAIT_POLICIES
+from ..config import MAX_BLOCKS, MAX_RANKS, MODES, WAIT_POLICIES, Config
 from ..errors import ArgumentError, RunError, RunTimeout, ShmcommError
 from . import options as opt
 from .options import load_program  # noqa: F401  (the historical import path of the loader)
@@ -48,7 +48,7 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
                    help="how a blocked TWAIT uses the CPU (default: adaptive, or SHMCOMM_WAIT_POLICY)")
     opt.add_waits(p, None, None)
     opt.add_hazards(p)
-    opt.add_trace(p, "file")
+    opt.add_trace_file(p)
     return p
 
 
@@ -80,9 +80,7 @@ def _run(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> int:
                         trace=ns.trace, wait_timeout=ns.wait_timeout,
                         deadlock_grace=ns.deadlock_grace)
         if ns.hazards is not None:
-            from ..config import Config
-
-            mode = Config.from_kwargs(mode=ns.mode).mode
+            mode = ns.mode or os.environ.get("SHMCOMM_MODE") or Config.mode
             error = opt.check_mode_options((mode,), ns.hazards)
             if error:
                 return opt.usage_error(parser, error)

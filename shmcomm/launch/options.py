@@ -71,7 +71,7 @@ def show_warnings(prog: str) -> None:
         return plain(message, category, filename, lineno, line)
 
     warnings.formatwarning = fmt  # type: ignore[assignment]
-    warnings.simplefilter("default", ShmcommWarning)
+    warnings.simplefilter("once", ShmcommWarning)  # a command reads its settings more than once
 
 
 def usage_error(p: argparse.ArgumentParser, message: str) -> int:
@@ -206,14 +206,17 @@ def add_hazards(p: argparse.ArgumentParser) -> None:
                         + " (default: all; an error without hazard mode)")
 
 
-def add_trace(p: argparse.ArgumentParser, what: str) -> None:
-    p.add_argument("--trace" if what == "file" else "--trace-dir", default=None,
-                   metavar="PATH" if what == "file" else "DIR",
-                   help=("write a Chrome trace JSON of the run here (open it in Perfetto, or "
-                         "summarize it with `python -m shmcomm trace PATH`) (default: none)")
-                   if what == "file" else
-                   "keep the Chrome trace of every failing run in DIR, one file per run "
-                   "(default: results/stress-traces; '' keeps none)")
+def add_trace_file(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--trace", default=None, metavar="PATH",
+                   help="write a Chrome trace JSON of the run here, in any mode (open it in "
+                        "Perfetto, or summarize it with `python -m shmcomm trace PATH`) "
+                        "(default: none, or SHMCOMM_TRACE)")
+
+
+def add_trace_dir(p: argparse.ArgumentParser, default: str) -> None:
+    p.add_argument("--trace-dir", default=default, metavar="DIR",
+                   help="keep the Chrome trace of every failing run in DIR, one file per run "
+                        "('' keeps none) (default: %(default)s)")
 
 
 def add_waits(p: argparse.ArgumentParser, wait_timeout: float | None,

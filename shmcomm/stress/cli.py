@@ -86,7 +86,7 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     opt.add_waits(p, Settings.wait_timeout, Settings.deadlock_grace)
     p.add_argument("--run-timeout", type=float, default=Settings.run_timeout, metavar="S",
                    help="one run's timeout in seconds (default: %(default)s)")
-    opt.add_trace(p, "dir")
+    opt.add_trace_dir(p, Settings.trace_dir)
     p.add_argument("--no-progress", action="store_true",
                    help="no progress bar (default: a bar when stderr is a terminal)")
     return p
@@ -119,8 +119,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
                                                "entry runs its own sweep); drop it")
     elif ns.only:
         return opt.usage_error(parser, "--only selects catalogue entries; it needs --catalogue")
-    trace_dir = Settings.trace_dir if ns.trace_dir is None else ns.trace_dir
-    settings = Settings(ns.wait_timeout, ns.deadlock_grace, ns.run_timeout, trace_dir, ns.hazards)
+    settings = Settings(ns.wait_timeout, ns.deadlock_grace, ns.run_timeout, ns.trace_dir, ns.hazards)
     progress = not ns.no_progress
     try:
         if ns.catalogue:
