@@ -94,7 +94,8 @@ def test_check_rejects_bad_arguments():
         pass
 
     for kwargs, word in ((dict(modes=["fast"]), "modes"), (dict(seeds=0), "seeds"),
-                         (dict(nranks=[]), "nranks"), (dict(modes="eager", hazards="pipes"), "hazards")):
+                         (dict(nranks=[]), "nranks"), (dict(modes="eager", hazards="pipes"), "hazards"),
+                         (dict(sizes=[8]), "sizes")):
         with pytest.raises(ArgumentError, match=word):
             check(host, **kwargs)
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..config import MODES
 from ..errors import ArgumentError
-from ..stress.harness import Report, Settings, configs, sweep
+from ..stress.harness import Report, Settings, configs, sweep, takes_size
 from ..stress.report import format_report
 
 __all__ = ["SweepFailed", "check", "program_spec"]
@@ -59,7 +59,7 @@ def _ints(name: str, values: int | Iterable[int]) -> tuple[int, ...]:
 
 def check(host: Callable[..., Any], *, nranks: int | Iterable[int] = (2, 4),
           blocks: int | Iterable[int] = (1, 2), modes: str | Iterable[str] = ("eager", "hazard"),
-          sizes: int | Iterable[int] = (64,), seeds: int = 2, seed: int = 0,
+          sizes: int | Iterable[int] | None = None, seeds: int = 2, seed: int = 0,
           hazards: str | None = None, wait_timeout: float = 10.0, deadlock_grace: float = 0.3,
           run_timeout: float = 30.0, trace_dir: str = "", stop_at_first: bool = False,
           **kwargs: Any) -> Report:
@@ -68,6 +68,7 @@ def check(host: Callable[..., Any], *, nranks: int | Iterable[int] = (2, 4),
     different seeds (run ``i`` gets seed ``seed + i``); raise :class:`SweepFailed` with the report
     if any run failed, else return the report.
 
+    ``sizes`` (default 64) needs a host with a ``size`` parameter.
     ``trace_dir``: keep the Chrome trace of every failing run there ("" keeps none).
     ``stop_at_first``: stop at the first failing run (pytest's ``-x`` sets it in the fixture).
     The per-run bounds are the stress harness's: a deadlock is reported after
@@ -82,8 +83,10 @@ def check(host: Callable[..., Any], *, nranks: int | Iterable[int] = (2, 4),
         raise ArgumentError(f"seeds must be an int >= 1 (runs per configuration), got {seeds!r}")
     if hazards is not None and "hazard" not in mode_list:
         raise ArgumentError("hazards has no effect without hazard mode in modes")
-    cfgs = configs(_ints("nranks", nranks), _ints("blocks", blocks), _ints("sizes", sizes),
-                   mode_list)
+    if sizes is not None and not takes_size(host):
+        raise ArgumentError("sizes has no effect: the host takes no size parameter")
+    cfgs = configs(_ints("nranks", nranks), _ints("blocks", blocks),
+                   _ints("sizes", 64 if sizes is None else sizes), mode_list)
     settings = Settings(wait_timeout, deadlock_grace, run_timeout, trace_dir, hazards)
     program = program_spec(host)
     rep = sweep(host, cfgs, seed=seed, runs=len(cfgs) * seeds, settings=settings,
