@@ -155,15 +155,22 @@ HAZARD_ONLY = ("hazards", "hazard_delay")
 OTHER_ENV: frozenset[str] = frozenset()
 
 
-def _warn_ineffective(cfg: Config, env: Any, given: dict[str, Any]) -> None:
-    """Warn about settings that would be silently ignored: unknown ``SHMCOMM_*`` variables (with
-    the nearest known name) and hazard-mode settings of a run in another mode."""
+def warn_unknown_env(env: Any = None, stacklevel: int = 2) -> None:
+    """Warn about every ``SHMCOMM_*`` environment variable that is no setting (a misspelling is
+    otherwise silently ignored), with the nearest known name."""
+    env = os.environ if env is None else env
     known = {"SHMCOMM_" + f.name.upper() for f in dataclasses.fields(Config)} | OTHER_ENV
     for var in sorted(v for v in env if v.startswith("SHMCOMM_") and v not in known):
         near = difflib.get_close_matches(var, known, n=1)
         hint = f"; did you mean {near[0]}?" if near else f"; known: {', '.join(sorted(known))}"
         warnings.warn(f"unknown environment variable {var} is ignored{hint}", ShmcommWarning,
-                      stacklevel=4)
+                      stacklevel=stacklevel + 1)
+
+
+def _warn_ineffective(cfg: Config, env: Any, given: dict[str, Any]) -> None:
+    """Warn about settings that would be silently ignored: unknown ``SHMCOMM_*`` variables (with
+    the nearest known name) and hazard-mode settings of a run in another mode."""
+    warn_unknown_env(env, stacklevel=4)
     if cfg.mode != "hazard":
         for name in HAZARD_ONLY:
             var = "SHMCOMM_" + name.upper()

@@ -172,6 +172,18 @@ def test_cli_warning_is_one_plain_line(prog):
                                      "variable SHMCOMM_NRANK is ignored; did you mean SHMCOMM_NRANKS?"]
 
 
+def test_stress_warns_once_over_many_runs_and_before_a_usage_error(prog):
+    env = dict(os.environ, SHMCOMM_SEEED="4")
+    p = _run("stress", "--program", "cliprog.py:plain", "--nranks", "2", "--blocks", "1",
+             "--mode", "eager", "--runs", "3", "--no-progress", "--trace-dir", "", cwd=prog, env=env)
+    assert p.returncode == 0, p.stderr
+    assert p.stderr.splitlines() == ["python -m shmcomm stress: warning: unknown environment "
+                                     "variable SHMCOMM_SEEED is ignored; did you mean SHMCOMM_SEED?"]
+    p = _run("stress", "--program", "cliprog.py:plain", "--mode", "eager", "--hazards", "all",
+             cwd=prog, env=env)
+    assert p.returncode == 2 and "SHMCOMM_SEEED" in p.stderr.splitlines()[0]
+
+
 def test_shmcomm_nranks_is_honoured_by_launch(prog):
     env = dict(os.environ, SHMCOMM_NRANKS="3", SHMCOMM_BLOCKS="1")
     p = _run("launch", "--program", "cliprog.py:host", cwd=prog, env=env)

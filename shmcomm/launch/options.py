@@ -60,6 +60,7 @@ def prog_name(command: str) -> str:
 def show_warnings(prog: str) -> None:
     """Print shmcomm's warnings as ``PROG: warning: MESSAGE`` lines (once each), not as Python's
     ``file:line: Category`` pairs."""
+    from ..config import warn_unknown_env
     from ..errors import ShmcommWarning
 
     plain = warnings.formatwarning
@@ -72,6 +73,7 @@ def show_warnings(prog: str) -> None:
 
     warnings.formatwarning = fmt  # type: ignore[assignment]
     warnings.simplefilter("once", ShmcommWarning)  # a command reads its settings more than once
+    warn_unknown_env()  # before any usage error, which would end the command first
 
 
 def usage_error(p: argparse.ArgumentParser, message: str) -> int:
