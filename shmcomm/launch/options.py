@@ -58,22 +58,26 @@ def prog_name(command: str) -> str:
 
 
 def show_warnings(prog: str) -> None:
-    """Print shmcomm's warnings as ``PROG: warning: MESSAGE`` lines (once each), not as Python's
-    ``file:line: Category`` pairs."""
+    """Print each of shmcomm's warnings once, as a ``PROG: warning: MESSAGE`` line rather than
+    Python's ``file:line: Category`` pair (a command reads its settings more than once), and warn
+    about unknown ``SHMCOMM_*`` variables now, before a usage error could end the command."""
     from ..config import warn_unknown_env
     from ..errors import ShmcommWarning
 
-    plain = warnings.formatwarning
+    plain = warnings.showwarning
+    seen: set[str] = set()
 
-    def fmt(message: Any, category: type[Warning], filename: str, lineno: int,
-            line: str | None = None) -> str:
-        if issubclass(category, ShmcommWarning):
-            return f"{prog}: warning: {message}\n"
-        return plain(message, category, filename, lineno, line)
+    def show(message: Any, category: type[Warning], filename: str, lineno: int,
+             file: Any = None, line: str | None = None) -> None:
+        if not issubclass(category, ShmcommWarning):
+            plain(message, category, filename, lineno, file, line)
+        elif str(message) not in seen:
+            seen.add(str(message))
+            print(f"{prog}: warning: {message}", file=sys.stderr)
 
-    warnings.formatwarning = fmt  # type: ignore[assignment]
-    warnings.simplefilter("once", ShmcommWarning)  # a command reads its settings more than once
-    warn_unknown_env()  # before any usage error, which would end the command first
+    warnings.showwarning = show
+    warnings.simplefilter("always", ShmcommWarning)  # deduplicated by the message above
+    warn_unknown_env()
 
 
 def usage_error(p: argparse.ArgumentParser, message: str) -> int:
