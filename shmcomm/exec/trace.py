@@ -23,9 +23,11 @@ arrows, events in time order.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import fcntl
 import json
 import os
+import secrets
 import time
 from collections import defaultdict
 from typing import Any
@@ -115,7 +117,7 @@ class Tracer:
         self.events = []
         header = "[\n" + json.dumps({"ph": "M", "name": "shmcomm_run", "pid": 0,
                                      "args": {"run": self.run_id}})
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             size = os.fstat(fd).st_size
@@ -239,8 +241,13 @@ def finalize(path: str, metadata: dict[str, Any]) -> None:
         name = "host" if tid == HOST_TID else f"block {tid}"
         meta.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}})
     doc = {"traceEvents": meta + body, "displayTimeUnit": "ms", "otherData": metadata}
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(doc, f, default=str)
-        f.write("\n")
-    os.replace(tmp, path)
+    tmp = f"{path}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    try:  # written aside (never through a link) and renamed over the path in one step
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        with os.fdopen(fd, "w") as f:
+            json.dump(doc, f, default=str)
+            f.write("\n")
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
