@@ -18,7 +18,10 @@ from .errors import ArgumentError
 MAX_RANKS = 64  # as pto-isa's CommDeviceContext (kMaxRankNum)
 MAX_BLOCKS = 64
 WAIT_POLICIES = ("adaptive", "spin", "yield", "futex")
-MODES = ("eager", "hazard")
+MODES = ("eager", "hazard", "schedule")
+# schedule-mode strategies (shmcomm.exec.schedule.strategies); "pct" takes an optional depth
+STRATEGIES = ("random", "pct", "replay")
+MAX_PCT_DEPTH = 16
 # hazard-mode sub-models (shmcomm.exec.hazard); "all" turns every one on
 HAZARDS = ("pipes", "visibility", "lines", "jitter", "checkers")
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
@@ -40,7 +43,13 @@ class Config:
     ``seed``: the run's seed (jitter and hazard models draw from it). ``mode``: eager or hazard.
     ``hazards``: the hazard-mode sub-models, ``"all"`` or a comma list of ``HAZARDS``.
     ``hazard_delay``: mean seconds a queued pipe op or an unfenced remote store stays pending.
-    ``trace``: hazard mode writes a Chrome trace JSON (Perfetto) to this path ("" = none).
+    ``trace``: hazard mode writes a Chrome trace JSON (Perfetto) to this path ("" = none); in
+    schedule mode the schedule's trace (one event per scheduling step).
+    ``strategy``: schedule mode's choice of the next agent: ``random``, ``pct`` / ``pct:D``
+    (depth D, default 3) or ``replay`` (needs ``replay``). ``replay``: a schedule file to run
+    (implies ``strategy="replay"``). ``record``: write the run's schedule to this file.
+    ``schedule_delay``: mean scheduling steps that queued pipe work or an unfenced remote store
+    stays pending in schedule mode (the step clock replaces ``hazard_delay``).
     """
 
     nranks: int = 8
@@ -59,6 +68,10 @@ class Config:
     hazards: str = "all"
     hazard_delay: float = 0.002
     trace: str = ""
+    strategy: str = "random"
+    replay: str = ""
+    record: str = ""
+    schedule_delay: int = 24
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -108,6 +121,10 @@ _FIELDS: dict[str, tuple] = {
     "hazards": (str, None),
     "hazard_delay": (float, 0.0, 60.0),
     "trace": (str, None),
+    "strategy": (str, None),
+    "replay": (str, None),
+    "record": (str, None),
+    "schedule_delay": (int, 1, 1_000_000),
 }
 
 
@@ -118,6 +135,9 @@ def _check(name: str, value: Any, label: str) -> None:
             raise ArgumentError(f"{label} must be a str; got {value!r}")
         if name == "hazards":
             parse_hazards(value, label)
+            return
+        if name == "strategy":
+            parse_strategy(value, label)
             return
         if spec[1] is not None and value not in spec[1]:
             raise ArgumentError(f"{label} must be one of {', '.join(spec[1])}; got {value!r}")
@@ -142,6 +162,26 @@ def parse_hazards(value: str, label: str = "hazards") -> frozenset[str]:
         raise ArgumentError(f"{label} must be 'all' or a comma list of {', '.join(HAZARDS)}; "
                             f"got {value!r}")
     return frozenset(names)
+
+
+def parse_strategy(value: str, label: str = "strategy") -> tuple[str, int]:
+    """``(name, depth)`` of a strategy spec: ``random``, ``replay``, ``pct`` or ``pct:D``."""
+    name, sep, arg = value.strip().partition(":")
+    depth = 0
+    if name == "pct":
+        depth = 3
+        if sep:
+            try:
+                depth = int(arg)
+            except ValueError:
+                depth = -1
+            if not 1 <= depth <= MAX_PCT_DEPTH:
+                raise ArgumentError(f"{label}: the PCT depth must be an int in [1, {MAX_PCT_DEPTH}]; "
+                                    f"got {value!r}")
+    elif name not in STRATEGIES or sep:
+        raise ArgumentError(f"{label} must be one of random, pct, pct:D (D in [1, {MAX_PCT_DEPTH}]) "
+                            f"or replay; got {value!r}")
+    return name, depth
 
 
 def _parse_env(name: str, raw: str) -> Any:

@@ -2,6 +2,8 @@
 
 ``eager``: everything completes at issue, as pto-isa's CPU simulator. ``hazard``: queued pipes,
 delayed visibility, the line model, jitter and the checkers (:mod:`shmcomm.exec.hazard`).
+``schedule``: the hazard models run one agent at a time under a replayable strategy
+(:mod:`shmcomm.exec.schedule`).
 :func:`model_for` picks the run's model from its configuration, once, in the launcher.
 """
 
@@ -17,6 +19,10 @@ from .eager import EagerRankModel
 
 def model_for(config: Config) -> Callable[[RankRuntime], RankModel]:
     """The factory of the run's execution model (called in each rank process with its ``rt``)."""
+    if config.mode == "schedule":
+        from .schedule import ScheduleMode
+
+        return ScheduleMode(config)
     if config.mode == "hazard":
         from .hazard import HazardRankModel
 

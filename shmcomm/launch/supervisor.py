@@ -115,7 +115,12 @@ class _Launcher:
         restore = self._catch_signals()
         try:
             try:
-                self.ctl = C.Control(cfg.nranks)
+                # a model that coordinates across processes keeps its shared state in the control
+                # segment (``shared_bytes``), set up by ``prepare`` before the ranks fork
+                self.ctl = C.Control(cfg.nranks, extra_bytes=getattr(self.model, "shared_bytes", 0))
+                prepare = getattr(self.model, "prepare", None)
+                if prepare is not None:
+                    prepare(self.ctl)
                 self.transport = ShmTransport(cfg.nranks, cfg.signal_bytes, cfg.heap_bytes)
                 for rank in range(cfg.nranks):
                     self._spawn(rank)
@@ -133,6 +138,9 @@ class _Launcher:
                 if self.transport is not None:
                     self.transport.close()
                 if self.ctl is not None:
+                    collect = getattr(self.model, "collect", None)
+                    if collect is not None:  # what the model learnt (the schedule), before unmapping
+                        collect(self.ctl, self.failures)
                     self.ctl.close()
         finally:
             restore()
@@ -141,6 +149,10 @@ class _Launcher:
             cls = {"deadlock": DeadlockError, "timeout": RunTimeout}.get(first, RunError)
             err = cls(self.failures, cfg.seed, self.secondary)
             err.signum = self.signum  # type: ignore[attr-defined]  # the CLI's exit status 128+n
+            err.schedule = getattr(self.model, "schedule", None)  # type: ignore[attr-defined]
+            hint = getattr(self.model, "hint", None)  # how to replay it (schedule mode)
+            if hint is not None:
+                err.hint = hint(self.host, self.args)  # type: ignore[attr-defined]
             raise err
         return [self.results[r] for r in range(cfg.nranks)]
 
@@ -316,6 +328,7 @@ def _rank_main(rank: int, parent: int, config: Config, transport: ShmTransport, 
     ctl.set_rank(rank, C.R_PID, os.getpid())
     ctl.set_rank(rank, C.R_STATE, C.R_RUNNING)
     msg: tuple[str, Any]
+    rt: RankRuntime | None = None
     try:
         transport.attach(rank)
         rt = RankRuntime(rank, config, Windows(transport), ctl, model)
@@ -327,6 +340,8 @@ def _rank_main(rank: int, parent: int, config: Config, transport: ShmTransport, 
         msg = _failure_msg(rank, None, exc, traceback.format_exc())
     if msg[0] == "error":
         ctl.abort(C.ABORT_FAILURE)
+    if rt is not None:
+        rt.model.close()
     try:
         conn.send(msg)
     except (pickle.PicklingError, TypeError, AttributeError) as exc:

@@ -1,0 +1,102 @@
+"""Schedule mode: one agent of the run at a time, chosen by a strategy, replayable exactly.
+
+``shmcomm.run(host, mode="schedule", seed=S, strategy="pct:3")`` or ``python -m shmcomm.launch
+--mode schedule --strategy pct:3 --seed S`` runs every agent (each block thread of each rank
+process, and each rank's host code) only while the cross-process scheduler gives it the turn
+(:mod:`.scheduler`). Every kernel-API instruction is a scheduling point; the hazard models run
+on a step clock (:mod:`.model`). Strategies: ``random``, ``pct[:D]``, replay of a recorded
+schedule (:mod:`.strategies`). The same seed, program and options give the same interleaving,
+outcome and trace; ``record=PATH`` writes the schedule, ``replay=PATH`` runs it
+(:mod:`.record`).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from typing import Any
+
+from ...config import Config
+from ...errors import Failure
+from .model import ScheduleBlockModel, ScheduleRankModel
+from .record import Schedule, load, write_trace
+from .scheduler import H_STEP, RUNNABLE, ST_DEADLOCK, ScheduleError, Shared, choices_of, register
+from .scheduler import shared_bytes as _shared_bytes
+from .scheduler import summarize
+from .strategies import make
+
+
+class ScheduleMode:
+    """The factory of schedule mode's rank models, with the launcher's part of the run: it
+    sizes and seeds the shared state before the ranks fork (``prepare``) and reads the
+    schedule back after they end (``collect``; then ``schedule`` holds it)."""
+
+    def __init__(self, config: Config, choices: list[int] | None = None) -> None:
+        self.config = config
+        if choices is None and config.replay:
+            choices = load(config.replay).choices
+        self.strategy = make(config, choices)
+        self.shared_bytes = _shared_bytes(config.nranks)
+        self.schedule: Schedule | None = None
+
+    def prepare(self, ctl: Any) -> None:
+        sh = Shared(ctl.extra_base, ctl.nranks)
+        try:
+            self.strategy.new_execution(sh, self.config.seed)
+            from ...core import control as C
+
+            hosts = [r * C.SLOTS + C.HOST_SLOT for r in range(ctl.nranks)]
+            for h in hosts:
+                register(sh, h, RUNNABLE)
+            first = self.strategy.next_agent(sh, hosts, -1, 0)
+            if first < 0:
+                raise ScheduleError("schedule: the replayed schedule does not fit this run at step 0")
+            sh.rec_next[0], sh.rec_me[0], sh.rec_op[0] = first, -1, 0
+            sh.hdr[H_STEP] = 1
+            sh.go_addr(first)
+            import ctypes
+
+            ctypes.c_int32.from_address(sh.go_addr(first)).value = 1  # no rank runs yet
+        finally:
+            sh.release()
+
+    def __call__(self, rt: Any) -> ScheduleRankModel:
+        return ScheduleRankModel(rt, self.strategy)
+
+    def collect(self, ctl: Any, failures: list[Failure]) -> None:
+        sh = Shared(ctl.extra_base, ctl.nranks)
+        try:
+            s = summarize(sh)
+        finally:
+            sh.release()
+        cfg = self.config
+        strategy = "replay" if self.strategy.name == "replay" else cfg.strategy
+        self.schedule = Schedule(cfg.nranks, cfg.seed, strategy, list(choices_of(s["next"])),
+                                 s["preemptions"], dict(blocks=cfg.blocks, hazards=cfg.hazards,
+                                                        schedule_delay=cfg.schedule_delay))
+        if s["status"] == ST_DEADLOCK and not any(f.kind == "deadlock" for f in failures):
+            failures.insert(0, Failure(None, None, "deadlock", s["report"]))
+        if cfg.record:
+            self.schedule.save(cfg.record)
+        if cfg.trace:
+            write_trace(cfg.trace, cfg.nranks, choices_of(s["me"]), s["ops"],
+                        choices_of(s["next"]))
+
+    def hint(self, host: Any, args: tuple) -> str:
+        """The one-line command that replays this run (when ``host`` is importable)."""
+        cfg = self.config
+        mod, name = getattr(host, "__module__", None), getattr(host, "__qualname__", "")
+        if args or not mod or "<" in name or mod == "__main__":
+            return (f"replay: the same program with mode='schedule', seed={cfg.seed}, "
+                    f"strategy={cfg.strategy!r} (or record=PATH, then replay=PATH)")
+        parts = ["python", "-m", "shmcomm.launch", "--nranks", str(cfg.nranks), "--blocks",
+                 str(cfg.blocks), "--program", f"{mod}:{name}", "--mode", "schedule"]
+        if cfg.replay:
+            parts += ["--replay", os.path.abspath(cfg.replay)]
+        else:
+            parts += ["--strategy", cfg.strategy, "--seed", str(cfg.seed)]
+        return "replay: " + shlex.join(parts)
+
+
+__all__ = ["ScheduleMode", "ScheduleBlockModel", "ScheduleRankModel", "Schedule", "ScheduleError",
+           "load"]
