@@ -24,7 +24,9 @@ import json
 import os
 import sys
 
+from ..config import MODES, parse_strategy
 from ..errors import ArgumentError
+from ..launch.cli import add_schedule_options
 from . import catalogue
 from .harness import (
     DEFAULT_BLOCKS,
@@ -51,9 +53,10 @@ def _int_list(text: str) -> tuple[int, ...]:
 
 def _mode_list(text: str) -> tuple[str, ...]:
     values = tuple(v.strip() for v in text.split(",") if v.strip())
-    bad = [v for v in values if v not in ("eager", "hazard")]
+    bad = [v for v in values if v not in MODES]
     if bad or not values:
-        raise argparse.ArgumentTypeError(f"modes must be eager and/or hazard, got {text!r}")
+        raise argparse.ArgumentTypeError(f"modes must be a comma list of {', '.join(MODES)}, "
+                                         f"got {text!r}")
     return values
 
 
@@ -72,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--nranks", type=_int_list, default=None, help="rank counts, e.g. 2,4,8")
     p.add_argument("--blocks", type=_int_list, default=None, help="block counts, e.g. 1,2,4")
     p.add_argument("--size", type=_int_list, default=None, help="problem sizes (elements)")
-    p.add_argument("--mode", type=_mode_list, default=None, help="eager, hazard or eager,hazard")
+    p.add_argument("--mode", type=_mode_list, default=None, help="eager, hazard, schedule or a comma list")
     p.add_argument("--seed", type=int, default=0, help="seed of the first run (run i: seed + i)")
     p.add_argument("--runs", type=int, default=None, help="number of runs (per entry with --catalogue)")
     p.add_argument("--seconds", type=float, default=None,
@@ -87,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trace-dir", default=Settings.trace_dir,
                    help="where hazard runs write traces; a failing run's is kept (default %(default)s)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_schedule_options(p)
     return p
 
 
@@ -104,7 +108,19 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--runs must be at most 1e9")
     if ns.seed < 0:
         parser.error(f"--seed must be >= 0, got {ns.seed}")
-    settings = Settings(ns.wait_timeout, ns.deadlock_grace, ns.run_timeout, ns.trace_dir)
+    if ns.record is not None or ns.schedule_delay is not None:
+        parser.error("--record and --schedule-delay belong to python -m shmcomm.launch; the stress "
+                     "harness keeps every failing run's schedule")
+    try:
+        parse_strategy(ns.strategy or "random", "--strategy")
+    except ArgumentError as exc:
+        parser.error(str(exc))
+    settings = Settings(ns.wait_timeout, ns.deadlock_grace, ns.run_timeout, ns.trace_dir,
+                        strategy=ns.strategy or "random", replay=ns.replay or "")
+    if ns.replay:
+        if ns.mode not in (None, ("schedule",)):
+            parser.error("--replay runs in schedule mode only")
+        ns.mode = ("schedule",)
     progress = not ns.no_progress
     try:
         if ns.catalogue:
@@ -114,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error(f"--only: unknown entries {', '.join(unknown)}")
             budget = 60.0 if ns.seconds is None else ns.seconds
             kills, reports = kill_matrix(budget, ns.runs, ns.seed, settings, names,
-                                         progress=progress)
+                                         progress=progress, modes=ns.mode)
             print(format_kill_matrix(kills, reports, settings))
             if ns.json:
                 extra = dict(kill_matrix=[dict(

@@ -64,6 +64,8 @@ class Outcome:
     seconds: float
     message: str = ""
     trace: str | None = None
+    value: str | None = None  # what the program returned (repr of the per-rank results), if ok
+    schedule: str | None = None  # schedule mode: the failing run's schedule file (--replay)
 
 
 @dataclass
@@ -80,10 +82,19 @@ class Settings:
     deadlock_grace: float = 0.3
     run_timeout: float = 30.0
     trace_dir: str = os.path.join("results", "stress-traces")  # hazard runs; kept on failure
+    strategy: str = "random"  # schedule mode's strategy
+    replay: str = ""  # schedule mode: run this schedule file
+    schedule_dir: str = os.path.join("results", "stress-schedules")  # failing schedules
 
     def config(self) -> dict[str, float]:
         return dict(wait_timeout=self.wait_timeout, deadlock_grace=self.deadlock_grace,
                     timeout=self.run_timeout)
+
+    def mode_config(self, mode: str) -> dict[str, Any]:
+        """The settings only ``mode`` takes."""
+        if mode != "schedule":
+            return {}
+        return dict(strategy=self.strategy, replay=self.replay)
 
 
 @dataclass
@@ -194,19 +205,45 @@ def run_one(host: Callable[..., Any], spec: RunSpec, settings: Settings,
     if trace is not None:
         os.makedirs(os.path.dirname(trace), exist_ok=True)
         extra["trace"] = trace
+    extra.update(settings.mode_config(spec.mode))
     t0 = time.perf_counter()
     try:
-        run(host, nranks=spec.nranks, blocks=spec.blocks, seed=spec.seed, mode=spec.mode,
-            args=args, **settings.config(), **extra)
+        results = run(host, nranks=spec.nranks, blocks=spec.blocks, seed=spec.seed, mode=spec.mode,
+                      args=args, **settings.config(), **extra)
     except RunError as exc:
         kind, message = classify(exc)
         kept = trace if trace and os.path.isfile(trace) else _trace_of(str(exc))
-        return Outcome(spec, kind, time.perf_counter() - t0, message, kept)
+        return Outcome(spec, kind, time.perf_counter() - t0, message, kept,
+                       schedule=_keep_schedule(exc, program, spec, settings))
     except ArgumentError as exc:
         return Outcome(spec, "error", time.perf_counter() - t0, f"ArgumentError: {exc}")
     if trace is not None and os.path.isfile(trace):
         os.unlink(trace)
-    return Outcome(spec, "ok", time.perf_counter() - t0)
+    return Outcome(spec, "ok", time.perf_counter() - t0, value=value_of(results))
+
+
+def value_of(results: Sequence[Any]) -> str | None:
+    """The outcome value of a passing run for the histogram: the ranks' results, or ``None``
+    when every rank returned ``None``."""
+    if all(r is None for r in results):
+        return None
+    text = repr(results[0]) if all(r == results[0] for r in results) else repr(list(results))
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _keep_schedule(exc: RunError, program: str, spec: RunSpec, settings: Settings) -> str | None:
+    """Write a failing schedule-mode run's schedule where ``--replay`` can take it."""
+    schedule = getattr(exc, "schedule", None)
+    if schedule is None or not settings.schedule_dir:
+        return None
+    name = re.sub(r"[^\w.-]+", "_", program or "program")
+    path = os.path.abspath(os.path.join(
+        settings.schedule_dir, f"{name}-{spec.nranks}x{spec.blocks}-n{spec.size}-seed{spec.seed}.json"))
+    try:
+        schedule.save(path)
+    except OSError:
+        return None
+    return path
 
 
 def configs(nranks: Sequence[int], blocks: Sequence[int], sizes: Sequence[int],

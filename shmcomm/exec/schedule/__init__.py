@@ -12,17 +12,27 @@ outcome and trace; ``record=PATH`` writes the schedule, ``replay=PATH`` runs it
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shlex
 from typing import Any
 
 from ...config import Config
-from ...errors import Failure
+from ...core import control as C
+from ...errors import ArgumentError, Failure
 from .model import ScheduleBlockModel, ScheduleRankModel
 from .record import Schedule, load, write_trace
-from .scheduler import H_STEP, RUNNABLE, ST_DEADLOCK, ScheduleError, Shared, choices_of, register
-from .scheduler import shared_bytes as _shared_bytes
-from .scheduler import summarize
+from .scheduler import (
+    H_STEP,
+    RUNNABLE,
+    ST_DEADLOCK,
+    ScheduleError,
+    Shared,
+    choices_of,
+    register,
+    shared_bytes,
+    summarize,
+)
 from .strategies import make
 
 
@@ -34,17 +44,19 @@ class ScheduleMode:
     def __init__(self, config: Config, choices: list[int] | None = None) -> None:
         self.config = config
         if choices is None and config.replay:
-            choices = load(config.replay).choices
+            recorded = load(config.replay)
+            if recorded.nranks != config.nranks:
+                raise ArgumentError(f"replay: {config.replay!r} was recorded with nranks="
+                                    f"{recorded.nranks}, this run has nranks={config.nranks}")
+            choices = recorded.choices
         self.strategy = make(config, choices)
-        self.shared_bytes = _shared_bytes(config.nranks)
+        self.shared_bytes = shared_bytes(config.nranks)
         self.schedule: Schedule | None = None
 
     def prepare(self, ctl: Any) -> None:
         sh = Shared(ctl.extra_base, ctl.nranks)
         try:
             self.strategy.new_execution(sh, self.config.seed)
-            from ...core import control as C
-
             hosts = [r * C.SLOTS + C.HOST_SLOT for r in range(ctl.nranks)]
             for h in hosts:
                 register(sh, h, RUNNABLE)
@@ -53,9 +65,6 @@ class ScheduleMode:
                 raise ScheduleError("schedule: the replayed schedule does not fit this run at step 0")
             sh.rec_next[0], sh.rec_me[0], sh.rec_op[0] = first, -1, 0
             sh.hdr[H_STEP] = 1
-            sh.go_addr(first)
-            import ctypes
-
             ctypes.c_int32.from_address(sh.go_addr(first)).value = 1  # no rank runs yet
         finally:
             sh.release()

@@ -80,7 +80,7 @@ def write_trace(path: str, nranks: int, me: Sequence[int], ops: Sequence[int],
     events: list[dict[str, Any]] = []
     for r in range(nranks):
         events.append({"ph": "M", "name": "process_name", "pid": r, "args": {"name": f"rank {r}"}})
-    for step, (a, op, n) in enumerate(zip(me, ops, nxt)):
+    for step, (a, op, n) in enumerate(zip(me, ops, nxt, strict=True)):
         if a < 0:  # the launcher's first pick
             rank, tid = -1, 0
         else:
