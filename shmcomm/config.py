@@ -48,8 +48,8 @@ class Config:
     ``strategy``: schedule mode's choice of the next agent: ``random``, ``pct`` / ``pct:D``
     (depth D, default 3) or ``replay`` (needs ``replay``). ``replay``: a schedule file to run
     (implies ``strategy="replay"``). ``record``: write the run's schedule to this file.
-    ``schedule_delay``: mean scheduling steps that queued pipe work or an unfenced remote store
-    stays pending in schedule mode (the step clock replaces ``hazard_delay``).
+    ``schedule_delay``: mean scheduling steps per live agent that queued pipe work or an unfenced
+    remote store stays pending in schedule mode (the step clock replaces ``hazard_delay``).
     """
 
     nranks: int = 8
@@ -71,7 +71,7 @@ class Config:
     strategy: str = "random"
     replay: str = ""
     record: str = ""
-    schedule_delay: int = 24
+    schedule_delay: int = 16
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

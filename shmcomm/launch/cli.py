@@ -72,7 +72,8 @@ def add_schedule_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--record", default=None, metavar="FILE",
                    help="write the run's schedule to FILE (for --replay)")
     g.add_argument("--schedule-delay", type=int, default=None, metavar="STEPS",
-                   help="mean steps unsynchronized work stays pending (default 24)")
+                   help="mean steps per live agent that unsynchronized work stays pending "
+                        "(default 16)")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -115,15 +115,7 @@ class _Launcher:
         restore = self._catch_signals()
         try:
             try:
-                # a model that coordinates across processes keeps its shared state in the control
-                # segment (``shared_bytes``), set up by ``prepare`` before the ranks fork
-                self.ctl = C.Control(cfg.nranks, extra_bytes=getattr(self.model, "shared_bytes", 0))
-                prepare = getattr(self.model, "prepare", None)
-                if prepare is not None:
-                    prepare(self.ctl)
-                self.transport = ShmTransport(cfg.nranks, cfg.signal_bytes, cfg.heap_bytes)
-                for rank in range(cfg.nranks):
-                    self._spawn(rank)
+                self._start()
                 self._supervise()
             except (_Interrupted, KeyboardInterrupt) as exc:
                 self.stopping = True
@@ -135,13 +127,7 @@ class _Launcher:
             finally:
                 self.stopping = True  # a second Ctrl-C must not cut the teardown short
                 self._stop_all()
-                if self.transport is not None:
-                    self.transport.close()
-                if self.ctl is not None:
-                    collect = getattr(self.model, "collect", None)
-                    if collect is not None:  # what the model learnt (the schedule), before unmapping
-                        collect(self.ctl, self.failures)
-                    self.ctl.close()
+                self._release()
         finally:
             restore()
         if self.failures:
@@ -155,6 +141,35 @@ class _Launcher:
                 err.hint = hint(self.host, self.args)  # type: ignore[attr-defined]
             raise err
         return [self.results[r] for r in range(cfg.nranks)]
+
+    def _start(self) -> None:
+        """Map the run's memory and start its rank processes."""
+        cfg = self.config
+        # a model that coordinates across processes keeps its shared state in the control
+        # segment (``shared_bytes``), set up by ``prepare`` before the ranks start
+        self.ctl = C.Control(cfg.nranks, extra_bytes=getattr(self.model, "shared_bytes", 0))
+        self._prepare_model()
+        self.transport = ShmTransport(cfg.nranks, cfg.signal_bytes, cfg.heap_bytes)
+        for rank in range(cfg.nranks):
+            self._spawn(rank)
+
+    def _prepare_model(self) -> None:
+        prepare = getattr(self.model, "prepare", None)
+        if prepare is not None:
+            prepare(self.ctl)
+
+    def _collect_model(self) -> None:
+        collect = getattr(self.model, "collect", None)
+        if collect is not None and self.ctl is not None:  # what the model learnt (the schedule)
+            collect(self.ctl, self.failures)
+
+    def _release(self) -> None:
+        """Unmap the run's memory (after the model has read what it needs from it)."""
+        if self.transport is not None:
+            self.transport.close()
+        if self.ctl is not None:
+            self._collect_model()
+            self.ctl.close()
 
     def _catch_signals(self) -> Callable[[], None]:
         """Turn SIGINT / SIGTERM into one clean teardown; returns the function restoring the old
@@ -319,11 +334,26 @@ def _rank_main(rank: int, parent: int, config: Config, transport: ShmTransport, 
                conn: Connection, host: Callable, args: tuple,
                model: Callable[[RankRuntime], RankModel]) -> int:
     """Body of one rank process. Returns its exit status."""
+    if not rank_process_setup(parent):
+        return 1
+    return serve_run(rank, config, transport, ctl, conn, host, args, model)
+
+
+def rank_process_setup(parent: int) -> bool:
+    """A new rank process: die with the launcher, leave Ctrl-C to it. False if it is gone."""
     at.set_parent_death_signal(signal.SIGKILL)
     if os.getppid() != parent:  # the launcher died before prctl took effect
-        return 1
+        return False
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher handles Ctrl-C for everyone
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    return True
+
+
+def serve_run(rank: int, config: Config, transport: ShmTransport, ctl: C.Control,
+              conn: Connection, host: Callable, args: tuple,
+              model: Callable[[RankRuntime], RankModel]) -> int:
+    """One run's work in a rank process: ``host(rt, *args)``, its result or failure sent to the
+    launcher. Returns the rank's exit status."""
     sys.setswitchinterval(config.switch_interval)
     ctl.set_rank(rank, C.R_PID, os.getpid())
     ctl.set_rank(rank, C.R_STATE, C.R_RUNNING)

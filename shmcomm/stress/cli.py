@@ -24,7 +24,7 @@ import json
 import os
 import sys
 
-from ..config import MODES, parse_strategy
+from ..config import MODES, parse_hazards, parse_strategy
 from ..errors import ArgumentError
 from ..launch.cli import add_schedule_options
 from . import catalogue
@@ -90,6 +90,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trace-dir", default=Settings.trace_dir,
                    help="where hazard runs write traces; a failing run's is kept (default %(default)s)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--hazards", default="all", metavar="LIST",
+                   help="hazard and schedule modes' sub-models: all (default) or a comma list of "
+                        "pipes,visibility,lines,jitter,checkers")
+    p.add_argument("--no-pool", action="store_true",
+                   help="fork the rank processes for every run instead of reusing a pool")
     add_schedule_options(p)
     return p
 
@@ -116,7 +121,12 @@ def main(argv: list[str] | None = None) -> int:
     except ArgumentError as exc:
         parser.error(str(exc))
     settings = Settings(ns.wait_timeout, ns.deadlock_grace, ns.run_timeout, ns.trace_dir,
-                        strategy=ns.strategy or "random", replay=ns.replay or "")
+                        strategy=ns.strategy or "random", replay=ns.replay or "",
+                        hazards=ns.hazards)
+    try:
+        parse_hazards(ns.hazards, "--hazards")
+    except ArgumentError as exc:
+        parser.error(str(exc))
     if ns.replay:
         if ns.mode not in (None, ("schedule",)):
             parser.error("--replay runs in schedule mode only")
@@ -130,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error(f"--only: unknown entries {', '.join(unknown)}")
             budget = 60.0 if ns.seconds is None else ns.seconds
             kills, reports = kill_matrix(budget, ns.runs, ns.seed, settings, names,
-                                         progress=progress, modes=ns.mode)
+                                         progress=progress, modes=ns.mode, pool=not ns.no_pool)
             print(format_kill_matrix(kills, reports, settings))
             if ns.json:
                 extra = dict(kill_matrix=[dict(
@@ -154,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
                        ns.size or (entry.sizes if entry else DEFAULT_SIZES), modes)
         runs = ns.runs if ns.runs is not None or ns.seconds is not None else 100
         rep = sweep(host, cfgs, seed=ns.seed, runs=runs, seconds=ns.seconds, settings=settings,
-                    program=ns.program, progress=progress)
+                    program=ns.program, progress=progress, pool=not ns.no_pool)
         print(format_report(rep, settings))
         if ns.json:
             _write_json(ns.json, report_json([rep], settings))

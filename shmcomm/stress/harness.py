@@ -14,9 +14,11 @@ or the runtime's own pipe checks); ``error`` (anything else, e.g. a bad argument
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import itertools
 import os
+import pickle
 import re
 import sys
 import time
@@ -27,6 +29,7 @@ from typing import Any
 from ..config import Config
 from ..errors import ArgumentError, RunError
 from ..exec.hazard import HazardReport
+from ..launch.pool import Pool
 from ..launch.supervisor import run
 from . import catalogue
 
@@ -83,6 +86,7 @@ class Settings:
     run_timeout: float = 30.0
     trace_dir: str = os.path.join("results", "stress-traces")  # hazard runs; kept on failure
     strategy: str = "random"  # schedule mode's strategy
+    hazards: str = "all"  # hazard and schedule modes' sub-models
     replay: str = ""  # schedule mode: run this schedule file
     schedule_dir: str = os.path.join("results", "stress-schedules")  # failing schedules
 
@@ -92,9 +96,11 @@ class Settings:
 
     def mode_config(self, mode: str) -> dict[str, Any]:
         """The settings only ``mode`` takes."""
+        if mode == "hazard":
+            return dict(hazards=self.hazards)
         if mode != "schedule":
             return {}
-        return dict(strategy=self.strategy, replay=self.replay)
+        return dict(strategy=self.strategy, replay=self.replay, hazards=self.hazards)
 
 
 @dataclass
@@ -192,12 +198,35 @@ def _trace_path(program: str, spec: RunSpec, settings: Settings) -> str | None:
         settings.trace_dir, f"{name}-{spec.nranks}x{spec.blocks}-n{spec.size}-seed{spec.seed}.json"))
 
 
+class Pools:
+    """One :class:`~shmcomm.launch.pool.Pool` per rank count, kept for a whole sweep: runs reuse
+    the rank processes instead of forking them (a failed run replaces its pool)."""
+
+    def __init__(self) -> None:
+        self.pools: dict[int, Pool] = {}
+
+    def runner(self, host: Callable[..., Any], nranks: int) -> Callable[..., list[Any]]:
+        try:
+            pickle.dumps(host)
+        except Exception:  # a local function cannot cross the pool's pipe: fork per run
+            return functools.partial(run, host, nranks=nranks)
+        pool = self.pools.get(nranks)
+        if pool is None:
+            pool = self.pools[nranks] = Pool(nranks)
+        return functools.partial(pool.run, host)
+
+    def close(self) -> None:
+        for p in self.pools.values():
+            p.close()
+        self.pools = {}
+
+
 def run_one(host: Callable[..., Any], spec: RunSpec, settings: Settings,
-            program: str = "") -> Outcome:
+            program: str = "", pools: Pools | None = None) -> Outcome:
     """Run ``host`` once under ``spec``; never raises for a failing run (only for Ctrl-C).
 
     A hazard run writes a trace file; it is deleted when the run passes and kept (its path in
-    ``Outcome.trace``) when it fails.
+    ``Outcome.trace``) when it fails. ``pools``: run on persistent rank processes.
     """
     args = (spec.size,) if _with_size(host) else ()
     extra: dict[str, Any] = {}
@@ -208,8 +237,10 @@ def run_one(host: Callable[..., Any], spec: RunSpec, settings: Settings,
     extra.update(settings.mode_config(spec.mode))
     t0 = time.perf_counter()
     try:
-        results = run(host, nranks=spec.nranks, blocks=spec.blocks, seed=spec.seed, mode=spec.mode,
-                      args=args, **settings.config(), **extra)
+        call = (functools.partial(run, host, nranks=spec.nranks) if pools is None
+                else pools.runner(host, spec.nranks))
+        results = call(blocks=spec.blocks, seed=spec.seed, mode=spec.mode, args=args,
+                       **settings.config(), **extra)
     except RunError as exc:
         kind, message = classify(exc)
         kept = trace if trace and os.path.isfile(trace) else _trace_of(str(exc))
@@ -261,13 +292,16 @@ def specs(cfgs: Sequence[tuple[int, int, int, str]], seed: int) -> Iterator[RunS
 
 def sweep(host: Callable[..., Any], cfgs: Sequence[tuple[int, int, int, str]], *, seed: int = 0,
           runs: int | None = None, seconds: float | None = None, settings: Settings | None = None,
-          stop_at_first: bool = False, program: str = "", progress: bool = False) -> Report:
-    """Run ``host`` over ``cfgs`` for ``runs`` runs or ``seconds`` (whichever ends first)."""
+          stop_at_first: bool = False, program: str = "", progress: bool = False,
+          pool: bool = True) -> Report:
+    """Run ``host`` over ``cfgs`` for ``runs`` runs or ``seconds`` (whichever ends first);
+    ``pool``: on persistent rank processes (one pool per rank count) rather than a fork per run."""
     if runs is None and seconds is None:
         runs = len(cfgs)
     settings = settings or Settings()
     report = Report(program)
     bar = _progress(program, runs, progress)
+    pools = Pools() if pool else None
     t0 = time.perf_counter()
     try:
         for i, spec in enumerate(specs(cfgs, seed)):
@@ -275,7 +309,7 @@ def sweep(host: Callable[..., Any], cfgs: Sequence[tuple[int, int, int, str]], *
                 break
             if seconds is not None and time.perf_counter() - t0 >= seconds:
                 break
-            out = run_one(host, spec, settings, program)
+            out = run_one(host, spec, settings, program, pools)
             report.outcomes.append(out)
             if bar is not None:
                 bar.update(1)
@@ -284,6 +318,8 @@ def sweep(host: Callable[..., Any], cfgs: Sequence[tuple[int, int, int, str]], *
                 break
     finally:
         report.seconds = time.perf_counter() - t0
+        if pools is not None:
+            pools.close()
         if bar is not None:
             bar.close()
     return report

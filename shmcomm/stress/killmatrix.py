@@ -47,7 +47,8 @@ def entry_configs(entry: catalogue.Entry, modes: Sequence[str],
 def kill_matrix(budget_s: float = 60.0, max_runs: int | None = None, seed: int = 0,
                 settings: Settings | None = None, names: Sequence[str] | None = None,
                 correct: bool = True, progress: bool = False,
-                modes: Sequence[str] | None = None) -> tuple[list[Kill], list[Report]]:
+                modes: Sequence[str] | None = None,
+                pool: bool = True) -> tuple[list[Kill], list[Report]]:
     """Run every bug until caught (within ``budget_s`` / ``max_runs`` each), then each correct
     program for the full budget. Returns the kill rows and the correct programs' reports.
     ``modes``: run every entry in these modes (default: a bug in its own, the correct programs
@@ -61,7 +62,7 @@ def kill_matrix(budget_s: float = 60.0, max_runs: int | None = None, seed: int =
             continue
         rep = sweep(entry.host, entry_configs(entry, modes, bug_modes), seed=seed, runs=max_runs,
                     seconds=budget_s, settings=settings, stop_at_first=True, program=entry.name,
-                    progress=progress)
+                    progress=progress, pool=pool)
         kills.append(Kill(entry, rep))
     reports = []
     if correct:
@@ -70,7 +71,7 @@ def kill_matrix(budget_s: float = 60.0, max_runs: int | None = None, seed: int =
                 continue
             reports.append(sweep(entry.host, entry_configs(entry, modes), seed=seed, runs=max_runs,
                                  seconds=budget_s, settings=settings, program=entry.name,
-                                 progress=progress))
+                                 progress=progress, pool=pool))
     return kills, reports
 
 

@@ -25,6 +25,8 @@ def repro_command(program: str, spec: RunSpec, settings: Settings) -> str:
                               ("--run-timeout", settings.run_timeout, default.run_timeout)):
         if value != dflt:
             parts += [flag, f"{value:g}"]
+    if settings.hazards != default.hazards and spec.mode != "eager":
+        parts += ["--hazards", settings.hazards]
     return shlex.join(parts)
 
 

@@ -56,6 +56,7 @@ class ScheduleMode:
     def prepare(self, ctl: Any) -> None:
         sh = Shared(ctl.extra_base, ctl.nranks)
         try:
+            sh.raw[:sh.layout.rec_next] = bytes(sh.layout.rec_next)  # a pool's second run
             self.strategy.new_execution(sh, self.config.seed)
             hosts = [r * C.SLOTS + C.HOST_SLOT for r in range(ctl.nranks)]
             for h in hosts:
@@ -107,5 +108,5 @@ class ScheduleMode:
         return "replay: " + shlex.join(parts)
 
 
-__all__ = ["ScheduleMode", "ScheduleBlockModel", "ScheduleRankModel", "Schedule", "ScheduleError",
-           "load"]
+__all__ = ["ScheduleMode", "shared_bytes", "ScheduleBlockModel", "ScheduleRankModel", "Schedule",
+           "ScheduleError", "load"]

@@ -4,8 +4,8 @@
 takes a scheduling point (the scheduler may hand the turn to another agent there), then calls
 the hazard model's hook, so checkers and any observer attached the hazard way keep working.
 Its clock is the run's step count, not wall time: queued pipe work, invisible remote stores and
-line write-backs fall due ``schedule_delay`` x U(0.5, 1.5) steps after issue and retire at the
-owner's first scheduling point after that. A block that returns with work still pending stays
+line write-backs fall due ``schedule_delay`` x (live agents) x U(0.5, 1.5) steps after issue and
+retire at the owner's first scheduling point after that. A block that returns with work still pending stays
 a (draining) agent of the schedule until all of it has retired, so a consumer can run between
 the producer's last notify and the arrival of its data. Jitter is off (the schedule is the
 jitter) and so is the hazard trace (its wall-clock stamps would differ between replays: the
@@ -52,7 +52,7 @@ def wait_turns(sched: Scheduler, aid: int, op: int, site: Any, value: int, cmp: 
         if idx < 0:
             return
         sched.block_on(aid, site, idx, value, cmp)
-        sched.switch(aid, op, BLOCKED, bool(pending and pending()))
+        sched.switch(aid, op, BLOCKED, bool(pending and pending()), yielded=True)
 
 
 class ScheduleBlockModel(HazardBlockModel):
@@ -73,6 +73,11 @@ class ScheduleBlockModel(HazardBlockModel):
     def _now(self) -> float:
         return float(self.sched.step())
 
+    def _due(self) -> float:
+        # per live agent: an agent's work stays pending for about ``delay`` of its owner's own
+        # steps whatever the run's size, so the others get as many chances to see it pending
+        return self._now() + self.delay * self.sched.live_count() * (0.5 + self.rng.random())
+
     def _point(self, op: int, yielded: bool = False) -> None:
         if self.quiet:
             return
@@ -91,7 +96,7 @@ class ScheduleBlockModel(HazardBlockModel):
 
     def finish(self) -> None:
         while self.pending:  # the block returned; its queued work retires at later steps
-            self.sched.switch(self.aid, _DRAIN, DRAINING, True)
+            self.sched.switch(self.aid, _DRAIN, DRAINING, True, yielded=True)
             self._tick()
         self.quiet = True
         super().finish()

@@ -209,6 +209,9 @@ class Scheduler:
     def step(self) -> int:
         return self.sh.hdr[H_STEP]
 
+    def live_count(self) -> int:
+        return self.sh.hdr[H_LIVE]
+
     def register(self, aid: int) -> None:
         register(self.sh, aid)
 
