@@ -97,6 +97,7 @@ class _Launcher:
         self.host = host
         self.args = args
         self.model = model_for(config) if model is None else model  # chosen once, here
+        self.config = getattr(self.model, "config", config)  # a replay brings its recorded seed
         self.pids: dict[int, int] = {}
         self.conns: dict[Connection, int] = {}
         self.results: dict[int, Any] = {}

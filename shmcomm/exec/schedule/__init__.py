@@ -39,7 +39,8 @@ from .strategies import make
 class ScheduleMode:
     """The factory of schedule mode's rank models, with the launcher's part of the run: it
     sizes and seeds the shared state before the ranks fork (``prepare``) and reads the
-    schedule back after they end (``collect``; then ``schedule`` holds it)."""
+    schedule back after they end (``collect``; then ``schedule`` holds it). ``config`` is the
+    run's configuration: a replay takes the recorded run's seed and schedule options."""
 
     def __init__(self, config: Config, choices: list[int] | None = None) -> None:
         self.config = config
@@ -49,6 +50,10 @@ class ScheduleMode:
                 raise ArgumentError(f"replay: {config.replay!r} was recorded with nranks="
                                     f"{recorded.nranks}, this run has nranks={config.nranks}")
             choices = recorded.choices
+            # the recorded run's seed and options decide: the models draw their due times from them
+            opts = {k: v for k, v in recorded.options.items()
+                    if k in ("blocks", "hazards", "schedule_delay")}
+            self.config = config = config.replace(seed=recorded.seed, **opts)
         self.strategy = make(config, choices)
         self.shared_bytes = shared_bytes(config.nranks)
         self.schedule: Schedule | None = None

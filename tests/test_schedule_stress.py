@@ -1,0 +1,71 @@
+"""The stress harness in schedule mode: a failure prints a replay command that replays it, and
+a program that returns a value gets an outcome histogram with the first seed of each outcome."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from shmcomm.stress.harness import Settings, sweep
+from shmcomm.stress.report import format_report
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def _stress(args, cwd):
+    return subprocess.run([sys.executable, "-m", "shmcomm.stress", "--no-progress"] + args,
+                          capture_output=True, text=True, timeout=150, cwd=cwd)
+
+
+def test_a_failure_prints_a_replay_command_that_replays_it(tmp_path):
+    out = _stress(["--program", "set_flag_reuse", "--nranks", "2", "--blocks", "1", "--size",
+                   "64", "--mode", "schedule", "--strategy", "pct:2", "--runs", "2"], tmp_path)
+    assert out.returncode == 1, out.stderr
+    first = re.search(r"first failure: .*: (.*)\n  (.*)", out.stdout)
+    replay = re.search(r"^replay: (.*)$", out.stdout, re.M)
+    repro = re.search(r"^reproduce: (.*)$", out.stdout, re.M)
+    assert first and replay and repro, out.stdout
+    assert "--replay" in replay.group(1) and "--strategy pct:2" in repro.group(1)
+    for cmd in (replay.group(1), repro.group(1)):
+        again = _stress(shlex.split(cmd)[3:], tmp_path)
+        assert again.returncode == 1
+        line = re.search(r"first failure: .*: (.*)\n  (.*)", again.stdout)
+        assert line and line.groups() == first.groups(), again.stdout
+
+
+def litmus(rt):
+    """Message passing without a fence: what the reader sees of (flag, data)."""
+    import numpy as np
+
+    from shmcomm.comm import TNOTIFY, TTEST, NotifyOp, Signal, WaitCmp
+    from shmcomm.stress.catalogue._common import FLAG_SLOT, slot
+
+    data = rt.alloc((1,), np.int32)
+
+    def kernel(ctx, data):
+        if ctx.rank == 0:
+            TNOTIFY(Signal(data.on_rank(1).cast(np.int32)), 1, NotifyOp.Set)
+            TNOTIFY(Signal(slot(ctx, FLAG_SLOT, 1)), 1, NotifyOp.Set)
+        else:
+            flag = TTEST(Signal(slot(ctx, FLAG_SLOT)), 1, WaitCmp.EQ)
+            ctx.rt.kernel_state["seen"] = (int(flag), int(TTEST(Signal(data), 1, WaitCmp.EQ)))
+
+    rt.launch(kernel, blocks=1, args=(data.ptr,))
+    return rt.kernel_state.get("seen")
+
+
+def test_outcome_histogram_counts_values_with_their_first_seed():
+    rep = sweep(litmus, [(2, 1, 1, "schedule")], seed=0, runs=12, settings=Settings(),
+                program="litmus")
+    text = format_report(rep, Settings())
+    assert "outcome histogram (outcome, runs, first seed):" in text
+    rows = re.findall(r"^  ok (.*?)\s+(\d+)  seed (\d+)$", text, re.M)
+    assert sum(int(n) for _, n, _ in rows) == 12
+    assert len(rows) >= 2, text  # the reader ran before and after the writer in some schedules
+    for value, _n, seed in rows:
+        first = next(o for o in rep.outcomes if f"ok {o.value}" == f"ok {value}")
+        assert first.spec.seed == int(seed)
