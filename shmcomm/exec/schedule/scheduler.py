@@ -57,6 +57,7 @@ ST_RUNNING, ST_DEADLOCK, ST_STEPS, ST_DIVERGED = 0, 1, 2, 3
 MAX_STEPS = 4_000_000  # a run longer than this is a livelock (a spin loop nothing ends)
 REPORT_BYTES = 16384
 _WAIT_S = 0.05  # a waiting agent re-checks the abort flag this often
+_CMP = CMP_FUNCS
 
 
 class ScheduleError(ShmcommError):
@@ -186,6 +187,7 @@ class Scheduler:
         self.abort = ctl.abort_cell
         self._go: dict[int, Any] = {}
         self._words: dict[tuple[int, int], Any] = {}
+        self._cells: dict[tuple[int, int], Any] = {}
 
     # -- words ---------------------------------------------------------------------------------
 
@@ -295,21 +297,33 @@ class Scheduler:
     def enabled(self) -> list[int]:
         """The live agents that can take a step now, in registration order."""
         sh = self.sh
-        state, pending = sh.state, sh.pending
-        ids = sh.live[:sh.hdr[H_LIVE]]
+        state, pending, wrank, woff, wcmp, wval = (sh.state, sh.pending, sh.wrank, sh.woff,
+                                                   sh.wcmp, sh.wval)
+        cells, cell_of = self._cells, self._cell
+        ids = sh.live[:sh.hdr[H_LIVE]].tolist()
         out = []
         for a in ids:
             s = state[a]
             if s == RUNNABLE or s == DRAINING or pending[a]:
                 out.append(a)
             elif s == BLOCKED:
-                if CMP_FUNCS[sh.wcmp[a]](self._word(sh.wrank[a], sh.woff[a]).load(), sh.wval[a]):
+                key = (wrank[a], woff[a])
+                cell = cells.get(key)
+                if cell is None:
+                    cell = cell_of(key)
+                if _CMP[wcmp[a]](cell.value, wval[a]):
                     out.append(a)
             elif s == JOINING:
                 lo = a - C.HOST_SLOT
                 if not any(lo <= b < a for b in ids):
                     out.append(a)
         return out
+
+    def _cell(self, key: tuple[int, int]) -> Any:
+        """The acquire-read cell of a waited word (a plain read on x86-64: the turn's hand-off
+        already orders every earlier write before this read)."""
+        cell = self._cells[key] = self._word(*key).cell
+        return cell
 
     def _deadlock(self, aid: int) -> None:
         """No live agent can take a step: write the wait-for table, abort, wake everyone."""
