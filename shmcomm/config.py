@@ -167,24 +167,25 @@ def parse_hazards(value: str, label: str = "hazards") -> frozenset[str]:
     return frozenset(names)
 
 
-def parse_strategy(value: str, label: str = "strategy") -> tuple[str, int]:
-    """``(name, depth)`` of a strategy spec: ``random``, ``replay``, ``pct`` or ``pct:D``."""
-    name, sep, arg = value.strip().partition(":")
-    depth = 0
-    if name == "pct":
-        depth = 3
-        if sep:
-            try:
-                depth = int(arg)
-            except ValueError:
-                depth = -1
-            if not 1 <= depth <= MAX_PCT_DEPTH:
-                raise ArgumentError(f"{label}: the PCT depth must be an int in [1, {MAX_PCT_DEPTH}]; "
-                                    f"got {value!r}")
-    elif name not in STRATEGIES or sep:
-        raise ArgumentError(f"{label} must be one of random, pct, pct:D (D in [1, {MAX_PCT_DEPTH}]) "
-                            f"or replay; got {value!r}")
-    return name, depth
+def parse_strategy(value: str, label: str = "strategy") -> tuple[str, int, int]:
+    """``(name, depth, steps)`` of a strategy spec: ``random``, ``replay``, ``pct``, ``pct:D``
+    or ``pct:D:K`` (depth D, default 3; K the steps a run is expected to take, 0 = default)."""
+    name, _, rest = value.strip().partition(":")
+    args = rest.split(":") if rest else []
+    if name == "pct" and len(args) <= 2:
+        try:
+            depth = int(args[0]) if args else 3
+            steps = int(args[1]) if len(args) > 1 else 0
+        except ValueError:
+            depth = steps = -1
+        if not 1 <= depth <= MAX_PCT_DEPTH or not 0 <= steps <= 10**8:
+            raise ArgumentError(f"{label}: pct:D[:K] takes a depth D in [1, {MAX_PCT_DEPTH}] and "
+                                f"an expected step count K in [1, 1e8]; got {value!r}")
+        return name, depth, steps
+    if name not in STRATEGIES or args or name == "pct":
+        raise ArgumentError(f"{label} must be one of random, pct, pct:D, pct:D:K (D in [1, "
+                            f"{MAX_PCT_DEPTH}]) or replay; got {value!r}")
+    return name, 0, 0
 
 
 def _parse_env(name: str, raw: str) -> Any:

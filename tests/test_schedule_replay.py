@@ -71,7 +71,7 @@ def test_deadlock_is_reported_at_once_with_the_wait_for_table(tmp_path):
     assert "no agent can take a step" in text and "signal rank" in text and ">=" in text
 
 
-@pytest.mark.parametrize("strategy", ["random", "pct", "pct:1"])
+@pytest.mark.parametrize("strategy", ["random", "pct", "pct:1", "pct:4:100"])
 def test_correct_program_gives_the_right_result(strategy):
     res = shmcomm.run(catalogue.get("all_reduce").host, nranks=4, blocks=2, args=(100,), seed=5,
                       strategy=strategy, **SETTINGS)
@@ -121,7 +121,8 @@ def test_the_fenced_pipelined_all_gather_passes():
 
 
 @pytest.mark.parametrize("kw, what", [
-    (dict(strategy="pct:0"), "PCT depth"),
+    (dict(strategy="pct:0"), "depth D"),
+    (dict(strategy="pct:2:x"), "depth D"),
     (dict(strategy="dfs"), "strategy"),
     (dict(strategy="replay"), "schedule file"),
     (dict(replay="/nonexistent/s.json"), "cannot read"),

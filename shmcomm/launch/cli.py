@@ -65,8 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
 def add_schedule_options(p: argparse.ArgumentParser) -> None:
     """Schedule mode's options (one block, shared by the launch and stress command lines)."""
     g = p.add_argument_group("schedule mode")
-    g.add_argument("--strategy", default=None, metavar="random|pct[:D]",
-                   help="who runs each step: random (default) or pct with depth D (default 3)")
+    g.add_argument("--strategy", default=None, metavar="random|pct[:D[:K]]",
+                   help="who runs each step: random (default) or PCT with depth D (default 3) "
+                        "for runs of about K steps (default 400)")
     g.add_argument("--replay", default=None, metavar="FILE",
                    help="run the schedule recorded in FILE (implies --mode schedule)")
     g.add_argument("--record", default=None, metavar="FILE",

@@ -47,15 +47,15 @@ def seed_rng(sh: Any, seed: int) -> None:
 
 def make(config: Config, choices: Sequence[int] | None = None) -> Strategy:
     """The strategy of ``config`` (``choices``: the schedule a replay follows)."""
-    from .pct import PCT
+    from .pct import PCT, PCT_STEPS
     from .random import RandomWalk
     from .replay import Replay
 
     if config.replay or choices is not None:
         return Replay(list(choices or ()))
-    name, depth = parse_strategy(config.strategy)
+    name, depth, steps = parse_strategy(config.strategy)
     if name == "pct":
-        return PCT(depth)
+        return PCT(depth, steps or PCT_STEPS)
     if name == "replay":
         from ....errors import ArgumentError
 

@@ -4,7 +4,9 @@ Every agent gets a random distinct priority above ``depth``; ``depth - 1`` chang
 from ``[1, k]``; each step runs the highest-priority enabled agent, and at the i-th change step
 the agent that was about to run drops to priority ``i`` (below every initial priority). A bug of
 depth d among n agents and k steps is then found with probability at least 1 / (n k^(d-1)) per
-run. ``k`` is the step count of the run's first execution when known, else ``PCT_STEPS``.
+run. ``k`` is the run's expected step count: ``pct:D:K``, else ``PCT_STEPS`` (small programs of
+2-4 ranks take a few hundred steps; 8 ranks x 4 blocks a few thousand). A change step past the
+run's end never happens, so a K much too large makes PCT act as a lower depth.
 
 A failed ``TTEST`` is a yield hint (a polling loop cannot proceed by itself): the agent drops
 below every other runnable agent until its next step, so a spin loop never starves the agent it
@@ -19,7 +21,7 @@ from typing import Any
 from ..scheduler import H_DEPTH, H_PCT_K, H_PCT_NEXT
 from . import next_u64, seed_rng
 
-PCT_STEPS = 2000  # default estimate of a run's steps (k)
+PCT_STEPS = 400  # default estimate of a run's steps (k)
 
 
 class PCT:
