@@ -30,11 +30,19 @@ def test_a_failure_prints_a_replay_command_that_replays_it(tmp_path):
     repro = re.search(r"^reproduce: (.*)$", out.stdout, re.M)
     assert first and replay and repro, out.stdout
     assert "--replay" in replay.group(1) and "--strategy pct:2" in repro.group(1)
-    for cmd in (replay.group(1), repro.group(1)):
-        again = _stress(shlex.split(cmd)[3:], tmp_path)
-        assert again.returncode == 1
+    # the seed reproduces the very failure
+    again = _stress(shlex.split(repro.group(1))[3:], tmp_path)
+    line = re.search(r"first failure: .*: (.*)\n  (.*)", again.stdout)
+    assert again.returncode == 1 and line and line.groups() == first.groups(), again.stdout
+    # the kept schedule (shrunk to fewer preemptions) fails the same way, every time
+    seen = []
+    for _ in range(2):
+        again = _stress(shlex.split(replay.group(1))[3:], tmp_path)
         line = re.search(r"first failure: .*: (.*)\n  (.*)", again.stdout)
-        assert line and line.groups() == first.groups(), again.stdout
+        assert again.returncode == 1 and line, again.stdout
+        assert line.group(1) == first.group(1) and "AssertionError" in line.group(2)
+        seen.append(line.groups())
+    assert seen[0] == seen[1]
 
 
 def litmus(rt):
@@ -69,3 +77,21 @@ def test_outcome_histogram_counts_values_with_their_first_seed():
     for value, _n, seed in rows:
         first = next(o for o in rep.outcomes if f"ok {o.value}" == f"ok {value}")
         assert first.spec.seed == int(seed)
+
+
+def test_the_first_failing_schedule_is_shrunk_and_still_fails(tmp_path):
+    from shmcomm.exec.schedule import load
+    from shmcomm.stress import catalogue
+
+    entry = catalogue.get("missing_intra_barrier")
+    settings = Settings(trace_dir="", schedule_dir=str(tmp_path))
+    rep = sweep(entry.host, [(2, 4, 64, "schedule")], seed=0, runs=1, settings=settings,
+                program=entry.name)
+    out = rep.outcomes[0]
+    assert out.kind == "wrong result" and out.shrunk is not None, out.message
+    before, after = out.shrunk
+    assert after < before
+    assert load(out.schedule).preemptions == after
+    again = sweep(entry.host, [(2, 4, 64, "schedule")], seed=0, runs=1, program=entry.name,
+                  settings=Settings(trace_dir="", schedule_dir="", replay=out.schedule))
+    assert again.outcomes[0].kind == "wrong result"

@@ -69,6 +69,7 @@ class Outcome:
     trace: str | None = None
     value: str | None = None  # what the program returned (repr of the per-rank results), if ok
     schedule: str | None = None  # schedule mode: the failing run's schedule file (--replay)
+    shrunk: tuple[int, int] | None = None  # preemptions of the schedule before and after shrinking
 
 
 @dataclass
@@ -89,6 +90,7 @@ class Settings:
     hazards: str = "all"  # hazard and schedule modes' sub-models
     replay: str = ""  # schedule mode: run this schedule file
     schedule_dir: str = os.path.join("results", "stress-schedules")  # failing schedules
+    shrink_tries: int = 10  # runs spent shrinking a sweep's first failing schedule (0: none)
 
     def config(self) -> dict[str, float]:
         return dict(wait_timeout=self.wait_timeout, deadlock_grace=self.deadlock_grace,
@@ -222,11 +224,13 @@ class Pools:
 
 
 def run_one(host: Callable[..., Any], spec: RunSpec, settings: Settings,
-            program: str = "", pools: Pools | None = None) -> Outcome:
+            program: str = "", pools: Pools | None = None, shrink_first: bool = False) -> Outcome:
     """Run ``host`` once under ``spec``; never raises for a failing run (only for Ctrl-C).
 
     A hazard run writes a trace file; it is deleted when the run passes and kept (its path in
     ``Outcome.trace``) when it fails. ``pools``: run on persistent rank processes.
+    ``shrink_first``: a failing schedule-mode run's schedule is shrunk to fewer preemptions
+    (``settings.shrink_tries`` more runs) before it is kept.
     """
     args = (spec.size,) if _with_size(host) else ()
     extra: dict[str, Any] = {}
@@ -239,18 +243,36 @@ def run_one(host: Callable[..., Any], spec: RunSpec, settings: Settings,
     try:
         call = (functools.partial(run, host, nranks=spec.nranks) if pools is None
                 else pools.runner(host, spec.nranks))
-        results = call(blocks=spec.blocks, seed=spec.seed, mode=spec.mode, args=args,
-                       **settings.config(), **extra)
+        call = functools.partial(call, blocks=spec.blocks, seed=spec.seed, mode=spec.mode,
+                                 args=args, **settings.config())
+        results = call(**extra)
     except RunError as exc:
         kind, message = classify(exc)
         kept = trace if trace and os.path.isfile(trace) else _trace_of(str(exc))
-        return Outcome(spec, kind, time.perf_counter() - t0, message, kept,
-                       schedule=_keep_schedule(exc, program, spec, settings))
+        out = Outcome(spec, kind, time.perf_counter() - t0, message, kept)
+        out.schedule = settings.replay or _keep_schedule(exc, program, spec, settings)
+        if out.schedule and settings.shrink_tries and shrink_first and not settings.replay:
+            _shrink_outcome(out, exc, call, args, extra, settings)
+        return out
     except ArgumentError as exc:
         return Outcome(spec, "error", time.perf_counter() - t0, f"ArgumentError: {exc}")
     if trace is not None and os.path.isfile(trace):
         os.unlink(trace)
     return Outcome(spec, "ok", time.perf_counter() - t0, value=value_of(results))
+
+
+def _shrink_outcome(out: Outcome, exc: RunError, call: Callable[..., Any], args: tuple,
+                    extra: dict[str, Any], settings: Settings) -> None:
+    """Replace a failing run's kept schedule by a shrunk one with fewer preemptions, if found."""
+    from .shrink import shrink, signature
+
+    schedule = exc.schedule  # type: ignore[attr-defined]
+    opts = {k: v for k, v in extra.items() if k not in ("replay", "trace", "strategy")}
+    smaller = shrink(functools.partial(call, **opts), schedule, signature(out.kind, out.message),
+                     classify, settings.shrink_tries)
+    if smaller is not None and out.schedule:
+        smaller.save(out.schedule)
+        out.shrunk = (schedule.preemptions, smaller.preemptions)
 
 
 def value_of(results: Sequence[Any]) -> str | None:
@@ -309,7 +331,8 @@ def sweep(host: Callable[..., Any], cfgs: Sequence[tuple[int, int, int, str]], *
                 break
             if seconds is not None and time.perf_counter() - t0 >= seconds:
                 break
-            out = run_one(host, spec, settings, program, pools)
+            out = run_one(host, spec, settings, program, pools,
+                          shrink_first=not report.failures)
             report.outcomes.append(out)
             if bar is not None:
                 bar.update(1)

@@ -49,6 +49,9 @@ def format_report(report: Report, settings: Settings) -> str:
             lines.append(f"  trace kept: {first.trace}")
         lines.append(f"reproduce: {repro_command(report.program, first.spec, settings)}")
         if first.schedule:
+            if first.shrunk:
+                lines.append(f"schedule shrunk from {first.shrunk[0]} to {first.shrunk[1]} "
+                             "preemptions")
             lines.append(f"replay: {replay_command(report.program, first.spec, first.schedule, settings)}")
     lines.append("outcomes per configuration:")
     hist: dict[str, dict[str, int]] = {}
