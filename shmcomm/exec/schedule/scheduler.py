@@ -297,14 +297,14 @@ class Scheduler:
     def enabled(self) -> list[int]:
         """The live agents that can take a step now, in registration order."""
         sh = self.sh
-        state, pending, wrank, woff, wcmp, wval = (sh.state, sh.pending, sh.wrank, sh.woff,
-                                                   sh.wcmp, sh.wval)
+        state, pending, wrank, woff, wcmp, wval, yielded = (
+            sh.state, sh.pending, sh.wrank, sh.woff, sh.wcmp, sh.wval, sh.yielded)
         cells, cell_of = self._cells, self._cell
         ids = sh.live[:sh.hdr[H_LIVE]].tolist()
         out = []
         for a in ids:
             s = state[a]
-            if s == RUNNABLE or s == DRAINING or pending[a]:
+            if s == RUNNABLE or s == DRAINING:
                 out.append(a)
             elif s == BLOCKED:
                 key = (wrank[a], woff[a])
@@ -313,6 +313,9 @@ class Scheduler:
                     cell = cell_of(key)
                 if _CMP[wcmp[a]](cell.value, wval[a]):
                     out.append(a)
+                    yielded[a] = 0  # it can make progress: no longer a mere retirement step
+                elif pending[a]:
+                    out.append(a)  # only to retire its pending work (yielded: PCT runs it last)
             elif s == JOINING:
                 lo = a - C.HOST_SLOT
                 if not any(lo <= b < a for b in ids):
