@@ -156,3 +156,18 @@ def test_launch_cli_records_and_replays(tmp_path):
                         capture_output=True, text=True, timeout=100)
     assert r2.returncode == 0, r2.stderr
     assert t1.read_bytes() == t2.read_bytes()
+
+
+def host_signals(rt):
+    """Host code that notifies its neighbour and waits for its own signal, no kernel."""
+    from shmcomm.comm import TNOTIFY, TTEST, TWAIT, NotifyOp, Signal, WaitCmp
+
+    base = rt.signal_region("host-signals", 16)
+    TNOTIFY(Signal(base.on_rank((rt.rank + 1) % rt.nranks)), 1, NotifyOp.AtomicAdd)
+    TWAIT(Signal(base), 1, WaitCmp.GE)
+    return TTEST(Signal(base), 1, WaitCmp.EQ)
+
+
+def test_host_signal_instructions_take_turns_too():
+    for seed in range(3):
+        assert shmcomm.run(host_signals, nranks=3, seed=seed, **SETTINGS) == [True] * 3

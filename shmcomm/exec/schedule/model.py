@@ -21,6 +21,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ...core import control as C
+from ...core.agent import HOOKED
 from ...core.waiting import first_unsatisfied
 from ...errors import Aborted
 from ...types import CMP_FUNCS
@@ -164,6 +165,39 @@ class ScheduleBlockModel(HazardBlockModel):
         super().gm_access(op, ptr, nbytes, write, atomic)
 
 
+class HostHooks:
+    """The host agent's scalar hooks: a ``TNOTIFY`` / ``TWAIT`` / ``TTEST`` in host code takes its
+    scheduling points too (a wait would otherwise hold the turn while it polls)."""
+
+    def __init__(self, sched: Scheduler, aid: int) -> None:
+        self.sched, self.aid = sched, aid
+
+    def notify(self, sig: Any, value: int, op: int) -> None:
+        self.sched.switch(self.aid, _NOTIFY, RUNNABLE)
+
+    def wait(self, sig: Any, value: int, cmp: int) -> None:
+        wait_turns(self.sched, self.aid, _WAIT, sig.site, value, cmp)
+
+    def waited(self, sig: Any, value: int, cmp: int) -> None:
+        pass
+
+    def test(self, sig: Any, value: int, cmp: int) -> None:
+        holds = first_unsatisfied(sig.words, CMP_FUNCS[cmp], value)[0] < 0
+        self.sched.switch(self.aid, _TEST, RUNNABLE, yielded=not holds)
+
+    def copy_begin(self, op: str, dst: Any, src: Any) -> None:
+        pass
+
+    def copy_end(self, op: str) -> None:
+        pass
+
+    def expect_blocks(self, kernel: str, param: str, count: int) -> None:
+        pass
+
+    def gm_access(self, op: str, ptr: Any, nbytes: int, write: bool, atomic: bool) -> None:
+        self.sched.switch(self.aid, _GM, RUNNABLE)
+
+
 class ScheduleRankModel(HazardRankModel):
     """Schedule mode in one rank process: the host agent's turns, and a block model per block."""
 
@@ -171,6 +205,8 @@ class ScheduleRankModel(HazardRankModel):
         super().__init__(rt)
         self.sched = Scheduler(rt.ctl, rt.windows.transport, strategy)
         self.host = agent_id(rt.rank, C.HOST_SLOT)
+        rt.host_agent.hooks = HostHooks(self.sched, self.host)
+        HOOKED[0] = True  # TNOTIFY / TWAIT look for hooks from now on
         self.sched.await_turn(self.host)  # the host runs only with the turn, from its start
 
     def block(self, agent: Agent) -> ScheduleBlockModel:
