@@ -20,10 +20,10 @@ so they must be picklable (a module-level function is).
 
 from __future__ import annotations
 
+import functools
 import os
 import pickle
 import signal
-import sys
 from collections.abc import Callable
 from multiprocessing.connection import Connection, Pipe
 from typing import Any
@@ -33,7 +33,7 @@ from ..core import control as C
 from ..errors import ArgumentError, RunError
 from ..exec.schedule import shared_bytes
 from ..transports.shm import ShmTransport
-from .supervisor import _Launcher, rank_process_setup, serve_run
+from .supervisor import _Launcher, fork_rank, rank_process_setup, serve_run
 
 _FIXED = ("nranks", "signal_bytes", "heap_bytes")
 
@@ -86,19 +86,9 @@ class Pool:
         for rank in range(cfg.nranks):
             job_r, job_w = Pipe(duplex=False)
             res_r, res_w = Pipe(duplex=False)
-            sys.stdout.flush()
-            sys.stderr.flush()
-            pid = os.fork()
-            if pid == 0:  # the rank process; never returns
-                code = 1
-                try:
-                    job_w.close()
-                    res_r.close()
-                    for c in list(self.jobs.values()) + list(self.results.values()):
-                        c.close()
-                    code = _serve(rank, parent, self.transport, self.ctl, job_r, res_w)
-                finally:
-                    os._exit(code)
+            pid = fork_rank(functools.partial(_serve, rank, parent, self.transport, self.ctl, job_r,
+                                              res_w),
+                            [job_w, res_r, *self.jobs.values(), *self.results.values()])
             job_r.close()
             res_w.close()
             self.pids[rank] = pid

@@ -197,19 +197,9 @@ class _Launcher:
     def _spawn(self, rank: int) -> None:
         reader, writer = Pipe(duplex=False)
         parent = os.getpid()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:  # the rank process; never returns
-            code = 1
-            try:
-                reader.close()
-                for other in self.conns:
-                    other.close()
-                code = _rank_main(rank, parent, self.config, self.transport, self.ctl, writer,
-                                  self.host, self.args, self.model)
-            finally:
-                os._exit(code)
+        pid = fork_rank(lambda: _rank_main(rank, parent, self.config, self.transport, self.ctl,
+                                           writer, self.host, self.args, self.model),
+                        [reader, *self.conns])
         writer.close()
         self.pids[rank] = pid
         self.conns[reader] = rank
@@ -330,6 +320,23 @@ class _Launcher:
 
 
 # --- the rank process ---------------------------------------------------------------------------
+
+def fork_rank(body: Callable[[], int], close: list[Connection]) -> int:
+    """Fork a rank process that closes ``close`` (the parent's ends) and exits with ``body()``'s
+    status; returns its pid."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the rank process; never returns
+        code = 1
+        try:
+            for c in close:
+                c.close()
+            code = body()
+        finally:
+            os._exit(code)
+    return pid
+
 
 def _rank_main(rank: int, parent: int, config: Config, transport: ShmTransport, ctl: C.Control,
                conn: Connection, host: Callable, args: tuple,

@@ -69,65 +69,62 @@ def shared_bytes(nranks: int) -> int:
     return Layout(nranks).size
 
 
+# the parts of the shared area: name, item format, items (an int, or "agents" x an int)
+_PARTS: tuple[tuple[str, str, Any], ...] = (
+    ("hdr", "q", HEADER), ("live", "i", ("agents", 1)), ("state", "i", ("agents", 1)),
+    ("pending", "i", ("agents", 1)), ("yielded", "i", ("agents", 1)),
+    ("go", "i", ("agents", 16)),  # one 64-byte line per agent: the futex words of the turn
+    ("wrank", "i", ("agents", 1)), ("woff", "q", ("agents", 1)), ("wcmp", "i", ("agents", 1)),
+    ("wval", "i", ("agents", 1)), ("prio", "q", ("agents", 1)),
+    ("changes", "q", MAX_PCT_DEPTH), ("report", "B", REPORT_BYTES),
+    ("rec_next", "h", MAX_STEPS), ("rec_me", "h", MAX_STEPS), ("rec_op", "B", MAX_STEPS),
+)
+_SIZES = {"q": 8, "i": 4, "h": 2, "B": 1}
+
+
 class Layout:
-    """Byte offsets of the shared area's parts (the same in every process)."""
+    """Byte offsets and sizes of the shared area's parts (the same in every process)."""
 
     def __init__(self, nranks: int) -> None:
         self.nagents = n = nranks * C.SLOTS
+        self.parts: dict[str, tuple[int, int, str]] = {}  # name -> (offset, bytes, format)
         off = 0
-
-        def take(nbytes: int) -> int:
-            nonlocal off
-            start = off
+        for name, fmt, items in _PARTS:
+            count = n * items[1] if isinstance(items, tuple) else items
+            nbytes = count * _SIZES[fmt]
+            self.parts[name] = (off, nbytes, fmt)
             off = -(-(off + nbytes) // 64) * 64
-            return start
-
-        self.header = take(8 * HEADER)
-        self.live = take(4 * n)
-        self.state = take(4 * n)
-        self.pending = take(4 * n)
-        self.yielded = take(4 * n)
-        self.go = take(64 * n)
-        self.wrank = take(4 * n)
-        self.woff = take(8 * n)
-        self.wcmp = take(4 * n)
-        self.wval = take(4 * n)
-        self.prio = take(8 * n)
-        self.changes = take(8 * MAX_PCT_DEPTH)
-        self.report = take(REPORT_BYTES)
-        self.rec_next = take(2 * MAX_STEPS)
-        self.rec_me = take(2 * MAX_STEPS)
-        self.rec_op = take(MAX_STEPS)
         self.size = off
+        self.go = self.parts["go"][0]
+        self.report = self.parts["report"][0]
+        self.rec_next = self.parts["rec_next"][0]
 
 
 class Shared:
-    """Typed views of the shared area at ``base`` (memoryviews: fast scalar access)."""
+    """Typed views of the shared area at ``base`` (memoryviews: fast scalar access), one
+    attribute per part of ``_PARTS``."""
+
+    hdr: memoryview
+    live: memoryview
+    state: memoryview
+    pending: memoryview
+    yielded: memoryview
+    wrank: memoryview
+    woff: memoryview
+    wcmp: memoryview
+    wval: memoryview
+    prio: memoryview
+    changes: memoryview
+    rec_next: memoryview
+    rec_me: memoryview
+    rec_op: memoryview
 
     def __init__(self, base: int, nranks: int) -> None:
         self.layout = lay = Layout(nranks)
         self.base = base
-        raw = memoryview((ctypes.c_char * lay.size).from_address(base)).cast("B")
-        self.raw = raw
-
-        def view(off: int, nbytes: int, fmt: str) -> memoryview:
-            return raw[off:off + nbytes].cast(fmt)
-
-        n = lay.nagents
-        self.hdr = view(lay.header, 8 * HEADER, "q")
-        self.live = view(lay.live, 4 * n, "i")
-        self.state = view(lay.state, 4 * n, "i")
-        self.pending = view(lay.pending, 4 * n, "i")
-        self.yielded = view(lay.yielded, 4 * n, "i")
-        self.wrank = view(lay.wrank, 4 * n, "i")
-        self.woff = view(lay.woff, 8 * n, "q")
-        self.wcmp = view(lay.wcmp, 4 * n, "i")
-        self.wval = view(lay.wval, 4 * n, "i")
-        self.prio = view(lay.prio, 8 * n, "q")
-        self.changes = view(lay.changes, 8 * MAX_PCT_DEPTH, "q")
-        self.rec_next = view(lay.rec_next, 2 * MAX_STEPS, "h")
-        self.rec_me = view(lay.rec_me, 2 * MAX_STEPS, "h")
-        self.rec_op = view(lay.rec_op, MAX_STEPS, "B")
+        self.raw = raw = memoryview((ctypes.c_char * lay.size).from_address(base)).cast("B")
+        for name, (off, nbytes, fmt) in lay.parts.items():
+            setattr(self, name, raw[off:off + nbytes].cast(fmt))
 
     def go_addr(self, agent: int) -> int:
         return self.base + self.layout.go + 64 * agent
@@ -147,8 +144,7 @@ class Shared:
 
     def release(self) -> None:
         """Drop the views (the segment can then be unmapped)."""
-        for name in ("hdr", "live", "state", "pending", "yielded", "wrank", "woff", "wcmp", "wval",
-                     "prio", "changes", "rec_next", "rec_me", "rec_op"):
+        for name in self.layout.parts:
             getattr(self, name).release()
         self.raw.release()
 
