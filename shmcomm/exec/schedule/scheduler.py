@@ -76,7 +76,7 @@ _PARTS: tuple[tuple[str, str, Any], ...] = (
     ("go", "i", ("agents", 16)),  # one 64-byte line per agent: the futex words of the turn
     ("wrank", "i", ("agents", 1)), ("woff", "q", ("agents", 1)), ("wcmp", "i", ("agents", 1)),
     ("wval", "i", ("agents", 1)), ("prio", "q", ("agents", 1)),
-    ("changes", "q", MAX_PCT_DEPTH), ("report", "B", REPORT_BYTES),
+    ("changes", "q", MAX_PCT_DEPTH), ("report_area", "B", REPORT_BYTES),
     ("rec_next", "h", MAX_STEPS), ("rec_me", "h", MAX_STEPS), ("rec_op", "B", MAX_STEPS),
 )
 _SIZES = {"q": 8, "i": 4, "h": 2, "B": 1}
@@ -96,7 +96,7 @@ class Layout:
             off = -(-(off + nbytes) // 64) * 64
         self.size = off
         self.go = self.parts["go"][0]
-        self.report = self.parts["report"][0]
+        self.report = self.parts["report_area"][0]
         self.rec_next = self.parts["rec_next"][0]
 
 
