@@ -6,6 +6,7 @@ the notify from the previous one (one ``TNOTIFY`` and one ``TWAIT`` per block, p
 ratio compares the pool with a fork per run in the same mode.
 
     python benchmarks/runs_per_second.py [--nranks 8] [--blocks 4] [--runs 20] [--reps 3]
+                                         [--strategy random|pct:3]
 """
 
 from __future__ import annotations
@@ -32,10 +33,11 @@ def small_host(rt):
     rt.launch(ring_kernel)
 
 
-def _rate(run, runs: int, mode: str) -> float:
+def _rate(run, runs: int, mode: str, strategy: str) -> float:
+    extra = {"strategy": strategy} if mode == "schedule" else {}
     t0 = time.perf_counter()
     for i in range(runs):
-        run(small_host, seed=i, mode=mode)
+        run(small_host, seed=i, mode=mode, **extra)
     return runs / (time.perf_counter() - t0)
 
 
@@ -46,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=20, help="runs per case and round")
     p.add_argument("--reps", type=int, default=3, help="alternating rounds")
     p.add_argument("--modes", default="eager,schedule")
+    p.add_argument("--strategy", default="random", help="schedule mode's strategy")
     ns = p.parse_args(argv)
     load0 = os.getloadavg()
     rates: dict[tuple[str, str], list[float]] = {}
@@ -60,10 +63,12 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(ns.reps):
             for mode in ns.modes.split(","):
                 for how, run in (("fork", forked), ("pool", pooled)):
-                    rates.setdefault((mode, how), []).append(_rate(run, ns.runs, mode))
+                    rates.setdefault((mode, how), []).append(_rate(run, ns.runs, mode,
+                                                                    ns.strategy))
     load1 = os.getloadavg()
     print(f"runs/s of a small kernel at {ns.nranks} ranks x {ns.blocks} blocks, {ns.runs} runs x "
-          f"{ns.reps} rounds per case; loadavg {load0[0]:.2f} -> {load1[0]:.2f}")
+          f"{ns.reps} rounds per case, schedule strategy {ns.strategy}; loadavg {load0[0]:.2f} -> "
+          f"{load1[0]:.2f}")
     print(f"{'mode':<10}{'fork per run':>14}{'pool':>10}{'pool / fork':>13}")
     for mode in ns.modes.split(","):
         f = statistics.median(rates[(mode, "fork")])
