@@ -110,6 +110,11 @@ class ScheduleMode:
             parts += ["--replay", os.path.abspath(cfg.replay)]
         else:
             parts += ["--strategy", cfg.strategy, "--seed", str(cfg.seed)]
+            default = Config(nranks=cfg.nranks)
+            if cfg.hazards != default.hazards:
+                parts += ["--hazards", cfg.hazards]
+            if cfg.schedule_delay != default.schedule_delay:
+                parts += ["--schedule-delay", str(cfg.schedule_delay)]
         return "replay: " + shlex.join(parts)
 
 
