@@ -76,9 +76,6 @@ class Config:
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             _check(f.name, getattr(self, f.name), f.name)
-        if self.replay and self.mode != "schedule":
-            raise ArgumentError(f"replay: a schedule file runs only in mode 'schedule'; got mode "
-                                f"{self.mode!r}")
 
     @classmethod
     def from_kwargs(cls, env: dict[str, str] | None = None, **kwargs: Any) -> Config:

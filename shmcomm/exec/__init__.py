@@ -14,11 +14,15 @@ from collections.abc import Callable
 from ..config import Config
 from ..core.model import RankModel
 from ..core.runtime import RankRuntime
+from ..errors import ArgumentError
 from .eager import EagerRankModel
 
 
 def model_for(config: Config) -> Callable[[RankRuntime], RankModel]:
     """The factory of the run's execution model (called in each rank process with its ``rt``)."""
+    if config.replay and config.mode != "schedule":
+        raise ArgumentError(f"replay: a schedule file runs only in mode 'schedule'; mode must be "
+                            f"'schedule' with replay, got mode {config.mode!r}")
     if config.mode == "schedule":
         from .schedule import ScheduleMode
 

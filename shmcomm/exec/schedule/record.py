@@ -60,17 +60,19 @@ def load(path: str) -> Schedule:
         with open(path) as f:
             doc = json.load(f)
     except OSError as exc:
-        raise ArgumentError(f"replay: cannot read schedule file {path!r}: {exc.strerror}") from None
+        raise ArgumentError(f"replay must name a schedule file; cannot read {path!r}: "
+                            f"{exc.strerror}") from None
     except ValueError as exc:
-        raise ArgumentError(f"replay: {path!r} is not a schedule file (not JSON: {exc})") from None
+        raise ArgumentError(f"replay must name a schedule file; {path!r} is not JSON: {exc}") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("version") != VERSION:
-        raise ArgumentError(f"replay: {path!r} is not a version-{VERSION} {FORMAT} file")
+        raise ArgumentError(f"replay must name a version-{VERSION} {FORMAT} file; {path!r} is not one")
     try:
         choices = [int(a) for a, n in doc["choices"] for _ in range(int(n))]
         return Schedule(int(doc["nranks"]), int(doc["seed"]), str(doc["strategy"]), choices,
                         int(doc.get("preemptions", 0)), dict(doc.get("options", {})))
     except (KeyError, TypeError, ValueError) as exc:
-        raise ArgumentError(f"replay: {path!r} has a malformed field: {exc!r}") from None
+        raise ArgumentError(f"replay must name a well-formed schedule file; {path!r} has a "
+                            f"malformed field: {exc!r}") from None
 
 
 def write_trace(path: str, nranks: int, me: Sequence[int], ops: Sequence[int],
