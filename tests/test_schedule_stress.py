@@ -95,3 +95,24 @@ def test_the_first_failing_schedule_is_shrunk_and_still_fails(tmp_path):
     again = sweep(entry.host, [(2, 4, 64, "schedule")], seed=0, runs=1, program=entry.name,
                   settings=Settings(trace_dir="", schedule_dir="", replay=out.schedule))
     assert again.outcomes[0].kind == "wrong result"
+
+
+def test_bounded_exhaustive_search_completes_on_a_correct_kernel_and_finds_a_bug(tmp_path):
+    import shmcomm
+    from shmcomm.config import Config
+    from shmcomm.stress import catalogue
+    from shmcomm.stress.explore import explore
+
+    cfg = Config(nranks=2, blocks=1, timeout=60, wait_timeout=30, hazards="pipes,visibility,lines")
+    ok = explore(catalogue.get("ring_put").host, cfg, args=(64,), max_preemptions=0, max_runs=200)
+    assert ok.failure is None and ok.complete and ok.runs > 1
+    bad = explore(catalogue.get("set_flag_reuse").host, cfg, args=(64,), max_preemptions=1)
+    assert bad.failure is not None and bad.schedule is not None
+    path = tmp_path / "s.json"
+    bad.schedule.save(str(path))
+    with pytest.raises(shmcomm.RunError) as again:
+        shmcomm.run(catalogue.get("set_flag_reuse").host, nranks=2, blocks=1, args=(64,),
+                    mode="schedule", replay=str(path), timeout=60, wait_timeout=30,
+                    hazards="pipes,visibility,lines")
+    assert again.value.failures[0].message.splitlines()[0] == \
+        bad.failure.failures[0].message.splitlines()[0]

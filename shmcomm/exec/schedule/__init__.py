@@ -23,12 +23,14 @@ from ...errors import ArgumentError, Failure
 from .model import ScheduleBlockModel, ScheduleRankModel
 from .record import Schedule, load, write_trace
 from .scheduler import (
+    H_RECORD_EN,
     H_STEP,
     RUNNABLE,
     ST_DEADLOCK,
     ScheduleError,
     Shared,
     choices_of,
+    record_enabled,
     register,
     shared_bytes,
     summarize,
@@ -42,8 +44,12 @@ class ScheduleMode:
     schedule back after they end (``collect``; then ``schedule`` holds it). ``config`` is the
     run's configuration: a replay takes the recorded run's seed and schedule options."""
 
-    def __init__(self, config: Config, choices: list[int] | None = None) -> None:
+    def __init__(self, config: Config, choices: list[int] | None = None,
+                 record_enabled: bool = False) -> None:
         self.config = config
+        self.record_enabled = record_enabled  # note every step's enabled agents (exhaustive search)
+        self.deciders: list[int] = []  # after collect: the agent that decided each step
+        self.enabled: list[list[int]] = []  # after collect, when recorded
         if choices is None and config.replay:
             recorded = load(config.replay)
             if recorded.nranks != config.nranks:
@@ -67,6 +73,9 @@ class ScheduleMode:
             for h in hosts:
                 register(sh, h, RUNNABLE)
             first = self.strategy.next_agent(sh, hosts, -1, 0)
+            if self.record_enabled:
+                sh.hdr[H_RECORD_EN] = 1
+                record_enabled(sh, 0, hosts)
             if first < 0:
                 raise ScheduleError("schedule: the replayed schedule does not fit this run at step 0")
             sh.rec_next[0], sh.rec_me[0], sh.rec_op[0] = first, -1, 0
@@ -89,6 +98,8 @@ class ScheduleMode:
         self.schedule = Schedule(cfg.nranks, cfg.seed, strategy, list(choices_of(s["next"])),
                                  s["preemptions"], dict(blocks=cfg.blocks, hazards=cfg.hazards,
                                                         schedule_delay=cfg.schedule_delay))
+        self.deciders = list(choices_of(s["me"]))
+        self.enabled = s["enabled"]
         if s["status"] == ST_DEADLOCK and not any(f.kind == "deadlock" for f in failures):
             failures.insert(0, Failure(None, None, "deadlock", s["report"]))
         if cfg.record:

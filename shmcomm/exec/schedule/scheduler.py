@@ -52,10 +52,13 @@ OP = {name: i for i, name in enumerate(OPS)}
 
 # header words
 H_STEP, H_RNG, H_LIVE, H_STATUS, H_PREEMPT, H_LAST, H_STRATEGY, H_DEPTH, H_PCT_NEXT, H_PCT_K = range(10)
+H_RECORD_EN = 10  # 1: record every step's enabled agents (bounded exhaustive search)
 HEADER = 16
 ST_RUNNING, ST_DEADLOCK, ST_STEPS, ST_DIVERGED = 0, 1, 2, 3
 MAX_STEPS = 4_000_000  # a run longer than this is a livelock (a spin loop nothing ends)
 REPORT_BYTES = 16384
+EN_STEPS = 1 << 16  # steps whose enabled agents can be recorded
+EN_IDS = 1 << 20  # agent ids those records can hold
 _WAIT_S = 0.05  # a waiting agent re-checks the abort flag this often
 _CMP = CMP_FUNCS
 
@@ -77,7 +80,9 @@ _PARTS: tuple[tuple[str, str, Any], ...] = (
     ("wrank", "i", ("agents", 1)), ("woff", "q", ("agents", 1)), ("wcmp", "i", ("agents", 1)),
     ("wval", "i", ("agents", 1)), ("prio", "q", ("agents", 1)),
     ("changes", "q", MAX_PCT_DEPTH), ("report_area", "B", REPORT_BYTES),
+    ("en_start", "i", EN_STEPS + 1),  # step i's enabled agents: en_ids[en_start[i]:en_start[i+1]]
     ("rec_next", "h", MAX_STEPS), ("rec_me", "h", MAX_STEPS), ("rec_op", "B", MAX_STEPS),
+    ("en_ids", "h", EN_IDS),
 )
 _SIZES = {"q": 8, "i": 4, "h": 2, "B": 1}
 
@@ -118,6 +123,8 @@ class Shared:
     rec_next: memoryview
     rec_me: memoryview
     rec_op: memoryview
+    en_start: memoryview
+    en_ids: memoryview
 
     def __init__(self, base: int, nranks: int) -> None:
         self.layout = lay = Layout(nranks)
@@ -147,6 +154,19 @@ class Shared:
         for name in self.layout.parts:
             getattr(self, name).release()
         self.raw.release()
+
+
+def record_enabled(sh: Shared, step: int, enabled: Sequence[int]) -> None:
+    """Note the agents that were enabled at ``step`` (while the records have room)."""
+    if step >= EN_STEPS:
+        return
+    start = sh.en_start[step]
+    end = start + len(enabled)
+    if end > EN_IDS:
+        return
+    for i, a in enumerate(enabled):
+        sh.en_ids[start + i] = a
+    sh.en_start[step + 1] = end
 
 
 def agent_id(rank: int, slot: int) -> int:
@@ -272,6 +292,8 @@ class Scheduler:
         sh.rec_next[step] = nxt
         sh.rec_me[step] = aid
         sh.rec_op[step] = op
+        if hdr[H_RECORD_EN]:
+            record_enabled(sh, step, enabled)
         hdr[H_STEP] = step + 1
         hdr[H_LAST] = nxt
         if nxt == aid:
@@ -359,7 +381,14 @@ def _never(_value: int) -> bool:
 def summarize(sh: Shared) -> dict[str, Any]:
     """The recorded schedule of a finished run: choices, deciders, ops, status, preemptions."""
     n = sh.hdr[H_STEP]
-    return dict(steps=n, next=bytes(sh.rec_next[:n].cast("B")) if n else b"",
+    enabled: list[list[int]] = []
+    if sh.hdr[H_RECORD_EN]:
+        starts = sh.en_start[:min(n, EN_STEPS) + 1].tolist()
+        for i in range(len(starts) - 1):
+            if starts[i + 1] < starts[i]:
+                break  # the records ran out of room here
+            enabled.append(sh.en_ids[starts[i]:starts[i + 1]].tolist())
+    return dict(steps=n, enabled=enabled, next=bytes(sh.rec_next[:n].cast("B")) if n else b"",
                 me=bytes(sh.rec_me[:n].cast("B")) if n else b"", ops=bytes(sh.rec_op[:n]),
                 status=sh.hdr[H_STATUS], preemptions=sh.hdr[H_PREEMPT], report=sh.report())
 
