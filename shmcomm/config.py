@@ -20,7 +20,7 @@ MAX_BLOCKS = 64
 WAIT_POLICIES = ("adaptive", "spin", "yield", "futex")
 MODES = ("eager", "hazard", "schedule")
 # schedule-mode strategies (shmcomm.exec.schedule.strategies); "pct" takes an optional depth
-STRATEGIES = ("random", "pct", "replay")
+STRATEGIES = ("random", "pct", "replay", "exhaustive")
 MAX_PCT_DEPTH = 16
 # hazard-mode sub-models (shmcomm.exec.hazard); "all" turns every one on
 HAZARDS = ("pipes", "visibility", "lines", "jitter", "checkers")
@@ -166,7 +166,8 @@ def parse_hazards(value: str, label: str = "hazards") -> frozenset[str]:
 
 def parse_strategy(value: str, label: str = "strategy") -> tuple[str, int, int]:
     """``(name, depth, steps)`` of a strategy spec: ``random``, ``replay``, ``pct``, ``pct:D``
-    or ``pct:D:K`` (depth D, default 3; K the steps a run is expected to take, 0 = default)."""
+    or ``pct:D:K`` (depth D, default 3; K the steps a run is expected to take, 0 = default), or
+    ``exhaustive[:K]`` (depth: the preemption bound K, default 1)."""
     name, _, rest = value.strip().partition(":")
     args = rest.split(":") if rest else []
     if name == "pct" and len(args) <= 2:
@@ -179,9 +180,18 @@ def parse_strategy(value: str, label: str = "strategy") -> tuple[str, int, int]:
             raise ArgumentError(f"{label}: pct:D[:K] takes a depth D in [1, {MAX_PCT_DEPTH}] and "
                                 f"an expected step count K in [1, 1e8]; got {value!r}")
         return name, depth, steps
-    if name not in STRATEGIES or args or name == "pct":
+    if name == "exhaustive" and len(args) <= 1:
+        try:
+            bound = int(args[0]) if args else 1
+        except ValueError:
+            bound = -1
+        if not 0 <= bound <= 8:
+            raise ArgumentError(f"{label}: exhaustive:K takes a preemption bound K in [0, 8]; "
+                                f"got {value!r}")
+        return name, bound, 0
+    if name not in STRATEGIES or args or name in ("pct", "exhaustive"):
         raise ArgumentError(f"{label} must be one of random, pct, pct:D, pct:D:K (D in [1, "
-                            f"{MAX_PCT_DEPTH}]) or replay; got {value!r}")
+                            f"{MAX_PCT_DEPTH}]), exhaustive[:K] or replay; got {value!r}")
     return name, 0, 0
 
 

@@ -116,3 +116,15 @@ def test_bounded_exhaustive_search_completes_on_a_correct_kernel_and_finds_a_bug
                     hazards="pipes,visibility,lines")
     assert again.value.failures[0].message.splitlines()[0] == \
         bad.failure.failures[0].message.splitlines()[0]
+
+
+def test_stress_cli_runs_the_exhaustive_search(tmp_path):
+    out = _stress(["--program", "set_flag_reuse", "--nranks", "2", "--blocks", "1", "--size", "64",
+                   "--strategy", "exhaustive:1", "--hazards", "pipes,visibility,lines"], tmp_path)
+    assert out.returncode == 1 and "AssertionError" in out.stdout, out.stdout + out.stderr
+    replay = re.search(r"^replay: (.*)$", out.stdout, re.M)
+    again = _stress(shlex.split(replay.group(1))[3:], tmp_path)
+    assert again.returncode == 1 and "wrong result 1" in again.stdout
+    ok = _stress(["--program", "ring_put", "--nranks", "2", "--blocks", "1", "--size", "64",
+                  "--strategy", "exhaustive:0"], tmp_path)
+    assert ok.returncode == 0 and "no failure" in ok.stdout, ok.stdout + ok.stderr

@@ -67,7 +67,8 @@ def add_schedule_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("schedule mode")
     g.add_argument("--strategy", default=None, metavar="random|pct[:D[:K]]",
                    help="who runs each step: random (default) or PCT with depth D (default 3) "
-                        "for runs of about K steps (default 400)")
+                        "for runs of about K steps (default 400); the stress harness also takes "
+                        "exhaustive[:K], every schedule with at most K preemptions")
     g.add_argument("--replay", default=None, metavar="FILE",
                    help="run the schedule recorded in FILE (implies --mode schedule)")
     g.add_argument("--record", default=None, metavar="FILE",

@@ -163,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
                        ns.blocks or (entry.blocks if entry else DEFAULT_BLOCKS),
                        ns.size or (entry.sizes if entry else DEFAULT_SIZES), modes)
         runs = ns.runs if ns.runs is not None or ns.seconds is not None else 100
+        if settings.strategy.startswith("exhaustive"):
+            return _exhaustive(host, cfgs, ns, settings)
         rep = sweep(host, cfgs, seed=ns.seed, runs=runs, seconds=ns.seconds, settings=settings,
                     program=ns.program, progress=progress, pool=not ns.no_pool)
         print(format_report(rep, settings))
@@ -175,6 +177,36 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("shmcomm.stress: interrupted", file=sys.stderr)
         return 130
+
+
+def _exhaustive(host, cfgs, ns: argparse.Namespace, settings: Settings) -> int:
+    """``--strategy exhaustive:K``: every schedule with at most K preemptions, per configuration
+    (at most ``--runs`` runs each, default 1000), until one fails."""
+    from ..config import Config
+    from .explore import explore
+    from .harness import _with_size
+
+    bound = parse_strategy(settings.strategy)[1]
+    failed = False
+    for nranks, blocks, size, _mode in dict.fromkeys((n, b, s, "schedule") for n, b, s, _m in cfgs):
+        cfg = Config.from_kwargs(nranks=nranks, blocks=blocks, seed=ns.seed, hazards=ns.hazards,
+                                 **settings.config())
+        found = explore(host, cfg, (size,) if _with_size(host) else (), bound, ns.runs or 1000)
+        label = f"nranks={nranks} blocks={blocks} size={size}"
+        if found.failure is None:
+            print(f"{label}: {found.runs} schedules with <= {bound} preemptions, no failure"
+                  + ("" if found.complete else " (stopped at the run budget: not all tried)"))
+            continue
+        failed = True
+        path = os.path.abspath(os.path.join(settings.schedule_dir or ".",
+                            f"{ns.program.replace(':', '_')}-{nranks}x{blocks}-n{size}-exhaustive.json"))
+        found.schedule.save(path)
+        print(f"{label}: schedule {found.runs} failed: {found.failure.failures[0]}".splitlines()[0])
+        print(f"replay: python -m shmcomm.stress --program {ns.program} --nranks {nranks} "
+              f"--blocks {blocks} --size {size} --mode schedule --runs 1 --replay {path}"
+              + (f" --hazards {ns.hazards}" if ns.hazards != "all" else ""))
+        break
+    return 1 if failed else 0
 
 
 def _write_json(path: str, doc: dict) -> None:

@@ -56,6 +56,12 @@ def make(config: Config, choices: Sequence[int] | None = None) -> Strategy:
     name, depth, steps = parse_strategy(config.strategy)
     if name == "pct":
         return PCT(depth, steps or PCT_STEPS)
+    if name == "exhaustive":
+        from ....errors import ArgumentError
+
+        raise ArgumentError("strategy: 'exhaustive' runs many schedules, not one: use "
+                            "python -m shmcomm.stress --strategy exhaustive:K (or "
+                            "shmcomm.stress.explore.explore)")
     if name == "replay":
         from ....errors import ArgumentError
 
