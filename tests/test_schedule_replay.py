@@ -125,6 +125,8 @@ def test_the_fenced_pipelined_all_gather_passes():
     (dict(strategy="pct:2:x"), "depth D"),
     (dict(strategy="dfs"), "strategy"),
     (dict(strategy="replay"), "schedule file"),
+    (dict(strategy="exhaustive:9"), "preemption bound"),
+    (dict(strategy="exhaustive"), "many schedules"),
     (dict(replay="/nonexistent/s.json"), "cannot read"),
     (dict(mode="eager", replay="x.json"), "mode 'schedule'"),
     (dict(schedule_delay=0), "schedule_delay"),
