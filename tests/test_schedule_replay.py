@@ -14,7 +14,7 @@ from shmcomm.errors import ArgumentError, RunError
 from shmcomm.exec.schedule import load
 from shmcomm.stress import catalogue
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(300)
 
 SETTINGS = dict(mode="schedule", timeout=60, wait_timeout=30)
 
@@ -146,16 +146,17 @@ def test_replay_of_another_shape_is_refused(tmp_path):
                     replay=str(sched), **SETTINGS)
 
 
+@pytest.mark.timeout(600)
 def test_launch_cli_records_and_replays(tmp_path):
     sched, t1, t2 = tmp_path / "s.json", tmp_path / "t1.json", tmp_path / "t2.json"
     base = [sys.executable, "-m", "shmcomm.launch", "--nranks", "2", "--blocks", "2", "--iters",
             "3"]
     r1 = subprocess.run(base + ["--mode", "schedule", "--strategy", "pct:2", "--seed", "4",
                                 "--record", str(sched), "--trace", str(t1)],
-                        capture_output=True, text=True, timeout=100)
+                        capture_output=True, text=True, timeout=280)
     assert r1.returncode == 0, r1.stderr
     r2 = subprocess.run(base + ["--replay", str(sched), "--trace", str(t2)],
-                        capture_output=True, text=True, timeout=100)
+                        capture_output=True, text=True, timeout=280)
     assert r2.returncode == 0, r2.stderr
     assert t1.read_bytes() == t2.read_bytes()
 

@@ -13,7 +13,7 @@ import pytest
 from shmcomm.stress.harness import Settings, sweep
 from shmcomm.stress.report import format_report
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = pytest.mark.timeout(900)  # several CLI runs, each bounded below
 
 
 def _stress(args, cwd):
