@@ -123,11 +123,11 @@ def test_import_error_shows_its_traceback_and_exits_3(tmp_path):
 
 
 @pytest.mark.parametrize("argv, words", [
-    (["launch", "--hazards", "pipes"], "--hazards has no effect without hazard mode"),
+    (["launch", "--hazards", "pipes"], "--hazards has no effect without hazard or schedule mode"),
     (["launch", "--arg", "a=1"], "--arg is passed to --program's host"),
     (["launch", "--program", "m:h", "--iters", "5"], "not allowed with argument"),
     (["stress", "--program", "epoch_barrier", "--mode", "eager", "--hazards", "pipes"],
-     "--hazards has no effect without hazard mode"),
+     "--hazards has no effect without hazard or schedule mode"),
     (["stress", "--catalogue", "--nranks", "2"], "--nranks has no effect with --catalogue"),
     (["stress", "--program", "epoch_barrier", "--only", "ring_put"], "--only selects catalogue"),
     (["stress", "--program", "cliprog.py:plain", "--size", "8"], "--size has no effect"),

@@ -90,20 +90,20 @@ class EagerRankModel(RankModel):
     def __init__(self, rt: RankRuntime) -> None:
         super().__init__(rt)
         cfg = rt.config
-        self.host = HostTrace(cfg.trace, rt.ctl.segment.name, rt.rank) if cfg.trace else None
+        self.host_trace = HostTrace(cfg.trace, rt.ctl.segment.name, rt.rank) if cfg.trace else None
 
     def launch_start(self) -> None:
-        if self.host:
-            self.host.launch_start()
+        if self.host_trace:
+            self.host_trace.launch_start()
 
     def launch_end(self) -> None:
-        if self.host:
-            self.host.launch_end(self.rt.launches)
+        if self.host_trace:
+            self.host_trace.launch_end(self.rt.launches)
 
     def block(self, agent: Agent) -> BlockModel:
         tracer = block_tracer(agent)
         if tracer is None:
             return EagerBlockModel(agent)
-        self.host.block(agent)
+        self.host_trace.block(agent)
         agent.hooks = model = TracedEagerBlockModel(agent, tracer)
         return model

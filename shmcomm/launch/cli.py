@@ -43,12 +43,14 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
                    help="seed of the run's randomness (default: 0, or SHMCOMM_SEED)")
     p.add_argument("--mode", choices=MODES, default=None,
                    help="eager: everything completes at once; hazard: queued pipes, delayed "
-                        "visibility and checkers (default: eager, or SHMCOMM_MODE)")
+                        "visibility and checkers; schedule: one agent at a time, in an order "
+                        "the strategy picks (default: eager, or SHMCOMM_MODE)")
     p.add_argument("--wait-policy", choices=WAIT_POLICIES, default=None,
                    help="how a blocked TWAIT uses the CPU (default: adaptive, or SHMCOMM_WAIT_POLICY)")
     opt.add_waits(p, None, None)
     opt.add_hazards(p)
     opt.add_trace_file(p)
+    opt.add_schedule_options(p)
     return p
 
 
@@ -78,9 +80,12 @@ def _run(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> int:
         settings = dict(nranks=ns.nranks, blocks=ns.blocks, timeout=ns.timeout, seed=ns.seed,
                         mode=ns.mode, wait_policy=ns.wait_policy, hazards=ns.hazards,
                         trace=ns.trace, wait_timeout=ns.wait_timeout,
-                        deadlock_grace=ns.deadlock_grace)
+                        deadlock_grace=ns.deadlock_grace, strategy=ns.strategy, replay=ns.replay,
+                        record=ns.record, schedule_delay=ns.schedule_delay)
+        if ns.replay and ns.mode is None:
+            settings["mode"] = "schedule"  # --replay implies schedule mode
         if ns.hazards is not None:
-            mode = ns.mode or os.environ.get("SHMCOMM_MODE") or Config.mode
+            mode = settings["mode"] or os.environ.get("SHMCOMM_MODE") or Config.mode
             error = opt.check_mode_options((mode,), ns.hazards)
             if error:
                 return opt.usage_error(parser, error)

@@ -239,11 +239,28 @@ def add_waits(p: argparse.ArgumentParser, wait_timeout: float | None,
                         f"in seconds (default: {shown(deadlock_grace, 'deadlock_grace')})")
 
 
+def add_schedule_options(p: argparse.ArgumentParser) -> None:
+    """Schedule mode's options (one block, shared by the launch and stress command lines)."""
+    g = p.add_argument_group("schedule mode")
+    g.add_argument("--strategy", default=None, metavar="random|pct[:D[:K]]",
+                   help="who runs each step: random or PCT with depth D (default 3) for runs of "
+                        "about K steps (default 400); the stress harness also takes "
+                        "exhaustive[:K], every schedule with at most K preemptions "
+                        "(default: random, or SHMCOMM_STRATEGY)")
+    g.add_argument("--replay", default=None, metavar="FILE",
+                   help="run the schedule recorded in FILE (implies --mode schedule) (default: none)")
+    g.add_argument("--record", default=None, metavar="FILE",
+                   help="write the run's schedule to FILE (for --replay) (default: none)")
+    g.add_argument("--schedule-delay", type=int, default=None, metavar="STEPS",
+                   help="mean steps per live agent that unsynchronized work stays pending "
+                        "(default: 16, or SHMCOMM_SCHEDULE_DELAY)")
+
+
 def check_mode_options(modes: Sequence[str], hazards: str | None) -> str | None:
     """An error message when an option has no effect in the chosen modes, else ``None``."""
-    if hazards is not None and "hazard" not in modes:
-        return (f"--hazards has no effect without hazard mode (modes: {', '.join(modes)}); "
-                "add --mode hazard or drop --hazards")
+    if hazards is not None and not {"hazard", "schedule"} & set(modes):
+        return (f"--hazards has no effect without hazard or schedule mode (modes: "
+                f"{', '.join(modes)}); add --mode hazard or drop --hazards")
     return None
 
 

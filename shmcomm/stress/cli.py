@@ -25,6 +25,7 @@ import json
 import os
 import sys
 
+from ..config import parse_hazards, parse_strategy
 from ..errors import ArgumentError
 from ..launch import options as opt
 from . import catalogue
@@ -69,7 +70,8 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
                    help="problem sizes in elements, given to a host taking size (default: "
                         + _csv(DEFAULT_SIZES) + ", or the catalogue entry's)")
     p.add_argument("--mode", type=opt.mode_list, default=None,
-                   help="eager, hazard or eager,hazard (default: eager,hazard, or the bug's own mode)")
+                   help="eager, hazard, schedule or a comma list (default: eager,hazard, or the "
+                        "bug's own mode)")
     p.add_argument("--seed", type=int, default=0, help="seed of the first run; run i gets seed + i "
                    "(default: %(default)s)")
     p.add_argument("--runs", type=int, default=None,
@@ -89,6 +91,10 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     opt.add_trace_dir(p, Settings.trace_dir)
     p.add_argument("--no-progress", action="store_true",
                    help="no progress bar (default: a bar when stderr is a terminal)")
+    p.add_argument("--no-pool", action="store_true",
+                   help="fork the rank processes for every run instead of reusing a pool "
+                        "(default: off)")
+    opt.add_schedule_options(p)
     return p
 
 
@@ -112,14 +118,28 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         return opt.usage_error(parser, f"--seed must be >= 0, got {ns.seed}")
     if ns.catalogue:
         for flag, given in (("--arg", ns.arg), ("--nranks", ns.nranks), ("--blocks", ns.blocks),
-                            ("--size", ns.size), ("--mode", ns.mode), ("--hazards", ns.hazards),
+                            ("--size", ns.size), ("--hazards", ns.hazards),
                             ("-x/--exitfirst", ns.exitfirst)):
             if given:
                 return opt.usage_error(parser, f"{flag} has no effect with --catalogue (every "
                                                "entry runs its own sweep); drop it")
     elif ns.only:
         return opt.usage_error(parser, "--only selects catalogue entries; it needs --catalogue")
-    settings = Settings(ns.wait_timeout, ns.deadlock_grace, ns.run_timeout, ns.trace_dir, ns.hazards)
+    if ns.record is not None or ns.schedule_delay is not None:
+        return opt.usage_error(parser, "--record and --schedule-delay belong to launch; the "
+                                       "stress harness keeps every failing run's schedule")
+    try:
+        parse_strategy(ns.strategy or "random", "--strategy")
+        parse_hazards(ns.hazards or "all", "--hazards")
+    except ArgumentError as exc:
+        return opt.usage_error(parser, str(exc))
+    if ns.replay:
+        if ns.mode not in (None, ("schedule",)):
+            return opt.usage_error(parser, "--replay runs in schedule mode only")
+        ns.mode = ("schedule",)
+    settings = Settings(ns.wait_timeout, ns.deadlock_grace, ns.run_timeout, ns.trace_dir,
+                        strategy=ns.strategy or "random", replay=ns.replay or "",
+                        hazards=ns.hazards or "all")
     progress = not ns.no_progress
     try:
         if ns.catalogue:
@@ -129,7 +149,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
                 return opt.usage_error(parser, f"--only: unknown entries {', '.join(unknown)}")
             budget = 60.0 if ns.seconds is None else ns.seconds
             kills, reports = kill_matrix(budget, ns.runs, ns.seed, settings, names,
-                                         progress=progress)
+                                         progress=progress, modes=ns.mode, pool=not ns.no_pool)
             print(format_kill_matrix(kills, reports, settings))
             if ns.json:
                 extra = dict(kill_matrix=[dict(
@@ -149,7 +169,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         if entry is not None and entry.bug:
             default_modes = (entry.mode,)
         modes = ns.mode or default_modes
-        error = opt.check_mode_options(modes, ns.hazards)
+        exhaustive = settings.strategy.startswith("exhaustive")  # schedule mode, whatever --mode
+        error = opt.check_mode_options(("schedule",) if exhaustive else modes, ns.hazards)
         if error:
             return opt.usage_error(parser, error)
         if ns.size and not takes_size(host):
@@ -161,9 +182,11 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
                        ns.blocks or (entry.blocks if entry else DEFAULT_BLOCKS),
                        ns.size or (entry.sizes if entry else DEFAULT_SIZES), modes)
         runs = ns.runs if ns.runs is not None or ns.seconds is not None else DEFAULT_RUNS
+        if settings.strategy.startswith("exhaustive"):
+            return _exhaustive(host, cfgs, ns, settings)
         rep = sweep(host, cfgs, seed=ns.seed, runs=runs, seconds=ns.seconds, settings=settings,
                     program=ns.program, progress=progress, stop_at_first=ns.exitfirst,
-                    kwargs=kwargs)
+                    kwargs=kwargs, pool=not ns.no_pool)
         print(format_report(rep, settings))
         if ns.json:
             _write_json(ns.json, report_json([rep], settings))
@@ -175,6 +198,36 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return opt.EXIT_SIGINT
+
+
+def _exhaustive(host, cfgs, ns: argparse.Namespace, settings: Settings) -> int:
+    """``--strategy exhaustive:K``: every schedule with at most K preemptions, per configuration
+    (at most ``--runs`` runs each, default 1000), until one fails."""
+    from ..config import Config
+    from .explore import explore
+    from .harness import _with_size
+
+    bound = parse_strategy(settings.strategy)[1]
+    failed = False
+    for nranks, blocks, size, _mode in dict.fromkeys((n, b, s, "schedule") for n, b, s, _m in cfgs):
+        cfg = Config.from_kwargs(nranks=nranks, blocks=blocks, seed=ns.seed, hazards=ns.hazards,
+                                 **settings.config())
+        found = explore(host, cfg, (size,) if _with_size(host) else (), bound, ns.runs or 1000)
+        label = f"nranks={nranks} blocks={blocks} size={size}"
+        if found.failure is None:
+            print(f"{label}: {found.runs} schedules with <= {bound} preemptions, no failure"
+                  + ("" if found.complete else " (stopped at the run budget: not all tried)"))
+            continue
+        failed = True
+        path = os.path.abspath(os.path.join(settings.schedule_dir or ".",
+                            f"{ns.program.replace(':', '_')}-{nranks}x{blocks}-n{size}-exhaustive.json"))
+        found.schedule.save(path)
+        print(f"{label}: schedule {found.runs} failed: {found.failure.failures[0]}".splitlines()[0])
+        print(f"replay: python -m shmcomm.stress --program {ns.program} --nranks {nranks} "
+              f"--blocks {blocks} --size {size} --mode schedule --runs 1 --replay {path}"
+              + (f" --hazards {ns.hazards}" if ns.hazards != "all" else ""))
+        break
+    return 1 if failed else 0
 
 
 def _write_json(path: str, doc: dict) -> None:

@@ -48,6 +48,8 @@ def repro_command(program: str, spec: RunSpec, settings: Settings,
             size_args = [("size", spec.size)]
     for key, value in size_args + sorted((kwargs or {}).items()):
         parts += ["--arg", format_arg(key, value)]
+    if spec.mode == "schedule":
+        parts[parts.index("--seed"):parts.index("--seed")] = ["--strategy", settings.strategy]
     default = Settings()
     timeout_flag = "--run-timeout" if command == "stress" else "--timeout"
     for flag, value, dflt in (("--wait-timeout", settings.wait_timeout, default.wait_timeout),
@@ -55,7 +57,7 @@ def repro_command(program: str, spec: RunSpec, settings: Settings,
                               (timeout_flag, settings.run_timeout, default.run_timeout)):
         if value != dflt or command != "stress":  # launch's own defaults differ from a sweep's
             parts += [flag, f"{value:g}"]
-    if settings.hazards and spec.mode == "hazard":
+    if settings.hazards != default.hazards and spec.mode != "eager":
         parts += ["--hazards", settings.hazards]
     if command != "stress" and settings.trace_dir:
         # the sweep's runs were traced, and tracing changes the timing a race depends on
@@ -95,6 +97,11 @@ def format_report(report: Report, settings: Settings) -> str:
                                                    report.kwargs))
         lines.append("  or once, under launch: " + repro_command(
             report.program, first.spec, settings, report.kwargs, "launch", report.sized))
+        if first.schedule:
+            if first.shrunk:
+                lines.append(f"schedule shrunk from {first.shrunk[0]} to {first.shrunk[1]} "
+                             "preemptions")
+            lines.append(f"replay: {replay_command(report.program, first.spec, first.schedule, settings)}")
     lines.append("outcomes per configuration:")
     hist: dict[str, dict[str, int]] = {}
     for o in report.outcomes:
@@ -105,7 +112,34 @@ def format_report(report: Report, settings: Settings) -> str:
     lines.append("  " + "configuration".ljust(width) + "".join(f"{c:>{len(c) + 2}}" for c in cols))
     for label, row in hist.items():
         lines.append("  " + label.ljust(width) + "".join(f"{row[c]:>{len(c) + 2}}" for c in cols))
+    lines += format_histogram(report)
     return "\n".join(lines)
+
+
+def replay_command(program: str, spec: RunSpec, schedule: str, settings: Settings) -> str:
+    """The command that replays a failing schedule-mode run from its schedule file."""
+    cmd = shlex.split(repro_command(program, spec, settings))
+    i = cmd.index("--strategy")
+    del cmd[i:i + 2]
+    return shlex.join(cmd + ["--replay", schedule])
+
+
+def format_histogram(report: Report) -> list[str]:
+    """jcstress's table: every outcome (a passing run's returned value, or a failure kind), how
+    often it was seen, and the seed of the first run that produced it. Empty when no run
+    returned a value."""
+    if not any(o.value is not None for o in report.outcomes):
+        return []
+    seen: dict[str, list[int]] = {}
+    for o in report.outcomes:
+        key = o.kind if o.kind != "ok" else f"ok {o.value}"
+        row = seen.setdefault(key, [0, o.spec.seed])
+        row[0] += 1
+    width = max(len(k) for k in seen)
+    lines = ["outcome histogram (outcome, runs, first seed):"]
+    for key, (count, seed) in sorted(seen.items(), key=lambda kv: -kv[1][0]):
+        lines.append(f"  {key.ljust(width)}  {count:>8}  seed {seed}")
+    return lines
 
 
 def _brief(message: str) -> list[str]:
@@ -143,7 +177,8 @@ def report_json(reports: Sequence[Report], settings: Settings, extra: dict | Non
                 settings=asdict(settings), **(extra or {}),
                 reports=[dict(program=r.program, seconds=r.seconds, counts=r.counts(),
                               outcomes=[dict(asdict(o.spec), kind=o.kind, seconds=o.seconds,
-                                             message=o.message[:2000], trace=o.trace)
+                                             message=o.message[:2000], trace=o.trace,
+                                             value=o.value, schedule=o.schedule)
                                         for o in r.outcomes])
                          for r in reports])
 

@@ -67,11 +67,11 @@ class HazardRankModel(RankModel):
         super().__init__(rt)
         self.launch = LaunchState(0, None)
         cfg = rt.config
-        self.host = HostTrace(cfg.trace, rt.ctl.segment.name, rt.rank) if cfg.trace else None
+        self.host_trace = HostTrace(cfg.trace, rt.ctl.segment.name, rt.rank) if cfg.trace else None
 
     def launch_end(self) -> None:
-        if self.host:
-            self.host.launch_end(self.rt.launches)
+        if self.host_trace:
+            self.host_trace.launch_end(self.rt.launches)
 
     def launch_start(self) -> None:
         """Remember this rank's non-zero signal words (for ``stale-at-launch``).
@@ -82,8 +82,8 @@ class HazardRankModel(RankModel):
         at least one always gets a clean snapshot.)
         """
         rt = self.rt
-        if self.host:
-            self.host.launch_start()
+        if self.host_trace:
+            self.host_trace.launch_start()
         sigs = rt.signals.copy()  # peers may write while we look: scan a copy
         stale = {int(i) * 4: int(sigs[i]) for i in sigs.nonzero()[0]}
         ctl = rt.ctl
@@ -93,8 +93,8 @@ class HazardRankModel(RankModel):
 
     def block(self, agent: Agent) -> BlockModel:
         model = HazardBlockModel(agent, self)
-        if self.host:
-            self.host.block(agent)
+        if self.host_trace:
+            self.host_trace.block(agent)
         if model.observes:
             agent.hooks = model
         return model
@@ -246,8 +246,12 @@ class HazardBlockModel(BlockModel):
 
     # -- queues ------------------------------------------------------------------------------
 
+    def _now(self) -> float:
+        """The clock of due times (seconds; a subclass may count in other units)."""
+        return _perf()
+
     def _due(self) -> float:
-        return _perf() + self.delay * (0.5 + self.rng.random())
+        return self._now() + self.delay * (0.5 + self.rng.random())
 
     def _enqueue(self, pipe: int, item: tuple) -> None:
         self.queues[pipe].append(item)
@@ -258,7 +262,7 @@ class HazardBlockModel(BlockModel):
 
     def _tick(self) -> None:
         """Retire what is due (pipe heads in order, remote stores, line write-backs)."""
-        now = _perf()
+        now = self._now()
         for p in _QUEUED:
             q = self.queues[p]
             while q and q[0][1] <= now:
@@ -301,7 +305,7 @@ class HazardBlockModel(BlockModel):
 
     def _complete_store(self, dst: GlobalTensor, data: np.ndarray, atomic: int) -> None:
         if self.vis is not None and dst.ptr.rank != self.agent.rank:
-            self.vis.add(_perf() + self.delay * (0.5 + self.rng.random()), dst, data.copy(), atomic)
+            self.vis.add(self._due(), dst, data.copy(), atomic)
         else:
             self._apply(dst, data, atomic)
 
@@ -330,8 +334,7 @@ class HazardBlockModel(BlockModel):
             f(sig, value, op)
         if self.lines:
             if op:
-                self.lines.fill(ptr.rank, ptr.offset, value,
-                                _perf() + self.delay * (0.5 + self.rng.random()),
+                self.lines.fill(ptr.rank, ptr.offset, value, self._due(),
                                 kernel_site(self.agent) if self.m_check else "")
             else:
                 self.lines.touch(ptr.rank, ptr.offset)
