@@ -41,6 +41,8 @@ class Config:
     ``hazards``: the hazard-mode sub-models, ``"all"`` or a comma list of ``HAZARDS``.
     ``hazard_delay``: mean seconds a queued pipe op or an unfenced remote store stays pending.
     ``trace``: hazard mode writes a Chrome trace JSON (Perfetto) to this path ("" = none).
+    ``detect_races``: run the happens-before race detector beside the mode (``RaceReport``).
+    ``race_exitfirst``: stop the run at the first race instead of reporting at its end.
     """
 
     nranks: int = 8
@@ -59,6 +61,8 @@ class Config:
     hazards: str = "all"
     hazard_delay: float = 0.002
     trace: str = ""
+    detect_races: bool = False
+    race_exitfirst: bool = False
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -108,11 +112,17 @@ _FIELDS: dict[str, tuple] = {
     "hazards": (str, None),
     "hazard_delay": (float, 0.0, 60.0),
     "trace": (str, None),
+    "detect_races": (bool,),
+    "race_exitfirst": (bool,),
 }
 
 
 def _check(name: str, value: Any, label: str) -> None:
     spec = _FIELDS[name]
+    if spec[0] is bool:
+        if not isinstance(value, bool):
+            raise ArgumentError(f"{label} must be a bool (True or False); got {value!r}")
+        return
     if spec[0] is str:
         if not isinstance(value, str):
             raise ArgumentError(f"{label} must be a str; got {value!r}")
@@ -147,6 +157,10 @@ def parse_hazards(value: str, label: str = "hazards") -> frozenset[str]:
 def _parse_env(name: str, raw: str) -> Any:
     var = "SHMCOMM_" + name.upper()
     kind = _FIELDS[name][0]
+    if kind is bool:
+        if raw.strip().lower() not in ("0", "1", "true", "false"):
+            raise ArgumentError(f"environment variable {var}={raw!r} must be 0, 1, true or false")
+        return raw.strip().lower() in ("1", "true")
     try:
         value = kind(raw) if kind is str else kind(float(raw)) if kind is float else int(raw, 0)
     except ValueError:

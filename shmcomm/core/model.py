@@ -135,6 +135,12 @@ class RankModel:
     def launch_end(self) -> None:
         """After every block of the launch has returned or failed."""
 
+    def barrier_enter(self) -> None:
+        """The host calls ``rt.barrier()``, before its arrival is visible to the other hosts."""
+
+    def barrier_exit(self) -> None:
+        """The host leaves ``rt.barrier()``: every host has arrived."""
+
     def block(self, agent: Agent) -> BlockModel:
         """The block model of ``agent``; also sets ``agent.hooks`` if it wants scalar hooks."""
         raise NotImplementedError

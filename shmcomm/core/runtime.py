@@ -247,9 +247,11 @@ class RankRuntime:
     def barrier(self) -> None:
         """Block until every rank's host has called ``barrier`` as often as this one."""
         n = self.nranks
+        self.model.barrier_enter()
         arrived = self._hostbar.words[0].add(1)  # and wakes the sleepers
         target = (arrived // n + 1) * n
         wait_until(self.host_agent, self._hostbar, target, WaitCmp.GE)
+        self.model.barrier_exit()
 
     def reset_signals(self) -> None:
         """Collectively zero the signal matrices: zero this rank's, then wait for every rank.

@@ -1,0 +1,431 @@
+"""The happens-before race detector as an execution model that wraps the run's own model.
+
+:class:`RaceDetector` is made once in the launcher (before the fork: it owns the shared word
+clocks and one pipe per rank back to the launcher). In each rank it makes a
+:class:`RaceRankModel` around the run's model (eager, hazard, or any other), which makes a
+:class:`RaceBlockModel` around each block's model: every instruction goes to the inner model
+unchanged and, beside it, advances the block's clocks and records its accesses. So the detector
+composes with every mode and sees the race whether or not the data came out wrong.
+
+Happens-before edges (see :mod:`.clocks` for the components):
+
+* ``TNOTIFY`` releases the scalar unit's clock into the word's clock; ``TWAIT`` (when it
+  returns) and ``TTEST`` acquire it. A notify releases only what the scalar unit knows: pipe
+  work it has not drained (``pipe_barrier``, ``wait_flag``) is not in it, and MTE3 stores are
+  visible to other ranks only through ``G3``, which only ``dsb(DSB_DDR)`` / ``dsb(DSB_ALL)``
+  advances (to what was drained).
+* ``TLOAD`` / ``TSTORE`` run on MTE2 / MTE3 after what the scalar unit issued before them;
+  ``set_flag(src, dst, e)`` -> ``wait_flag(src, dst, e)`` orders ``src``'s earlier work before
+  ``dst``'s later work; ``pipe_barrier`` orders the pipe's work before the scalar unit.
+* A launch's blocks start after their host's clock; the host continues after all of them
+  (the kernel's end drains and fences); ``rt.barrier()`` joins every host's clock.
+
+Accesses (:mod:`.shadow`): the GM ranges of ``TLOAD`` / ``TSTORE`` (so of ``TPUT``, ``TGET`` and
+the root collectives, which run through them), the UB tile they fill or read, and scalar GM
+accesses. Each rank sends its records to the launcher at every launch's end; the launcher checks
+them against everything recorded and raises :class:`~shmcomm.errors.RaceReport` at the end of the
+run (at the first race with ``race_exitfirst``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from multiprocessing.connection import Connection, Pipe
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ...config import Config
+from ...core.model import BlockModel, RankModel
+from ...errors import Failure, ShmcommError
+from ...types import DSB_ALL, DSB_DDR, PIPE_ALL, PIPE_MTE2, PIPE_MTE3
+from ..hazard.report import kernel_site
+from .clocks import CLOCK, G3, MTE2, MTE3, Layout, WordClocks
+from .report import render
+from .shadow import ATOMIC, PIPE3, WRITE, Access, Shadow
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ...core.agent import Agent
+    from ...core.gm import GlobalTensor
+    from ...core.runtime import RankRuntime
+    from ...core.tile import Tile
+
+_FLUSH_RECORDS = 4096  # a block sends its records before the launch's end past this many
+_QUEUED = (PIPE_MTE2, PIPE_MTE3)
+
+
+class RaceDetector:
+    """The run's detector: the factory of rank models, and the launcher's end of it."""
+
+    def __init__(self, config: Config, inner: Callable[[RankRuntime], RankModel]) -> None:
+        self.config = config
+        self.inner = inner
+        self.layout = Layout(config.nranks, config.blocks)
+        self.clocks = WordClocks(self.layout)
+        pipes = [Pipe(duplex=False) for _ in range(config.nranks)]
+        self.conns: list[Connection] = [r for r, _ in pipes]  # the launcher reads these
+        self.writers: list[Connection] = [w for _, w in pipes]
+        self.shadow = Shadow(self.layout)
+        self.reported = 0
+
+    def __call__(self, rt: RankRuntime) -> RankModel:
+        return RaceRankModel(rt, self)
+
+    # -- the launcher's side -----------------------------------------------------------------
+
+    def receive(self, conn: Connection) -> list[Failure]:
+        """Take one batch of records from a rank; with ``race_exitfirst``, the report of the
+        first race as soon as one shows."""
+        try:
+            snaps, records = conn.recv()
+        except (EOFError, OSError):
+            self.conns = [c for c in self.conns if c is not conn]
+            return []
+        self.shadow.add(snaps, [Access(*r) for r in records])
+        if self.config.race_exitfirst and self.shadow.races and not self.reported:
+            return self._report()
+        return []
+
+    def finish(self) -> list[Failure]:
+        """The run is over: read what is left and report every race (none: ``[]``)."""
+        for conn in list(self.conns):
+            while conn.poll(0):
+                self.receive(conn)
+            conn.close()
+        for w in self.writers:
+            w.close()
+        self.conns = []
+        return [] if self.reported else self._report()
+
+    def _report(self) -> list[Failure]:
+        if not self.shadow.races:
+            return []
+        self.reported = len(self.shadow.pairs)
+        x, y = self.shadow.races[0]
+        return [Failure(y.rank, y.block, "race", render(self.shadow))]
+
+
+class RaceRankModel(RankModel):
+    """The detector in one rank process: the host's clock, launch and barrier edges."""
+
+    def __init__(self, rt: RankRuntime, det: RaceDetector) -> None:
+        super().__init__(rt)
+        self.inner = det.inner(rt)
+        self.det = det
+        self.layout = det.layout
+        self.clocks = det.clocks
+        self.conn = det.writers[rt.rank]
+        self.send_lock = threading.Lock()
+        self.snap_ids = itertools.count(rt.rank << 40)
+        self.hc = self.layout.host(rt.rank)
+        self.clock = np.zeros(self.layout.size, CLOCK)
+        self.clock[self.hc] = 1
+        self.start_clock = self.clock
+        self.blocks: list[RaceBlockModel] = []
+        self.rounds = 0
+
+    def __getattr__(self, name: str) -> Any:  # the inner model's own state (its launch, ...)
+        inner = self.__dict__.get("inner")
+        if inner is None:
+            raise AttributeError(name)
+        return getattr(inner, name)
+
+    def launch_start(self) -> None:
+        self.inner.launch_start()
+        self.start_clock = self.clock.copy()
+        self.clock[self.hc] += 1
+        self.blocks = []
+
+    def block(self, agent: Agent) -> BlockModel:
+        if agent.block_idx >= self.layout.blocks:
+            raise ShmcommError(
+                f"launch: {agent.block_num} blocks, but the race detector keeps clocks for "
+                f"blocks={self.layout.blocks} per rank; run with blocks={agent.block_num} (the "
+                "largest launch of the program) to detect races")
+        agent.hooks = None
+        inner = self.inner.block(agent)
+        model = RaceBlockModel(agent, self, inner, agent.hooks)
+        agent.hooks = model
+        self.blocks.append(model)
+        return model
+
+    def launch_end(self) -> None:
+        try:
+            self.inner.launch_end()
+        finally:
+            for b in self.blocks:
+                for v in (b.vs, b.v2, b.v3):
+                    np.maximum(self.clock, v, out=self.clock)
+                b.flush()
+            self.blocks = []
+
+    def barrier_enter(self) -> None:
+        self.inner.barrier_enter()
+        self.rounds += 1
+        self.clocks.barrier_arrive(self.rounds, self.clock)
+        self.clock[self.hc] += 1
+
+    def barrier_exit(self) -> None:
+        self.clocks.barrier_leave(self.rounds, self.clock)
+        self.inner.barrier_exit()
+
+    def send(self, snaps: dict[int, np.ndarray], records: list[tuple]) -> None:
+        if not records:
+            return
+        with self.send_lock:
+            try:
+                self.conn.send((snaps, records))
+            except (BrokenPipeError, OSError):
+                pass  # the launcher is gone: the run is over anyway
+
+
+class RaceBlockModel(BlockModel):
+    """One block: forwards everything to the inner model, and keeps the block's clocks (its
+    scalar unit ``vs``, MTE2 ``v2``, MTE3 ``v3``) and access records."""
+
+    def __init__(self, agent: Agent, rank_model: RaceRankModel, inner: BlockModel,
+                 inner_hooks: Any) -> None:
+        super().__init__(agent)
+        self.inner = inner
+        self.ih = inner_hooks
+        self.rm = rank_model
+        self.clocks = rank_model.clocks
+        lay = rank_model.layout
+        self.rank = agent.rank
+        self.block_idx = agent.block_idx
+        s = lay.block(agent.rank, agent.block_idx)
+        self.cs, self.c2, self.c3, self.cg = s, s + MTE2, s + MTE3, s + G3
+        start = rank_model.start_clock
+        self.vs = start.copy()
+        self.vs[s] += 1
+        self.v2 = self.vs.copy()
+        self.v2[self.c2] += 1
+        self.v3 = self.vs.copy()
+        self.v3[self.c3] += 1
+        self.snap_s: int | None = None
+        self.snap_2: int | None = None
+        self.snap_3: int | None = None
+        self.joined_2 = self.joined_3 = True  # does the pipe's clock hold the scalar unit's?
+        self.marks: dict[tuple[int, int, int], np.ndarray] = {}
+        self.snaps: dict[int, np.ndarray] = {}
+        self.records: list[list] = []
+        self.copy_op = ""
+
+    # -- clock bookkeeping -------------------------------------------------------------------
+
+    def _s_changed(self) -> None:
+        self.snap_s = None
+        self.joined_2 = self.joined_3 = False
+
+    def _snap(self, v: np.ndarray) -> int:
+        sid = next(self.rm.snap_ids)
+        self.snaps[sid] = v.copy()
+        return sid
+
+    def _record(self, win: tuple, lo: int, hi: int, flags: int, comp: int, snap: int,
+                pipe: str, op: str, v: np.ndarray, site: str) -> None:
+        epoch = int(v[comp])
+        issue = int(self.vs[self.cs])
+        recs = self.records
+        if recs:
+            last = recs[-1]
+            if (last[0] == win and last[3] == flags and last[6] == snap and last[9] == site
+                    and last[1] <= hi and lo <= last[2] and last[13] == op):
+                last[1], last[2] = min(last[1], lo), max(last[2], hi)
+                return
+        recs.append([win, lo, hi, flags, comp, epoch, snap, self.cs, issue, site, self.rank,
+                     self.block_idx, pipe, op])
+        if len(recs) >= _FLUSH_RECORDS:
+            self.flush()
+
+    def flush(self) -> None:
+        """Send this block's records (and the clock snapshots they use) to the launcher."""
+        recs, self.records = self.records, []
+        snaps, self.snaps = self.snaps, {}
+        self.snap_s = self.snap_2 = self.snap_3 = None  # later records need them sent again
+        self.rm.send(snaps, [tuple(r) for r in recs])
+
+    def _gm(self, g: GlobalTensor) -> list[tuple[int, int]]:
+        """The byte ranges of ``g`` (one per row when it is strided)."""
+        p = g.ptr
+        if g.rows <= 1 or g.row_stride == g.cols:
+            return [(p.offset, p.offset + g.extent_bytes)]
+        row, width = g.row_stride * p.itemsize, g.cols * p.itemsize
+        return [(p.offset + r * row, p.offset + r * row + width) for r in range(g.rows)]
+
+    def _pipe_access(self, pipe: int, g: GlobalTensor, tile: Tile, atomic: int) -> None:
+        site = kernel_site(self.agent)
+        op = f"{self.copy_op} (its {'TLOAD' if pipe == PIPE_MTE2 else 'TSTORE'})" if self.copy_op \
+            else "TLOAD" if pipe == PIPE_MTE2 else "TSTORE"
+        if pipe == PIPE_MTE2:
+            if not self.joined_2:
+                np.maximum(self.v2, self.vs, out=self.v2)
+                self.joined_2, self.snap_2 = True, None
+            if self.snap_2 is None:
+                self.snap_2 = self._snap(self.v2)
+            v, comp, snap, name = self.v2, self.c2, self.snap_2, "MTE2"
+            gflags, uflags = 0, WRITE
+        else:
+            if not self.joined_3:
+                np.maximum(self.v3, self.vs, out=self.v3)
+                self.joined_3, self.snap_3 = True, None
+            if self.snap_3 is None:
+                self.snap_3 = self._snap(self.v3)
+            v, comp, snap, name = self.v3, self.c3, self.snap_3, "MTE3"
+            gflags = WRITE | PIPE3 | (ATOMIC if atomic else 0)
+            uflags = 0
+        win = ("gm", g.ptr.rank)
+        for lo, hi in self._gm(g):
+            self._record(win, lo, hi, gflags, comp, snap, name, op, v, site)
+        nbytes = min(g.rows, tile.rows) * tile.cols * tile.array.itemsize
+        self._record(("ub", self.rank, self.block_idx, id(tile)), 0, nbytes, uflags, comp,
+                     snap, name, op, v, site)
+
+    def _advance(self, pipe: int) -> None:
+        """Someone observed ``pipe``'s work so far: later work gets a new epoch."""
+        if pipe == PIPE_MTE2:
+            self.v2[self.c2] += 1
+            self.snap_2 = None
+        elif pipe == PIPE_MTE3:
+            self.v3[self.c3] += 1
+            self.snap_3 = None
+        else:
+            self.vs[self.cs] += 1
+            self._s_changed()
+
+    def _drain(self, pipe: int) -> None:
+        v = self.v2 if pipe == PIPE_MTE2 else self.v3
+        np.maximum(self.vs, v, out=self.vs)
+        self._s_changed()
+        self._advance(pipe)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.inner.start()
+
+    def finish(self) -> None:
+        self.inner.finish()
+        self._drain(PIPE_MTE2)
+        self._drain(PIPE_MTE3)
+        self.vs[self.cg] = max(self.vs[self.cg], self.vs[self.c3])
+
+    def stop(self) -> None:
+        self.inner.stop()
+
+    def idle(self) -> None:
+        self.inner.idle()
+
+    # -- pipe instructions -------------------------------------------------------------------
+
+    def load(self, tile: Tile, src: GlobalTensor) -> None:
+        self._pipe_access(PIPE_MTE2, src, tile, 0)
+        self.inner.load(tile, src)
+
+    def store(self, dst: GlobalTensor, tile: Tile, atomic: int) -> None:
+        self._pipe_access(PIPE_MTE3, dst, tile, atomic)
+        self.inner.store(dst, tile, atomic)
+
+    def set_flag(self, src: int, dst: int, event: int) -> None:
+        self.inner.set_flag(src, dst, event)
+        v = self.v2 if src == PIPE_MTE2 else self.v3 if src == PIPE_MTE3 else self.vs
+        if src in _QUEUED:  # the pipe's work so far: after the scalar unit's earlier issue
+            np.maximum(v, self.vs, out=v)
+        self.marks[(src, dst, event)] = v.copy()
+        self._advance(src)
+
+    def wait_flag(self, src: int, dst: int, event: int) -> None:
+        self.inner.wait_flag(src, dst, event)
+        mark = self.marks.pop((src, dst, event), None)
+        if mark is None:
+            return
+        if dst == PIPE_MTE2:
+            np.maximum(self.v2, mark, out=self.v2)
+            self.snap_2 = None
+        elif dst == PIPE_MTE3:
+            np.maximum(self.v3, mark, out=self.v3)
+            self.snap_3 = None
+        else:
+            np.maximum(self.vs, mark, out=self.vs)
+            self._s_changed()
+
+    def barrier(self, pipe: int) -> None:
+        self.inner.barrier(pipe)
+        if pipe == PIPE_ALL:
+            self._drain(PIPE_MTE2)
+            self._drain(PIPE_MTE3)
+        elif pipe in _QUEUED:
+            self._drain(pipe)
+
+    def dsb(self, mode: int) -> None:
+        self.inner.dsb(mode)
+        if mode in (DSB_ALL, DSB_DDR) and self.vs[self.cg] < self.vs[self.c3]:
+            self.vs[self.cg] = self.vs[self.c3]
+            self._s_changed()
+
+    def dcci(self, ptr: Any, mode: int) -> None:
+        self.inner.dcci(ptr, mode)
+
+    # -- scalar hooks ------------------------------------------------------------------------
+
+    def notify(self, sig: Any, value: int, op: int) -> None:
+        p = sig.ptr
+        self.clocks.release(self.clocks.slot(p.rank, p.offset), self.vs, bool(op))
+        self.vs[self.cs] += 1
+        self._s_changed()
+        if self.ih is not None:
+            self.ih.notify(sig, value, op)
+
+    def _acquire(self, sig: Any) -> None:
+        p = sig.ptr
+        slot = self.clocks.slot
+        if type(sig).__name__ == "Signal2D":
+            for r in range(sig.rows):
+                for c in range(sig.cols):
+                    off = p.offset + 4 * (r * sig.row_stride + c)
+                    self.clocks.acquire(slot(p.rank, off), self.vs)
+        else:
+            self.clocks.acquire(slot(p.rank, p.offset), self.vs)
+        self._s_changed()
+
+    def wait(self, sig: Any, value: int, cmp: int) -> None:
+        if self.ih is not None:
+            self.ih.wait(sig, value, cmp)
+
+    def waited(self, sig: Any, value: int, cmp: int) -> None:
+        self._acquire(sig)
+        if self.ih is not None:
+            self.ih.waited(sig, value, cmp)
+
+    def test(self, sig: Any, value: int, cmp: int) -> None:
+        # before the read, so whatever it reads: an over-approximation (it may hide a race,
+        # never invent one)
+        self._acquire(sig)
+        if self.ih is not None:
+            self.ih.test(sig, value, cmp)
+
+    def copy_begin(self, op: str, dst: GlobalTensor, src: GlobalTensor) -> None:
+        self.copy_op = op
+        if self.ih is not None:
+            self.ih.copy_begin(op, dst, src)
+
+    def copy_end(self, op: str) -> None:
+        self.copy_op = ""
+        if self.ih is not None:
+            self.ih.copy_end(op)
+
+    def expect_blocks(self, kernel: str, param: str, count: int) -> None:
+        if self.ih is not None:
+            self.ih.expect_blocks(kernel, param, count)
+
+    def gm_access(self, op: str, ptr: Any, nbytes: int, write: bool, atomic: bool) -> None:
+        if self.snap_s is None:
+            self.snap_s = self._snap(self.vs)
+        flags = (WRITE if write else 0) | (ATOMIC if atomic else 0)
+        self._record(("gm", ptr.rank), ptr.offset, ptr.offset + nbytes, flags, self.cs,
+                     self.snap_s, "S", op, self.vs, kernel_site(self.agent))
+        if self.ih is not None:
+            self.ih.gm_access(op, ptr, nbytes, write, atomic)

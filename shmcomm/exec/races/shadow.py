@@ -1,0 +1,105 @@
+"""The detector's shadow state: byte ranges of windows and who accessed them, FastTrack-style.
+
+An access record is one range of one window with the accessing agent's epoch (its own clock
+component) and a reference to its whole clock at the time (a snapshot shared by every access
+between two synchronizations of that agent, so records stay small). Ranks stream their records to
+the launcher, which keeps them here and checks every new one against the overlapping ones:
+records ``x`` and ``y`` race when they conflict (at least one writes, not both atomic) and
+neither happens before the other. ``x`` happens before ``y`` when ``y``'s clock holds ``x``'s
+epoch, so the check does not depend on the order records arrive in.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from .clocks import G3, MTE3, Layout
+
+WRITE, ATOMIC, PIPE3 = 1, 2, 4  # record flags; PIPE3: a store on MTE3 (visibility is per reader)
+_BUCKET = 1 << 16  # bytes of a window per index bucket
+
+
+class Access(NamedTuple):
+    """One access record (see the module docstring)."""
+
+    win: tuple  # ("gm", rank) or ("ub", rank, block, tile id)
+    lo: int
+    hi: int
+    flags: int
+    comp: int  # the agent's clock component
+    epoch: int
+    snap: int  # the agent's clock snapshot
+    scomp: int  # the component of the issuing block's scalar unit (the host's: comp)
+    issue: int  # the scalar unit's epoch when it issued the access
+    site: str  # the user's file:line
+    rank: int
+    block: int | None
+    pipe: str  # "S", "MTE2", "MTE3", "host"
+    op: str  # "TLOAD", "TSTORE", "TPUT (its TSTORE)", ...
+
+
+def conflict(x: Access, y: Access) -> bool:
+    return bool((x.flags | y.flags) & WRITE) and not (x.flags & y.flags & ATOMIC)
+
+
+def visible_comp(x: Access, y: Access) -> int:
+    """The component of ``y``'s clock that says whether ``x`` is done for ``y``: an MTE3 store is
+    done for its own rank reading its own window once drained, for anyone else once fenced."""
+    if x.flags & PIPE3 and not (x.rank == y.rank == x.win[1]):
+        return x.comp - MTE3 + G3
+    return x.comp
+
+
+class Shadow:
+    """Every record of a run, by window and bucket, and the races found among them."""
+
+    def __init__(self, layout: Layout, limit: int = 20) -> None:
+        self.layout = layout
+        self.snaps: dict[int, np.ndarray] = {}
+        self.buckets: dict[tuple, dict[int, list[Access]]] = {}
+        self.races: list[tuple[Access, Access]] = []
+        self.pairs: set[tuple] = set()  # (site, site, window) of races already reported
+        self.limit = limit
+
+    def hb(self, x: Access, y: Access) -> bool:
+        """Does ``x`` happen before ``y``?"""
+        return int(self.snaps[y.snap][visible_comp(x, y)]) >= x.epoch
+
+    def add(self, snaps: dict[int, np.ndarray], records: list[Access]) -> int:
+        """Take a batch of one rank's records; returns how many new races they showed."""
+        self.snaps.update(snaps)
+        found = 0
+        for y in records:
+            found += self._check(y)
+            self._insert(y)
+        return found
+
+    def _check(self, y: Access) -> int:
+        win = self.buckets.get(y.win)
+        if not win:
+            return 0
+        found = 0
+        seen: set[int] = set()
+        for b in range(y.lo // _BUCKET, (y.hi - 1) // _BUCKET + 1):
+            for x in win.get(b, ()):
+                if id(x) in seen:
+                    continue
+                seen.add(id(x))
+                if (x.hi <= y.lo or y.hi <= x.lo or x.comp == y.comp or not conflict(x, y)
+                        or self.hb(x, y) or self.hb(y, x)):
+                    continue
+                key = (x.site, y.site, x.win[:2]) if x.site <= y.site else (y.site, x.site, x.win[:2])
+                if key in self.pairs:
+                    continue
+                self.pairs.add(key)
+                if len(self.races) < self.limit:
+                    self.races.append((x, y))
+                found += 1
+        return found
+
+    def _insert(self, y: Access) -> None:
+        win = self.buckets.setdefault(y.win, {})
+        for b in range(y.lo // _BUCKET, (y.hi - 1) // _BUCKET + 1):
+            win.setdefault(b, []).append(y)
