@@ -18,6 +18,15 @@ class SymmetricArray(np.ndarray):
     """
 
     _windows: Windows | None = None
+    # called as observer(array, key) after every ``x[key] = ...`` of the host when a model
+    # watches host writes (the race detector); one ``is None`` check otherwise
+    observer: Any = None
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(key, value)
+        obs = SymmetricArray.observer
+        if obs is not None:
+            obs(self, key)
 
     def __array_finalize__(self, obj: Any) -> None:
         self._windows = getattr(obj, "_windows", None)

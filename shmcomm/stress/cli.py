@@ -25,6 +25,7 @@ import os
 import sys
 
 from ..errors import ArgumentError
+from ..launch.cli import add_race_options
 from . import catalogue
 from .harness import (
     DEFAULT_BLOCKS,
@@ -87,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trace-dir", default=Settings.trace_dir,
                    help="where hazard runs write traces; a failing run's is kept (default %(default)s)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_race_options(p)
     return p
 
 
@@ -104,7 +106,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--runs must be at most 1e9")
     if ns.seed < 0:
         parser.error(f"--seed must be >= 0, got {ns.seed}")
-    settings = Settings(ns.wait_timeout, ns.deadlock_grace, ns.run_timeout, ns.trace_dir)
+    if ns.exitfirst and not ns.detect_races:
+        parser.error("--exitfirst needs --detect-races")
+    settings = Settings(ns.wait_timeout, ns.deadlock_grace, ns.run_timeout, ns.trace_dir,
+                        ns.detect_races, ns.exitfirst)
     progress = not ns.no_progress
     try:
         if ns.catalogue:

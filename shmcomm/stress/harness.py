@@ -8,7 +8,8 @@ classified by exception type.
 Outcome kinds: ``ok``; ``wrong result`` (the program's own check: ``AssertionError`` or
 ``ValueError``); ``deadlock`` (the deadlock detector, a ``WaitTimeout``, the run timeout);
 ``crash`` (a rank process died); ``checker`` (a hazard-mode checker from :mod:`shmcomm.exec.hazard`,
-or the runtime's own pipe checks); ``error`` (anything else, e.g. a bad argument: never a catch).
+or the runtime's own pipe checks); ``race`` (the race detector, with ``--detect-races``); ``error``
+(anything else, e.g. a bad argument: never a catch).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from ..exec.hazard import HazardReport
 from ..launch.supervisor import run
 from . import catalogue
 
-KINDS = ("wrong result", "deadlock", "crash", "checker", "error")
+KINDS = ("wrong result", "deadlock", "crash", "checker", "race", "error")
 CATCH_KINDS = frozenset(KINDS) - {"error"}
 WRONG_RESULT_TYPES = frozenset({"AssertionError", "ValueError"})
 HANG_TYPES = frozenset({"WaitTimeout"})
@@ -80,10 +81,13 @@ class Settings:
     deadlock_grace: float = 0.3
     run_timeout: float = 30.0
     trace_dir: str = os.path.join("results", "stress-traces")  # hazard runs; kept on failure
+    detect_races: bool = False  # the race detector beside the mode (a race: kind "race")
+    race_exitfirst: bool = False
 
-    def config(self) -> dict[str, float]:
+    def config(self) -> dict[str, Any]:
         return dict(wait_timeout=self.wait_timeout, deadlock_grace=self.deadlock_grace,
-                    timeout=self.run_timeout)
+                    timeout=self.run_timeout, detect_races=self.detect_races,
+                    race_exitfirst=self.race_exitfirst)
 
 
 @dataclass
@@ -148,6 +152,8 @@ def classify(exc: BaseException) -> tuple[str, str]:
         return "deadlock", text
     if first.kind == "crash":
         return "crash", text
+    if first.kind == "race":
+        return "race", text
     if first.kind == "interrupt":
         raise KeyboardInterrupt
     name = first.message.split(":", 1)[0].strip()

@@ -23,6 +23,8 @@ def repro_command(program: str, spec: RunSpec, settings: Settings) -> str:
                               ("--run-timeout", settings.run_timeout, default.run_timeout)):
         if value != dflt:
             parts += [flag, f"{value:g}"]
+    parts += ["--detect-races"] if settings.detect_races else []
+    parts += ["--exitfirst"] if settings.race_exitfirst else []
     return shlex.join(parts)
 
 

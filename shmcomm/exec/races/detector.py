@@ -37,10 +37,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...config import Config
+from ...core.agent import _tls as _agent_tls
+from ...core.heap import SymmetricArray
 from ...core.model import BlockModel, RankModel
 from ...errors import Failure, ShmcommError
 from ...types import DSB_ALL, DSB_DDR, PIPE_ALL, PIPE_MTE2, PIPE_MTE3
-from ..hazard.report import kernel_site
+from ..hazard.report import kernel_site, user_site
 from .clocks import CLOCK, G3, MTE2, MTE3, Layout, WordClocks
 from .report import render
 from .shadow import ATOMIC, PIPE3, WRITE, Access, Shadow
@@ -126,6 +128,10 @@ class RaceRankModel(RankModel):
         self.start_clock = self.clock
         self.blocks: list[RaceBlockModel] = []
         self.rounds = 0
+        self.host_snap: int | None = None  # snapshot of the host's clock (None: changed since)
+        self.host_snaps: dict[int, np.ndarray] = {}
+        self.host_records: list[tuple] = []
+        SymmetricArray.observer = self._host_write
 
     def __getattr__(self, name: str) -> Any:  # the inner model's own state (its launch, ...)
         inner = self.__dict__.get("inner")
@@ -135,8 +141,10 @@ class RaceRankModel(RankModel):
 
     def launch_start(self) -> None:
         self.inner.launch_start()
+        self._flush_host()
         self.start_clock = self.clock.copy()
         self.clock[self.hc] += 1
+        self.host_snap = None
         self.blocks = []
 
     def block(self, agent: Agent) -> BlockModel:
@@ -161,16 +169,52 @@ class RaceRankModel(RankModel):
                     np.maximum(self.clock, v, out=self.clock)
                 b.flush()
             self.blocks = []
+            self.host_snap = None
 
     def barrier_enter(self) -> None:
         self.inner.barrier_enter()
+        self._flush_host()
         self.rounds += 1
         self.clocks.barrier_arrive(self.rounds, self.clock)
         self.clock[self.hc] += 1
+        self.host_snap = None
 
     def barrier_exit(self) -> None:
         self.clocks.barrier_leave(self.rounds, self.clock)
+        self.host_snap = None
         self.inner.barrier_exit()
+
+    def _host_write(self, arr: np.ndarray, key: Any) -> None:
+        """The host stored into a symmetric array (``x[key] = ...``): a write by the host."""
+        if getattr(_agent_tls, "agent", None) is not self.rt.host_agent:
+            return  # a block thread writing host arrays: not the host's access
+        try:
+            view = np.ndarray.__getitem__(arr, key)
+        except (IndexError, TypeError, ValueError):
+            view = arr
+        if not isinstance(view, np.ndarray) or not np.shares_memory(view, arr):
+            view = arr  # one element or a fancy index: the whole array, conservatively
+        lo = hi = int(view.ctypes.data)
+        for n, st in zip(view.shape, view.strides, strict=True):
+            lo, hi = lo + min(0, st * (n - 1)), hi + max(0, st * (n - 1))
+        where = self.rt.windows.locate(lo)
+        if where is None or view.size == 0:
+            return
+        if self.host_snap is None:
+            self.host_snap = next(self.snap_ids)
+            self.host_snaps[self.host_snap] = self.clock.copy()
+        rank, off = where
+        hc = self.hc
+        self.host_records.append((("gm", rank), off, off + hi - lo + view.itemsize, WRITE, hc,
+                                  int(self.clock[hc]), self.host_snap, hc, int(self.clock[hc]),
+                                  user_site() or "<host>", self.rt.rank, None, "host",
+                                  "host store"))
+
+    def _flush_host(self) -> None:
+        recs, self.host_records = self.host_records, []
+        snaps, self.host_snaps = self.host_snaps, {}
+        self.host_snap = None
+        self.send(snaps, recs)
 
     def send(self, snaps: dict[int, np.ndarray], records: list[tuple]) -> None:
         if not records:
