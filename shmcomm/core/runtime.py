@@ -125,7 +125,10 @@ class RankRuntime:
     @property
     def signals(self) -> np.ndarray:
         """This rank's signal matrix as an int32 numpy view (read it; write with TNOTIFY)."""
-        return self.windows.view(self.rank, 0, (self.config.signal_bytes // 4,), np.dtype(np.int32))
+        arr = self.windows.view(self.rank, 0, (self.config.signal_bytes // 4,),
+                                np.dtype(np.int32)).view(SymmetricArray)
+        arr._windows = self.windows  # host stores into it are seen as host stores
+        return arr
 
     def window(self, rank: int) -> np.ndarray:
         """Rank ``rank``'s whole window as bytes (for inspection and tests)."""

@@ -131,7 +131,7 @@ class RaceRankModel(RankModel):
         self.host_snap: int | None = None  # snapshot of the host's clock (None: changed since)
         self.host_snaps: dict[int, np.ndarray] = {}
         self.host_records: list[tuple] = []
-        SymmetricArray.observer = self._host_write
+        SymmetricArray.observers.append(self._host_write)
 
     def __getattr__(self, name: str) -> Any:  # the inner model's own state (its launch, ...)
         inner = self.__dict__.get("inner")
@@ -188,24 +188,15 @@ class RaceRankModel(RankModel):
         """The host stored into a symmetric array (``x[key] = ...``): a write by the host."""
         if getattr(_agent_tls, "agent", None) is not self.rt.host_agent:
             return  # a block thread writing host arrays: not the host's access
-        try:
-            view = np.ndarray.__getitem__(arr, key)
-        except (IndexError, TypeError, ValueError):
-            view = arr
-        if not isinstance(view, np.ndarray) or not np.shares_memory(view, arr):
-            view = arr  # one element or a fancy index: the whole array, conservatively
-        lo = hi = int(view.ctypes.data)
-        for n, st in zip(view.shape, view.strides, strict=True):
-            lo, hi = lo + min(0, st * (n - 1)), hi + max(0, st * (n - 1))
-        where = self.rt.windows.locate(lo)
-        if where is None or view.size == 0:
+        where = arr.stored_range(key)
+        if where is None:
             return
         if self.host_snap is None:
             self.host_snap = next(self.snap_ids)
             self.host_snaps[self.host_snap] = self.clock.copy()
-        rank, off = where
+        rank, lo, hi = where
         hc = self.hc
-        self.host_records.append((("gm", rank), off, off + hi - lo + view.itemsize, WRITE, hc,
+        self.host_records.append((("gm", rank), lo, hi, WRITE, hc,
                                   int(self.clock[hc]), self.host_snap, hc, int(self.clock[hc]),
                                   user_site() or "<host>", self.rt.rank, None, "host",
                                   "host store"))
