@@ -314,10 +314,10 @@ def test_bad_settings_are_argument_errors():
 
 def test_a_launch_larger_than_the_clocks_is_a_clear_error():
     def host(rt):
-        rt.launch(lambda ctx: None, blocks=3)
+        rt.launch(lambda ctx: None, blocks=6)
 
-    with pytest.raises(shmcomm.RunError, match="race detector keeps clocks for blocks=2"):
-        shmcomm.run(host, nranks=1, blocks=2, detect_races=True)
+    with pytest.raises(shmcomm.RunError, match="race detector keeps clocks for blocks=5"):
+        shmcomm.run(host, nranks=1, blocks=5, detect_races=True)
 
 
 def test_cli_options():

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from ...core.runtime import RankRuntime
     from ...core.tile import Tile
 
+MIN_BLOCK_SLOTS = 4  # clocks keep at least this many block slots per rank, whatever blocks= says
 _FLUSH_RECORDS = 4096  # a block sends its records before the launch's end past this many
 _QUEUED = (PIPE_MTE2, PIPE_MTE3)
 
@@ -65,7 +66,7 @@ class RaceDetector:
     def __init__(self, config: Config, inner: Callable[[RankRuntime], RankModel]) -> None:
         self.config = config
         self.inner = inner
-        self.layout = Layout(config.nranks, config.blocks)
+        self.layout = Layout(config.nranks, max(config.blocks, MIN_BLOCK_SLOTS))
         self.clocks = WordClocks(self.layout)
         pipes = [Pipe(duplex=False) for _ in range(config.nranks)]
         self.conns: list[Connection] = [r for r, _ in pipes]  # the launcher reads these
