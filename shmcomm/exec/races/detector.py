@@ -249,6 +249,7 @@ class RaceBlockModel(BlockModel):
         self.snaps: dict[int, np.ndarray] = {}
         self.records: list[list] = []
         self.copy_op = ""
+        self.tested: list[Any] = []  # signals a TTEST read: acquired at the block's next step
 
     # -- clock bookkeeping -------------------------------------------------------------------
 
@@ -344,6 +345,8 @@ class RaceBlockModel(BlockModel):
         self.inner.start()
 
     def finish(self) -> None:
+        if self.tested:
+            self._settle()
         self.inner.finish()
         self._drain(PIPE_MTE2)
         self._drain(PIPE_MTE3)
@@ -358,14 +361,20 @@ class RaceBlockModel(BlockModel):
     # -- pipe instructions -------------------------------------------------------------------
 
     def load(self, tile: Tile, src: GlobalTensor) -> None:
+        if self.tested:
+            self._settle()
         self._pipe_access(PIPE_MTE2, src, tile, 0)
         self.inner.load(tile, src)
 
     def store(self, dst: GlobalTensor, tile: Tile, atomic: int) -> None:
+        if self.tested:
+            self._settle()
         self._pipe_access(PIPE_MTE3, dst, tile, atomic)
         self.inner.store(dst, tile, atomic)
 
     def set_flag(self, src: int, dst: int, event: int) -> None:
+        if self.tested:
+            self._settle()
         self.inner.set_flag(src, dst, event)
         v = self.v2 if src == PIPE_MTE2 else self.v3 if src == PIPE_MTE3 else self.vs
         if src in _QUEUED:  # the pipe's work so far: after the scalar unit's earlier issue
@@ -374,6 +383,8 @@ class RaceBlockModel(BlockModel):
         self._advance(src)
 
     def wait_flag(self, src: int, dst: int, event: int) -> None:
+        if self.tested:
+            self._settle()
         self.inner.wait_flag(src, dst, event)
         mark = self.marks.pop((src, dst, event), None)
         if mark is None:
@@ -389,6 +400,8 @@ class RaceBlockModel(BlockModel):
             self._s_changed()
 
     def barrier(self, pipe: int) -> None:
+        if self.tested:
+            self._settle()
         self.inner.barrier(pipe)
         if pipe == PIPE_ALL:
             self._drain(PIPE_MTE2)
@@ -397,6 +410,8 @@ class RaceBlockModel(BlockModel):
             self._drain(pipe)
 
     def dsb(self, mode: int) -> None:
+        if self.tested:
+            self._settle()
         self.inner.dsb(mode)
         if mode in (DSB_ALL, DSB_DDR) and self.vs[self.cg] < self.vs[self.c3]:
             self.vs[self.cg] = self.vs[self.c3]
@@ -408,6 +423,8 @@ class RaceBlockModel(BlockModel):
     # -- scalar hooks ------------------------------------------------------------------------
 
     def notify(self, sig: Any, value: int, op: int) -> None:
+        if self.tested:
+            self._settle()
         p = sig.ptr
         self.clocks.release(self.clocks.slot(p.rank, p.offset), self.vs, bool(op))
         self.vs[self.cs] += 1
@@ -427,19 +444,31 @@ class RaceBlockModel(BlockModel):
             self.clocks.acquire(slot(p.rank, p.offset), self.vs)
         self._s_changed()
 
+    def _settle(self) -> None:
+        tested, self.tested = self.tested, []
+        for sig in tested:
+            self._acquire(sig)
+
     def wait(self, sig: Any, value: int, cmp: int) -> None:
+        if self.tested:
+            self._settle()
         if self.ih is not None:
             self.ih.wait(sig, value, cmp)
 
     def waited(self, sig: Any, value: int, cmp: int) -> None:
+        if self.tested:
+            self._settle()
         self._acquire(sig)
         if self.ih is not None:
             self.ih.waited(sig, value, cmp)
 
     def test(self, sig: Any, value: int, cmp: int) -> None:
-        # before the read, so whatever it reads: an over-approximation (it may hide a race,
-        # never invent one)
-        self._acquire(sig)
+        # this hook runs before TTEST reads: acquire at the block's next step, after the read,
+        # so the clock holds every notify whose value the read may have seen (whatever it
+        # returned: an over-approximation that may hide a race, never invent one)
+        if self.tested:
+            self._settle()
+        self.tested.append(sig)
         if self.ih is not None:
             self.ih.test(sig, value, cmp)
 
@@ -458,6 +487,8 @@ class RaceBlockModel(BlockModel):
             self.ih.expect_blocks(kernel, param, count)
 
     def gm_access(self, op: str, ptr: Any, nbytes: int, write: bool, atomic: bool) -> None:
+        if self.tested:
+            self._settle()
         if self.snap_s is None:
             self.snap_s = self._snap(self.vs)
         flags = (WRITE if write else 0) | (ATOMIC if atomic else 0)
