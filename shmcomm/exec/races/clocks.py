@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import mmap
 import multiprocessing
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,20 +58,6 @@ class Layout:
         """The block's ``S`` component (``+ MTE2`` / ``+ MTE3`` / ``+ G3`` for the others)."""
         return rank * self.per_rank + 1 + PER_BLOCK * block
 
-    def describe(self, comp: int) -> tuple[int, int | None, str]:
-        """``(rank, block or None, pipe name)`` of component ``comp``."""
-        rank, k = divmod(comp, self.per_rank)
-        if k == 0:
-            return rank, None, "host"
-        block, pipe = divmod(k - 1, PER_BLOCK)
-        return rank, block, ("S", "MTE2", "MTE3", "MTE3")[pipe]
-
-
-def _lock_or_fail(lock) -> None:
-    if not lock.acquire(timeout=_LOCK_S):
-        raise ShmcommError("race detector: a signal word's clock stayed locked for "
-                           f"{_LOCK_S:g} s (a rank died while releasing into it)")
-
 
 class WordClocks:
     """The shared table of signal-word clocks (and the host barrier's), made before the fork."""
@@ -92,7 +80,9 @@ class WordClocks:
         s = self.index.get(key)
         if s is not None:
             return s
-        _lock_or_fail(self.table_lock)
+        if not self.table_lock.acquire(timeout=_LOCK_S):
+            raise ShmcommError("race detector: the table of signal-word clocks stayed locked "
+                               f"for {_LOCK_S:g} s (a rank died while adding a word)")
         try:
             s = (key * 0x9E3779B1) % SLOTS
             for _ in range(SLOTS):
@@ -111,42 +101,44 @@ class WordClocks:
         self.index[key] = s
         return s
 
-    def release(self, slot: int, clock: np.ndarray, replace: bool) -> None:
-        """A notify: join ``clock`` into the word's (``replace``: the word's becomes ``clock``)."""
+    @contextmanager
+    def _locked(self, slot: int) -> Iterator[np.ndarray]:
+        """The clock of ``slot``, under its lock."""
         lock = self.locks[slot % _STRIPES]
-        _lock_or_fail(lock)
+        if not lock.acquire(timeout=_LOCK_S):
+            raise ShmcommError("race detector: a signal word's clock stayed locked for "
+                               f"{_LOCK_S:g} s (a rank died while releasing into it)")
         try:
-            if replace:
-                self.clocks[slot] = clock
-            else:
-                np.maximum(self.clocks[slot], clock, out=self.clocks[slot])
+            yield self.clocks[slot]
         finally:
             lock.release()
 
+    def release(self, slot: int, clock: np.ndarray, replace: bool) -> None:
+        """A notify: join ``clock`` into the word's (``replace``: the word's becomes ``clock``)."""
+        with self._locked(slot) as word:
+            self.release_into(word, clock, replace)
+
     def acquire(self, slot: int, clock: np.ndarray) -> None:
         """A wait or test that observed the word: join its clock into ``clock``."""
-        lock = self.locks[slot % _STRIPES]
-        _lock_or_fail(lock)
-        try:
-            np.maximum(clock, self.clocks[slot], out=clock)
-        finally:
-            lock.release()
+        with self._locked(slot) as word:
+            np.maximum(clock, word, out=clock)
 
     def barrier_arrive(self, rnd: int, clock: np.ndarray) -> None:
         """Host ``rnd``'s arrival at the host barrier: join into that round's clock. A round's
         slot is reused three rounds later, when every host has left it (each host arrived at
         the round in between)."""
         slot = SLOTS + rnd % _BARRIER_SLOTS
-        lock = self.locks[slot % _STRIPES]
-        _lock_or_fail(lock)
-        try:
-            if self.tags[slot] != rnd:
-                self.tags[slot] = rnd
-                self.clocks[slot] = clock
-            else:
-                np.maximum(self.clocks[slot], clock, out=self.clocks[slot])
-        finally:
-            lock.release()
+        with self._locked(slot) as word:
+            fresh = self.tags[slot] != rnd
+            self.tags[slot] = rnd
+            self.release_into(word, clock, fresh)
+
+    @staticmethod
+    def release_into(word: np.ndarray, clock: np.ndarray, replace: bool) -> None:
+        if replace:
+            word[:] = clock
+        else:
+            np.maximum(word, clock, out=word)
 
     def barrier_leave(self, rnd: int, clock: np.ndarray) -> None:
         """Every host arrived at round ``rnd``: acquire what all of them knew."""

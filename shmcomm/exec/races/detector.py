@@ -166,7 +166,7 @@ class RaceRankModel(RankModel):
             self.inner.launch_end()
         finally:
             for b in self.blocks:
-                for v in (b.vs, b.v2, b.v3):
+                for v in (b.vs, b.p2.v, b.p3.v):
                     np.maximum(self.clock, v, out=self.clock)
                 b.flush()
             self.blocks = []
@@ -218,9 +218,32 @@ class RaceRankModel(RankModel):
                 pass  # the launcher is gone: the run is over anyway
 
 
+class _PipeClock:
+    """The clock of one queued pipe (MTE2 or MTE3) of a block: its work runs after what the
+    scalar unit issued before it (``joined``: it holds the scalar unit's clock already) and
+    gets a new epoch each time someone observes the pipe (an event, a drain)."""
+
+    __slots__ = ("v", "comp", "name", "snap", "joined")
+
+    def __init__(self, start: np.ndarray, comp: int, name: str) -> None:
+        self.v = start.copy()
+        self.v[comp] += 1
+        self.comp, self.name = comp, name
+        self.snap: int | None = None
+        self.joined = True
+
+    def join(self, other: np.ndarray) -> None:
+        np.maximum(self.v, other, out=self.v)
+        self.snap = None
+
+    def advance(self) -> None:
+        self.v[self.comp] += 1
+        self.snap = None
+
+
 class RaceBlockModel(BlockModel):
     """One block: forwards everything to the inner model, and keeps the block's clocks (its
-    scalar unit ``vs``, MTE2 ``v2``, MTE3 ``v3``) and access records."""
+    scalar unit ``vs``, pipes ``p2`` (MTE2) and ``p3`` (MTE3)) and access records."""
 
     def __init__(self, agent: Agent, rank_model: RaceRankModel, inner: BlockModel,
                  inner_hooks: Any) -> None:
@@ -229,22 +252,15 @@ class RaceBlockModel(BlockModel):
         self.ih = inner_hooks
         self.rm = rank_model
         self.clocks = rank_model.clocks
-        lay = rank_model.layout
         self.rank = agent.rank
         self.block_idx = agent.block_idx
-        s = lay.block(agent.rank, agent.block_idx)
-        self.cs, self.c2, self.c3, self.cg = s, s + MTE2, s + MTE3, s + G3
-        start = rank_model.start_clock
-        self.vs = start.copy()
+        s = rank_model.layout.block(agent.rank, agent.block_idx)
+        self.cs, self.cg = s, s + G3
+        self.vs = rank_model.start_clock.copy()
         self.vs[s] += 1
-        self.v2 = self.vs.copy()
-        self.v2[self.c2] += 1
-        self.v3 = self.vs.copy()
-        self.v3[self.c3] += 1
+        self.p2 = _PipeClock(self.vs, s + MTE2, "MTE2")
+        self.p3 = _PipeClock(self.vs, s + MTE3, "MTE3")
         self.snap_s: int | None = None
-        self.snap_2: int | None = None
-        self.snap_3: int | None = None
-        self.joined_2 = self.joined_3 = True  # does the pipe's clock hold the scalar unit's?
         self.marks: dict[tuple[int, int, int], np.ndarray] = {}
         self.snaps: dict[int, np.ndarray] = {}
         self.records: list[list] = []
@@ -253,9 +269,12 @@ class RaceBlockModel(BlockModel):
 
     # -- clock bookkeeping -------------------------------------------------------------------
 
+    def _pipe(self, pipe: int) -> _PipeClock | None:
+        return self.p2 if pipe == PIPE_MTE2 else self.p3 if pipe == PIPE_MTE3 else None
+
     def _s_changed(self) -> None:
         self.snap_s = None
-        self.joined_2 = self.joined_3 = False
+        self.p2.joined = self.p3.joined = False
 
     def _snap(self, v: np.ndarray) -> int:
         sid = next(self.rm.snap_ids)
@@ -264,8 +283,6 @@ class RaceBlockModel(BlockModel):
 
     def _record(self, win: tuple, lo: int, hi: int, flags: int, comp: int, snap: int,
                 pipe: str, op: str, v: np.ndarray, site: str) -> None:
-        epoch = int(v[comp])
-        issue = int(self.vs[self.cs])
         recs = self.records
         if recs:
             last = recs[-1]
@@ -273,8 +290,8 @@ class RaceBlockModel(BlockModel):
                     and last[1] <= hi and lo <= last[2] and last[13] == op):
                 last[1], last[2] = min(last[1], lo), max(last[2], hi)
                 return
-        recs.append([win, lo, hi, flags, comp, epoch, snap, self.cs, issue, site, self.rank,
-                     self.block_idx, pipe, op])
+        recs.append([win, lo, hi, flags, comp, int(v[comp]), snap, self.cs,
+                     int(self.vs[self.cs]), site, self.rank, self.block_idx, pipe, op])
         if len(recs) >= _FLUSH_RECORDS:
             self.flush()
 
@@ -282,10 +299,11 @@ class RaceBlockModel(BlockModel):
         """Send this block's records (and the clock snapshots they use) to the launcher."""
         recs, self.records = self.records, []
         snaps, self.snaps = self.snaps, {}
-        self.snap_s = self.snap_2 = self.snap_3 = None  # later records need them sent again
+        self.snap_s = self.p2.snap = self.p3.snap = None  # later records need them sent again
         self.rm.send(snaps, [tuple(r) for r in recs])
 
-    def _gm(self, g: GlobalTensor) -> list[tuple[int, int]]:
+    @staticmethod
+    def _ranges(g: GlobalTensor) -> list[tuple[int, int]]:
         """The byte ranges of ``g`` (one per row when it is strided)."""
         p = g.ptr
         if g.rows <= 1 or g.row_stride == g.cols:
@@ -293,51 +311,30 @@ class RaceBlockModel(BlockModel):
         row, width = g.row_stride * p.itemsize, g.cols * p.itemsize
         return [(p.offset + r * row, p.offset + r * row + width) for r in range(g.rows)]
 
-    def _pipe_access(self, pipe: int, g: GlobalTensor, tile: Tile, atomic: int) -> None:
+    def _pipe_access(self, pc: _PipeClock, g: GlobalTensor, tile: Tile, atomic: int) -> None:
+        """A TLOAD (``pc`` is MTE2: reads GM, writes the tile) or TSTORE (MTE3: the reverse)."""
+        load = pc is self.p2
         site = kernel_site(self.agent)
-        op = f"{self.copy_op} (its {'TLOAD' if pipe == PIPE_MTE2 else 'TSTORE'})" if self.copy_op \
-            else "TLOAD" if pipe == PIPE_MTE2 else "TSTORE"
-        if pipe == PIPE_MTE2:
-            if not self.joined_2:
-                np.maximum(self.v2, self.vs, out=self.v2)
-                self.joined_2, self.snap_2 = True, None
-            if self.snap_2 is None:
-                self.snap_2 = self._snap(self.v2)
-            v, comp, snap, name = self.v2, self.c2, self.snap_2, "MTE2"
-            gflags, uflags = 0, WRITE
-        else:
-            if not self.joined_3:
-                np.maximum(self.v3, self.vs, out=self.v3)
-                self.joined_3, self.snap_3 = True, None
-            if self.snap_3 is None:
-                self.snap_3 = self._snap(self.v3)
-            v, comp, snap, name = self.v3, self.c3, self.snap_3, "MTE3"
-            gflags = WRITE | PIPE3 | (ATOMIC if atomic else 0)
-            uflags = 0
-        win = ("gm", g.ptr.rank)
-        for lo, hi in self._gm(g):
-            self._record(win, lo, hi, gflags, comp, snap, name, op, v, site)
+        what = "TLOAD" if load else "TSTORE"
+        op = f"{self.copy_op} (its {what})" if self.copy_op else what
+        if not pc.joined:
+            pc.join(self.vs)
+            pc.joined = True
+        if pc.snap is None:
+            pc.snap = self._snap(pc.v)
+        gflags = 0 if load else WRITE | PIPE3 | (ATOMIC if atomic else 0)
+        for lo, hi in self._ranges(g):
+            self._record(("gm", g.ptr.rank), lo, hi, gflags, pc.comp, pc.snap, pc.name, op,
+                         pc.v, site)
         nbytes = min(g.rows, tile.rows) * tile.cols * tile.array.itemsize
-        self._record(("ub", self.rank, self.block_idx, id(tile)), 0, nbytes, uflags, comp,
-                     snap, name, op, v, site)
+        self._record(("ub", self.rank, self.block_idx, id(tile)), 0, nbytes, WRITE if load else 0,
+                     pc.comp, pc.snap, pc.name, op, pc.v, site)
 
-    def _advance(self, pipe: int) -> None:
-        """Someone observed ``pipe``'s work so far: later work gets a new epoch."""
-        if pipe == PIPE_MTE2:
-            self.v2[self.c2] += 1
-            self.snap_2 = None
-        elif pipe == PIPE_MTE3:
-            self.v3[self.c3] += 1
-            self.snap_3 = None
-        else:
-            self.vs[self.cs] += 1
-            self._s_changed()
-
-    def _drain(self, pipe: int) -> None:
-        v = self.v2 if pipe == PIPE_MTE2 else self.v3
-        np.maximum(self.vs, v, out=self.vs)
+    def _drain(self, pc: _PipeClock) -> None:
+        """The scalar unit waited for the pipe's work so far."""
+        np.maximum(self.vs, pc.v, out=self.vs)
         self._s_changed()
-        self._advance(pipe)
+        pc.advance()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -348,9 +345,9 @@ class RaceBlockModel(BlockModel):
         if self.tested:
             self._settle()
         self.inner.finish()
-        self._drain(PIPE_MTE2)
-        self._drain(PIPE_MTE3)
-        self.vs[self.cg] = max(self.vs[self.cg], self.vs[self.c3])
+        self._drain(self.p2)
+        self._drain(self.p3)
+        self.vs[self.cg] = max(self.vs[self.cg], self.vs[self.p3.comp])  # the kernel's end fences
 
     def stop(self) -> None:
         self.inner.stop()
@@ -363,24 +360,28 @@ class RaceBlockModel(BlockModel):
     def load(self, tile: Tile, src: GlobalTensor) -> None:
         if self.tested:
             self._settle()
-        self._pipe_access(PIPE_MTE2, src, tile, 0)
+        self._pipe_access(self.p2, src, tile, 0)
         self.inner.load(tile, src)
 
     def store(self, dst: GlobalTensor, tile: Tile, atomic: int) -> None:
         if self.tested:
             self._settle()
-        self._pipe_access(PIPE_MTE3, dst, tile, atomic)
+        self._pipe_access(self.p3, dst, tile, atomic)
         self.inner.store(dst, tile, atomic)
 
     def set_flag(self, src: int, dst: int, event: int) -> None:
         if self.tested:
             self._settle()
         self.inner.set_flag(src, dst, event)
-        v = self.v2 if src == PIPE_MTE2 else self.v3 if src == PIPE_MTE3 else self.vs
-        if src in _QUEUED:  # the pipe's work so far: after the scalar unit's earlier issue
-            np.maximum(v, self.vs, out=v)
-        self.marks[(src, dst, event)] = v.copy()
-        self._advance(src)
+        pc = self._pipe(src)
+        if pc is None:  # the scalar unit (or a pipe that runs at once) signals
+            self.marks[(src, dst, event)] = self.vs.copy()
+            self.vs[self.cs] += 1
+            self._s_changed()
+        else:  # the pipe's work so far, issued after the scalar unit's earlier work
+            pc.join(self.vs)
+            self.marks[(src, dst, event)] = pc.v.copy()
+            pc.advance()
 
     def wait_flag(self, src: int, dst: int, event: int) -> None:
         if self.tested:
@@ -389,32 +390,29 @@ class RaceBlockModel(BlockModel):
         mark = self.marks.pop((src, dst, event), None)
         if mark is None:
             return
-        if dst == PIPE_MTE2:
-            np.maximum(self.v2, mark, out=self.v2)
-            self.snap_2 = None
-        elif dst == PIPE_MTE3:
-            np.maximum(self.v3, mark, out=self.v3)
-            self.snap_3 = None
-        else:
+        pc = self._pipe(dst)
+        if pc is None:
             np.maximum(self.vs, mark, out=self.vs)
             self._s_changed()
+        else:
+            pc.join(mark)
 
     def barrier(self, pipe: int) -> None:
         if self.tested:
             self._settle()
         self.inner.barrier(pipe)
         if pipe == PIPE_ALL:
-            self._drain(PIPE_MTE2)
-            self._drain(PIPE_MTE3)
+            self._drain(self.p2)
+            self._drain(self.p3)
         elif pipe in _QUEUED:
-            self._drain(pipe)
+            self._drain(self.p2 if pipe == PIPE_MTE2 else self.p3)
 
     def dsb(self, mode: int) -> None:
         if self.tested:
             self._settle()
         self.inner.dsb(mode)
-        if mode in (DSB_ALL, DSB_DDR) and self.vs[self.cg] < self.vs[self.c3]:
-            self.vs[self.cg] = self.vs[self.c3]
+        if mode in (DSB_ALL, DSB_DDR) and self.vs[self.cg] < self.vs[self.p3.comp]:
+            self.vs[self.cg] = self.vs[self.p3.comp]
             self._s_changed()
 
     def dcci(self, ptr: Any, mode: int) -> None:
@@ -456,8 +454,6 @@ class RaceBlockModel(BlockModel):
             self.ih.wait(sig, value, cmp)
 
     def waited(self, sig: Any, value: int, cmp: int) -> None:
-        if self.tested:
-            self._settle()
         self._acquire(sig)
         if self.ih is not None:
             self.ih.waited(sig, value, cmp)
