@@ -14,7 +14,8 @@ the kill matrix, then runs the correct programs for the same budget and counts t
 Outcome kinds: ``ok``; ``wrong result`` (the program's own check: ``AssertionError`` or
 ``ValueError``); ``deadlock`` (the deadlock detector, a ``WaitTimeout``, the run timeout);
 ``crash`` (a rank process died); ``checker`` (a hazard-mode checker from :mod:`shmcomm.exec.hazard`, or
-the runtime's own pipe checks); ``error`` (anything else, e.g. a bad argument: never a catch).
+the runtime's own pipe checks); ``race`` (the race detector, with ``--detect-races``; ``--exitfirst``
+stops a run at its first race); ``error`` (anything else, e.g. a bad argument: never a catch).
 """
 
 from __future__ import annotations
