@@ -38,11 +38,11 @@ RUN = dict(detect_races=True, timeout=60, deadlock_grace=0.3, wait_timeout=20)
 RACE_BUGS = [
     ("notify_before_drain", 2, 1, 64),
     ("drain_without_dsb", 2, 1, 64),
-    ("set_flag_reuse", 2, 1, 64),
+    ("set_flag_reuse", 4, 1, 64),
     ("phase_blind_slot", 2, 2, 64),
     ("no_reset_between_launches", 4, 2, 64),
     ("nonatomic_atomicadd", 2, 2, 64),
-    ("cumulative_counter", 4, 2, 1000),
+    ("cumulative_counter", 4, 4, 1000),
     ("missing_wait_flag", 2, 1, 1000),
     ("missing_intra_barrier", 4, 4, 1000),
 ]

@@ -83,11 +83,13 @@ class RaceDetector:
         """Take one batch of records from a rank; with ``race_exitfirst``, the report of the
         first race as soon as one shows."""
         try:
-            snaps, records = conn.recv()
+            rank, snaps, records, frontier = conn.recv()
         except (EOFError, OSError):
             self.conns = [c for c in self.conns if c is not conn]
             return []
         self.shadow.add(snaps, [Access(*r) for r in records])
+        if frontier is not None:
+            self.shadow.advance(rank, frontier)
         if self.config.race_exitfirst and self.shadow.races and not self.reported:
             return self._report()
         return []
@@ -171,6 +173,7 @@ class RaceRankModel(RankModel):
                 b.flush()
             self.blocks = []
             self.host_snap = None
+            self.send({}, [], self.clock)  # every later access of this rank comes after this
 
     def barrier_enter(self) -> None:
         self.inner.barrier_enter()
@@ -183,6 +186,7 @@ class RaceRankModel(RankModel):
     def barrier_exit(self) -> None:
         self.clocks.barrier_leave(self.rounds, self.clock)
         self.host_snap = None
+        self.send({}, [], self.clock)
         self.inner.barrier_exit()
 
     def _host_write(self, arr: np.ndarray, key: Any) -> None:
@@ -208,12 +212,15 @@ class RaceRankModel(RankModel):
         self.host_snap = None
         self.send(snaps, recs)
 
-    def send(self, snaps: dict[int, np.ndarray], records: list[tuple]) -> None:
-        if not records:
+    def send(self, snaps: dict[int, np.ndarray], records: list[tuple],
+             frontier: np.ndarray | None = None) -> None:
+        """Records (with the snapshots they use) to the launcher; ``frontier``: a clock that
+        every later access of this rank will hold (the launcher forgets what it covers)."""
+        if not records and frontier is None:
             return
         with self.send_lock:
             try:
-                self.conn.send((snaps, records))
+                self.conn.send((self.rt.rank, snaps, records, frontier))
             except (BrokenPipeError, OSError):
                 pass  # the launcher is gone: the run is over anyway
 

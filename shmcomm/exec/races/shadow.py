@@ -7,6 +7,11 @@ the launcher, which keeps them here and checks every new one against the overlap
 records ``x`` and ``y`` race when they conflict (at least one writes, not both atomic) and
 neither happens before the other. ``x`` happens before ``y`` when ``y``'s clock holds ``x``'s
 epoch, so the check does not depend on the order records arrive in.
+
+Forgetting. After each launch and host barrier a rank also sends its host's clock, a frontier
+that every later access of that rank will hold. A record that every rank's frontier holds can
+race with nothing still to come (each rank's records arrive in order), so it is dropped, with
+the snapshots no kept record uses: a long run keeps only what is still unordered.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from .clocks import G3, MTE3, Layout
 
 WRITE, ATOMIC, PIPE3 = 1, 2, 4  # record flags; PIPE3: a store on MTE3 (visibility is per reader)
 _BUCKET = 1 << 16  # bytes of a window per index bucket
+_PRUNE_EVERY = 4096  # records added between two prunings
 
 
 class Access(NamedTuple):
@@ -63,6 +69,8 @@ class Shadow:
         self.races: list[tuple[Access, Access]] = []
         self.pairs: set[tuple] = set()  # (site, site, window) of races already reported
         self.limit = limit
+        self.frontiers: dict[int, np.ndarray] = {}  # rank -> a clock its later accesses hold
+        self.added = 0  # records added since the last pruning
 
     def hb(self, x: Access, y: Access) -> bool:
         """Does ``x`` happen before ``y``?"""
@@ -75,7 +83,33 @@ class Shadow:
         for y in records:
             found += self._check(y)
             self._insert(y)
+        self.added += len(records)
         return found
+
+    def advance(self, rank: int, frontier: np.ndarray) -> None:
+        """Every later access of ``rank`` holds ``frontier``; prune when enough was added."""
+        self.frontiers[rank] = frontier
+        if self.added >= _PRUNE_EVERY and len(self.frontiers) == self.layout.nranks:
+            self.prune()
+
+    def prune(self) -> int:
+        """Drop the records every rank's frontier holds; returns how many."""
+        low = np.minimum.reduce(list(self.frontiers.values()))
+        dropped = 0
+        keep_snaps: set[int] = {a.snap for race in self.races for a in race}
+        for win in self.buckets.values():
+            for b, recs in list(win.items()):
+                kept = [x for x in recs
+                        if int(low[x.comp - MTE3 + G3 if x.flags & PIPE3 else x.comp]) < x.epoch]
+                dropped += len(recs) - len(kept)
+                if kept:
+                    win[b] = kept
+                    keep_snaps.update(x.snap for x in kept)
+                else:
+                    del win[b]
+        self.snaps = {k: v for k, v in self.snaps.items() if k in keep_snaps}
+        self.added = 0
+        return dropped
 
     def _check(self, y: Access) -> int:
         win = self.buckets.get(y.win)
