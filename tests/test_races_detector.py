@@ -331,3 +331,71 @@ def test_cli_options():
                          "--runs", "1", "--detect-races", "--no-progress"],
                         capture_output=True, text=True, timeout=120)
     assert st.returncode == 1 and "race 1" in st.stdout and "--detect-races" in st.stdout
+
+
+# --- a long kernel: what every agent has passed is forgotten, what is unordered is kept ---------
+
+def _long_kernel(ctx, data, lone, rounds):
+    """Ranks 0 and 1 ping-pong ``rounds`` times over ``data`` (correct); rank 2 writes ``lone``
+    in rank 0's window once, early, and never synchronizes: rank 0 reads it at the very end."""
+    base = ctx.signal_base
+    tile = ctx.tile((1, 8), np.float32)
+    flag, ack = base + 9216, base + 9232
+    if ctx.rank == 2:
+        tile.array[:] = 2
+        TSTORE(GlobalTensor(GetRemotePtr(ctx, lone, 0), (1, 8)), tile)
+        pipe_barrier(PIPE_ALL)
+        dsb(DSB_DDR)
+    elif ctx.rank == 0:
+        for k in range(1, rounds + 1):
+            tile.array[:] = k
+            TSTORE(GlobalTensor(GetRemotePtr(ctx, data, 1), (1, 8)), tile)
+            pipe_barrier(PIPE_ALL)
+            dsb(DSB_DDR)
+            TNOTIFY(Signal(GetRemotePtr(ctx, flag, 1)), 1, NotifyOp.AtomicAdd)
+            TWAIT(Signal(ack), k, WaitCmp.GE)
+        TLOAD(tile, GlobalTensor(lone, (1, 8)))  # bug: nothing orders rank 2's store before it
+        pipe_barrier(PIPE_ALL)
+    elif ctx.rank == 1:
+        for k in range(1, rounds + 1):
+            TWAIT(Signal(flag), k, WaitCmp.GE)
+            TLOAD(tile, GlobalTensor(data, (1, 8)))
+            pipe_barrier(PIPE_ALL)
+            TNOTIFY(Signal(GetRemotePtr(ctx, ack, 0)), 1, NotifyOp.AtomicAdd)
+
+
+def test_a_long_kernel_forgets_ordered_records_and_keeps_the_race():
+    def host(rt):
+        data, lone = rt.alloc((8,), np.float32), rt.alloc((8,), np.float32)
+        rt.launch(_long_kernel, blocks=1, args=(data.ptr, lone.ptr, 600))
+
+    err = _race(host, nranks=3)
+    text = str(err)
+    assert "1 data race found" in text and "rank 2 block 0 wrote it" in text, text
+
+
+def test_shadow_forgets_only_what_every_frontier_holds():
+    from shmcomm.exec.races.clocks import Layout
+    from shmcomm.exec.races.shadow import WRITE, Access, Shadow
+
+    lay = Layout(2, 1)
+    sh = Shadow(lay)
+    a, b = lay.block(0, 0), lay.block(1, 0)  # the scalar units of rank 0 and rank 1
+    snap_a = np.zeros(lay.size, np.uint32)
+    snap_a[a] = 1
+    snap_b = np.zeros(lay.size, np.uint32)
+    snap_b[b] = 1
+    x = Access(("gm", 0), 0, 8, WRITE, a, 1, 1, a, 1, "x.py:1", 0, 0, "S", "store")
+    sh.add({1: snap_a}, [x])
+    # rank 1's frontier does not hold x yet: kept, and an unordered write of rank 1 races
+    for rank in (0, 1):
+        sh.advance((rank, None), snap_a if rank == 0 else snap_b)
+    assert sh.prune() == 0
+    y = Access(("gm", 0), 4, 12, WRITE, b, 1, 2, b, 1, "y.py:2", 1, 0, "S", "store")
+    assert sh.add({2: snap_b}, [y]) == 1
+    # once every frontier holds both, both are forgotten (and the race's snapshots kept)
+    both = np.maximum(snap_a, snap_b)
+    sh.advance((0, None), both)
+    sh.advance((1, None), both)
+    assert sh.prune() == 2 and not sh.buckets[("gm", 0)]
+    assert set(sh.snaps) == {1, 2}

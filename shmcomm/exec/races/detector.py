@@ -56,7 +56,9 @@ if TYPE_CHECKING:
     from ...core.tile import Tile
 
 MIN_BLOCK_SLOTS = 4  # clocks keep at least this many block slots per rank, whatever blocks= says
-_FLUSH_RECORDS = 4096  # a block sends its records before the launch's end past this many
+# a block sends its records (and its frontier) before the launch's end past this many: the
+# launcher can then forget what every agent has passed, and a long kernel stays cheap to judge
+_FLUSH_RECORDS = 128
 _QUEUED = (PIPE_MTE2, PIPE_MTE3)
 
 
@@ -83,13 +85,13 @@ class RaceDetector:
         """Take one batch of records from a rank; with ``race_exitfirst``, the report of the
         first race as soon as one shows."""
         try:
-            rank, snaps, records, frontier = conn.recv()
+            rank, block, snaps, records, frontier = conn.recv()
         except (EOFError, OSError):
             self.conns = [c for c in self.conns if c is not conn]
             return []
         self.shadow.add(snaps, [Access(*r) for r in records])
         if frontier is not None:
-            self.shadow.advance(rank, frontier)
+            self.shadow.advance((rank, block), frontier)
         if self.config.race_exitfirst and self.shadow.races and not self.reported:
             return self._report()
         return []
@@ -149,6 +151,7 @@ class RaceRankModel(RankModel):
         self.clock[self.hc] += 1
         self.host_snap = None
         self.blocks = []
+        self.send({}, [], self.start_clock)  # the host and this launch's blocks hold it
 
     def block(self, agent: Agent) -> BlockModel:
         if agent.block_idx >= self.layout.blocks:
@@ -161,6 +164,7 @@ class RaceRankModel(RankModel):
         model = RaceBlockModel(agent, self, inner, agent.hooks)
         agent.hooks = model
         self.blocks.append(model)
+        self.send({}, [], model.vs.copy(), agent.block_idx)  # until its first records
         return model
 
     def launch_end(self) -> None:
@@ -173,7 +177,8 @@ class RaceRankModel(RankModel):
                 b.flush()
             self.blocks = []
             self.host_snap = None
-            self.send({}, [], self.clock)  # every later access of this rank comes after this
+            # every later access of this rank comes after this; its blocks are done
+            self.send({}, [], self.clock, "launch end")
 
     def barrier_enter(self) -> None:
         self.inner.barrier_enter()
@@ -213,14 +218,16 @@ class RaceRankModel(RankModel):
         self.send(snaps, recs)
 
     def send(self, snaps: dict[int, np.ndarray], records: list[tuple],
-             frontier: np.ndarray | None = None) -> None:
-        """Records (with the snapshots they use) to the launcher; ``frontier``: a clock that
-        every later access of this rank will hold (the launcher forgets what it covers)."""
+             frontier: np.ndarray | None = None, block: int | str | None = None) -> None:
+        """Records (with the snapshots they use) to the launcher. ``frontier``: a clock that
+        every later access of the host (``block`` None), of block ``block``, or of the whole
+        rank once its blocks are done (``block`` "launch end") will hold: the launcher forgets
+        what every frontier covers."""
         if not records and frontier is None:
             return
         with self.send_lock:
             try:
-                self.conn.send((self.rt.rank, snaps, records, frontier))
+                self.conn.send((self.rt.rank, block, snaps, records, frontier))
             except (BrokenPipeError, OSError):
                 pass  # the launcher is gone: the run is over anyway
 
@@ -307,7 +314,8 @@ class RaceBlockModel(BlockModel):
         recs, self.records = self.records, []
         snaps, self.snaps = self.snaps, {}
         self.snap_s = self.p2.snap = self.p3.snap = None  # later records need them sent again
-        self.rm.send(snaps, [tuple(r) for r in recs])
+        # every later access of this block holds vs: its pipes join vs before they issue
+        self.rm.send(snaps, [tuple(r) for r in recs], self.vs.copy(), self.block_idx)
 
     @staticmethod
     def _ranges(g: GlobalTensor) -> list[tuple[int, int]]:

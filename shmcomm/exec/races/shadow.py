@@ -8,10 +8,12 @@ records ``x`` and ``y`` race when they conflict (at least one writes, not both a
 neither happens before the other. ``x`` happens before ``y`` when ``y``'s clock holds ``x``'s
 epoch, so the check does not depend on the order records arrive in.
 
-Forgetting. After each launch and host barrier a rank also sends its host's clock, a frontier
-that every later access of that rank will hold. A record that every rank's frontier holds can
-race with nothing still to come (each rank's records arrive in order), so it is dropped, with
-the snapshots no kept record uses: a long run keeps only what is still unordered.
+Forgetting. With its records, each agent sends a frontier: a clock that its later accesses will
+hold (a block's scalar clock, which its pipes join before they issue; the host's at a launch's
+start and end and at each host barrier, which a later launch's blocks start from). A record that
+every live agent's frontier holds can race with nothing still to come (each rank's records
+arrive in order), so it is dropped, with the snapshots no kept record uses: a long run keeps
+only what is still unordered.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from .clocks import G3, MTE3, Layout
 
 WRITE, ATOMIC, PIPE3 = 1, 2, 4  # record flags; PIPE3: a store on MTE3 (visibility is per reader)
 _BUCKET = 1 << 16  # bytes of a window per index bucket
-_PRUNE_EVERY = 4096  # records added between two prunings
+_PRUNE_EVERY = 256  # records added between two prunings
 
 
 class Access(NamedTuple):
@@ -69,7 +71,9 @@ class Shadow:
         self.races: list[tuple[Access, Access]] = []
         self.pairs: set[tuple] = set()  # (site, site, window) of races already reported
         self.limit = limit
-        self.frontiers: dict[int, np.ndarray] = {}  # rank -> a clock its later accesses hold
+        # (rank, block or None for the host) -> a clock the agent's later accesses hold
+        self.frontiers: dict[tuple[int, int | None], np.ndarray] = {}
+        self.hosts: set[int] = set()  # ranks whose host sent a frontier
         self.added = 0  # records added since the last pruning
 
     def hb(self, x: Access, y: Access) -> bool:
@@ -86,15 +90,31 @@ class Shadow:
         self.added += len(records)
         return found
 
-    def advance(self, rank: int, frontier: np.ndarray) -> None:
-        """Every later access of ``rank`` holds ``frontier``; prune when enough was added."""
-        self.frontiers[rank] = frontier
-        if self.added >= _PRUNE_EVERY and len(self.frontiers) == self.layout.nranks:
+    def advance(self, agent: tuple[int, int | str | None], frontier: np.ndarray) -> None:
+        """Every later access of ``agent`` (``(rank, block)``, ``(rank, None)`` for the host,
+        ``(rank, "launch end")`` for the host when the launch's blocks are done) holds
+        ``frontier``; prune when enough was added."""
+        rank, block = agent
+        if block == "launch end":
+            for key in [k for k in self.frontiers if k[0] == rank and k[1] is not None]:
+                del self.frontiers[key]
+            block = None
+        self.frontiers[(rank, block)] = frontier  # type: ignore[index]
+        if block is None:
+            self.hosts.add(rank)
+        if self.added >= _PRUNE_EVERY and len(self.hosts) == self.layout.nranks:
             self.prune()
 
+    def low(self) -> np.ndarray:
+        """A clock every later access of every agent holds. While a rank's blocks run, its
+        host's later accesses come after their end, so its blocks' frontiers bound it."""
+        running = {k[0] for k in self.frontiers if k[1] is not None}
+        return np.minimum.reduce([v for k, v in self.frontiers.items()
+                                  if k[1] is not None or k[0] not in running])
+
     def prune(self) -> int:
-        """Drop the records every rank's frontier holds; returns how many."""
-        low = np.minimum.reduce(list(self.frontiers.values()))
+        """Drop the records every agent's frontier holds; returns how many."""
+        low = self.low()
         dropped = 0
         keep_snaps: set[int] = {a.snap for race in self.races for a in race}
         for win in self.buckets.values():
@@ -116,12 +136,14 @@ class Shadow:
         if not win:
             return 0
         found = 0
+        first, last = y.lo // _BUCKET, (y.hi - 1) // _BUCKET
         seen: set[int] = set()
-        for b in range(y.lo // _BUCKET, (y.hi - 1) // _BUCKET + 1):
+        for b in range(first, last + 1):
             for x in win.get(b, ()):
-                if id(x) in seen:
-                    continue
-                seen.add(id(x))
+                if first != last:  # a record spanning buckets is in each of them
+                    if id(x) in seen:
+                        continue
+                    seen.add(id(x))
                 if (x.hi <= y.lo or y.hi <= x.lo or x.comp == y.comp or not conflict(x, y)
                         or self.hb(x, y) or self.hb(y, x)):
                     continue
