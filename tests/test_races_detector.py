@@ -399,3 +399,16 @@ def test_shadow_forgets_only_what_every_frontier_holds():
     sh.advance((1, None), both)
     assert sh.prune() == 2 and not sh.buckets[("gm", 0)]
     assert set(sh.snaps) == {1, 2}
+
+
+def test_host_store_after_the_last_launch_is_judged():
+    def host(rt):
+        buf = rt.alloc((32,), np.float32)
+        rt.barrier()
+        if rt.rank == 1:
+            rt.launch(_reader_kernel, blocks=1, args=(buf.ptr, 32))
+        else:
+            buf[:] = 5.0  # bug: rank 1's kernel may be reading it right now
+
+    err = _race(host)
+    assert "host store" in str(err)

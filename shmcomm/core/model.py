@@ -141,6 +141,9 @@ class RankModel:
     def barrier_exit(self) -> None:
         """The host leaves ``rt.barrier()``: every host has arrived."""
 
+    def close(self) -> None:
+        """The host function returned or raised: the rank's last chance to report."""
+
     def block(self, agent: Agent) -> BlockModel:
         """The block model of ``agent``; also sets ``agent.hooks`` if it wants scalar hooks."""
         raise NotImplementedError

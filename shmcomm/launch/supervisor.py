@@ -336,7 +336,10 @@ def _rank_main(rank: int, parent: int, config: Config, transport: ShmTransport, 
     try:
         transport.attach(rank)
         rt = RankRuntime(rank, config, Windows(transport), ctl, model)
-        result = host(rt, *args)
+        try:
+            result = host(rt, *args)
+        finally:
+            rt.model.close()
         msg = ("ok", result)
     except KernelError as exc:
         msg = _failure_msg(rank, exc.block, exc.exc, exc.tb)

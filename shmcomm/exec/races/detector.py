@@ -194,6 +194,10 @@ class RaceRankModel(RankModel):
         self.send({}, [], self.clock)
         self.inner.barrier_exit()
 
+    def close(self) -> None:
+        self.inner.close()
+        self._flush_host()  # the host's stores after its last launch or barrier
+
     def _host_write(self, arr: np.ndarray, key: Any) -> None:
         """The host stored into a symmetric array (``x[key] = ...``): a write by the host."""
         if getattr(_agent_tls, "agent", None) is not self.rt.host_agent:
