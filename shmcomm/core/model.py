@@ -1,8 +1,11 @@
 """The execution-model seam: how a block executes, and what a model learns of it.
 
 A run has one execution model, chosen once by the launcher (``eager`` or ``hazard`` today, from
-the configuration; a model that is not a mode plugs in as ``_Launcher(config, host, args,
-model=MyRankModel)`` in :mod:`shmcomm.launch.supervisor`). In
+the configuration, possibly wrapped by an observer such as the race detector; a model that is
+not a mode plugs in as ``_Launcher(config, host, args, model=MyRankModel)`` in
+:mod:`shmcomm.launch.supervisor`). A factory that also reports from the launcher has ``conns``
+(connections the launcher reads with ``receive(conn)``) and ``finish()`` (failures found, at the
+end of the run). In
 each rank process it is a :class:`RankModel`; at every launch it makes one :class:`BlockModel`
 per block, bound to the block's agent once:
 
