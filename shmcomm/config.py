@@ -112,8 +112,8 @@ _FIELDS: dict[str, tuple] = {
     "hazards": (str, None),
     "hazard_delay": (float, 0.0, 60.0),
     "trace": (str, None),
-    "detect_races": (bool,),
-    "race_exitfirst": (bool,),
+    "detect_races": (bool, False, True),
+    "race_exitfirst": (bool, False, True),
 }
 
 
