@@ -26,6 +26,7 @@ from shmcomm.pipe import (
     PIPE_ALL,
     PIPE_MTE2,
     PIPE_MTE3,
+    TLOAD,
     TSTORE,
     dsb,
     pipe_barrier,
@@ -71,7 +72,6 @@ def _rearm_kernel(ctx, data, rounds):
     else:  # consumer: wait for the flag, read, re-arm it with Set(0), acknowledge
         for k in range(1, rounds + 1):
             TWAIT(Signal(base + FLAG), 1, WaitCmp.EQ)
-            from shmcomm.pipe import TLOAD
             TLOAD(tile, GlobalTensor(data, (1, 8)))
             pipe_barrier(PIPE_ALL)
             assert tile.array[0, 0] == k, (tile.array[0, 0], k)
