@@ -58,6 +58,11 @@ class Layout:
         """The block's ``S`` component (``+ MTE2`` / ``+ MTE3`` / ``+ G3`` for the others)."""
         return rank * self.per_rank + 1 + PER_BLOCK * block
 
+    def agent(self, comp: int) -> tuple[int, int | None]:
+        """``(rank, block)`` of component ``comp`` (``block`` None: the host)."""
+        rank, k = divmod(comp, self.per_rank)
+        return rank, None if k == 0 else (k - 1) // PER_BLOCK
+
 
 class WordClocks:
     """The shared table of signal-word clocks (and the host barrier's), made before the fork."""
@@ -66,10 +71,14 @@ class WordClocks:
         self.layout = layout
         k = layout.size
         n = SLOTS + _BARRIER_SLOTS
-        self._map = mmap.mmap(-1, n * 8 + n * 4 + n * k * 4)  # anonymous, shared over fork
+        # anonymous, shared over fork: keys, tags, host stores, clocks, every notify's join
+        self._map = mmap.mmap(-1, n * 8 + n * 4 + n * 16 + 2 * n * k * 4)
         self.keys = np.ndarray((n,), np.int64, self._map, 0)  # 0 = free, else key + 1
         self.tags = np.ndarray((n,), np.int32, self._map, n * 8)  # barrier slots: their round
-        self.clocks = np.ndarray((n, k), CLOCK, self._map, n * 12)
+        # the last plain host store into the word: (host component + 1, its epoch); 0: none
+        self.stores = np.ndarray((n, 2), np.int64, self._map, n * 12)
+        self.clocks = np.ndarray((n, k), CLOCK, self._map, n * 28)
+        self.joined = np.ndarray((n, k), CLOCK, self._map, n * 28 + n * k * 4)
         self.locks = [multiprocessing.Lock() for _ in range(_STRIPES)]
         self.table_lock = multiprocessing.Lock()
         self.index: dict[int, int] = {}  # this process's cache: word key -> slot
@@ -113,10 +122,33 @@ class WordClocks:
         finally:
             lock.release()
 
-    def release(self, slot: int, clock: np.ndarray, replace: bool) -> None:
-        """A notify: join ``clock`` into the word's (``replace``: the word's becomes ``clock``)."""
+    def release(self, slot: int, clock: np.ndarray, replace: bool) -> tuple[int, int] | None:
+        """A notify: join ``clock`` into the word's (``replace``: the word's becomes ``clock``).
+        Returns ``(component, epoch)`` of a plain host store into the word that ``clock`` does
+        not hold (the notify races with it), else ``None``."""
         with self._locked(slot) as word:
             self.release_into(word, clock, replace)
+            np.maximum(self.joined[slot], clock, out=self.joined[slot])
+            comp, epoch = (int(v) for v in self.stores[slot])
+        return (comp - 1, epoch) if comp and clock[comp - 1] < epoch else None
+
+    def host_store(self, rank: int, lo: int, hi: int, comp: int,
+                   clock: np.ndarray) -> list[tuple[int, int]]:
+        """A plain host store into bytes [lo, hi) of ``rank``'s window, by host component
+        ``comp`` with ``clock``: marks every word there that has a clock (a word used as a
+        signal), and returns ``(offset, component)`` of a notify into one that ``clock`` does
+        not hold (the store races with it)."""
+        keys = self.keys[:SLOTS] - 1
+        hit = np.flatnonzero((keys >> 40 == rank) & ((keys & ((1 << 40) - 1)) >= lo)
+                             & ((keys & ((1 << 40) - 1)) < hi) & (self.keys[:SLOTS] != 0))
+        races = []
+        for slot in hit:
+            with self._locked(int(slot)):
+                ahead = np.flatnonzero(self.joined[slot] > clock)
+                self.stores[slot] = (comp + 1, int(clock[comp]))
+            if ahead.size:
+                races.append((int(keys[slot] & ((1 << 40) - 1)), int(ahead[0])))
+        return races
 
     def acquire(self, slot: int, clock: np.ndarray) -> None:
         """A wait or test that observed the word: join its clock into ``clock``."""

@@ -89,10 +89,13 @@ class RaceDetector:
         except (EOFError, OSError):
             self.conns = [c for c in self.conns if c is not conn]
             return []
-        self.shadow.add(snaps, [Access(*r) for r in records])
-        if frontier is not None:
-            self.shadow.advance((rank, block), frontier)
-        if self.config.race_exitfirst and self.shadow.races and not self.reported:
+        if block == "race":  # races a rank found itself (a host store against a notify)
+            self.shadow.direct.extend(records)
+        else:
+            self.shadow.add(snaps, [Access(*r) for r in records])
+            if frontier is not None:
+                self.shadow.advance((rank, block), frontier)
+        if self.config.race_exitfirst and self.shadow.found() and not self.reported:
             return self._report()
         return []
 
@@ -108,11 +111,19 @@ class RaceDetector:
         return [] if self.reported else self._report()
 
     def _report(self) -> list[Failure]:
-        if not self.shadow.races:
+        if not self.shadow.found():
             return []
-        self.reported = len(self.shadow.pairs)
-        x, y = self.shadow.races[0]
-        return [Failure(y.rank, y.block, "race", render(self.shadow))]
+        self.reported = self.shadow.found()
+        if self.shadow.races:
+            x, y = self.shadow.races[0]
+            rank, block = y.rank, y.block
+        else:
+            rank, block = self.shadow.direct[0][0], self.shadow.direct[0][1]
+        return [Failure(rank, block, "race", render(self.shadow))]
+
+
+def _agent_name(rank: int, block: int | None) -> str:
+    return f"rank {rank} " + ("host" if block is None else f"block {block}")
 
 
 class RaceRankModel(RankModel):
@@ -136,6 +147,7 @@ class RaceRankModel(RankModel):
         self.host_snap: int | None = None  # snapshot of the host's clock (None: changed since)
         self.host_snaps: dict[int, np.ndarray] = {}
         self.host_records: list[tuple] = []
+        self.signal_races: set[tuple] = set()  # (word, kind) of host-store races reported
         SymmetricArray.observers.append(self._host_write)
 
     def __getattr__(self, name: str) -> Any:  # the inner model's own state (its launch, ...)
@@ -210,10 +222,25 @@ class RaceRankModel(RankModel):
             self.host_snaps[self.host_snap] = self.clock.copy()
         rank, lo, hi = where
         hc = self.hc
+        site = user_site() or "<host>"
         self.host_records.append((("gm", rank), lo, hi, WRITE, hc,
                                   int(self.clock[hc]), self.host_snap, hc, int(self.clock[hc]),
-                                  user_site() or "<host>", self.rt.rank, None, "host",
-                                  "host store"))
+                                  site, self.rt.rank, None, "host", "host store"))
+        for off, comp in self.clocks.host_store(rank, lo, hi, hc, self.clock):
+            r, b = self.layout.agent(comp)
+            self.signal_race(rank, off, "store", (
+                f"rank {self.rt.rank} host stored it with a plain store at {site}; "
+                f"{_agent_name(r, b)} notified it earlier and nothing orders that notify before "
+                "the store (a reset other than rt.reset_signals(), with no barrier after the "
+                "notifier's launch), so the store may wipe it"), None)
+
+    def signal_race(self, rank: int, off: int, kind: str, text: str, block: int | None) -> None:
+        """Report a race on a signal word between a plain host store and a notify."""
+        if (rank, off, kind) in self.signal_races:
+            return
+        self.signal_races.add((rank, off, kind))
+        self.send({}, [(self.rt.rank, block, f"data race on signal word {off:#x} of rank "
+                        f"{rank}: {text}")], None, "race")
 
     def _flush_host(self) -> None:
         recs, self.host_records = self.host_records, []
@@ -228,7 +255,7 @@ class RaceRankModel(RankModel):
         rank once its blocks are done (``block`` "launch end") will hold: the launcher forgets
         what every frontier covers."""
         if not records and frontier is None:
-            return
+            return  # (a "race" message carries its text in records)
         with self.send_lock:
             try:
                 self.conn.send((self.rt.rank, block, snaps, records, frontier))
@@ -443,7 +470,15 @@ class RaceBlockModel(BlockModel):
         if self.tested:
             self._settle()
         p = sig.ptr
-        self.clocks.release(self.clocks.slot(p.rank, p.offset), self.vs, bool(op))
+        stored = self.clocks.release(self.clocks.slot(p.rank, p.offset), self.vs, bool(op))
+        if stored is not None:
+            r, _ = self.rm.layout.agent(stored[0])
+            self.rm.signal_race(p.rank, p.offset, "notify", (
+                f"{_agent_name(self.rank, self.block_idx)} notified it (TNOTIFY) at "
+                f"{kernel_site(self.agent)}; rank {r}'s host had stored it with a plain store, "
+                "and nothing orders that store before the notify (no rt.barrier() or launch "
+                "between them), so the store may have wiped an earlier notify or this one may "
+                "be lost to it"), self.block_idx)
         self.vs[self.cs] += 1
         self._s_changed()
         if self.ih is not None:

@@ -58,10 +58,11 @@ def _knows(shadow: Shadow, x: Access, y: Access) -> int:
 
 def render(shadow: Shadow) -> str:
     """The report of every race found (the first ``shadow.limit`` in full)."""
-    n = len(shadow.pairs)
+    n = shadow.found()
     lines = [f"{n} data race{'s' if n != 1 else ''} found by the race detector:"]
-    for x, y in shadow.races:
-        lines.append("  " + describe(shadow, x, y))
-    if n > len(shadow.races):
-        lines.append(f"  ... and {n - len(shadow.races)} more")
+    shown = [text for _, _, text in shadow.direct[:shadow.limit]]
+    shown += [describe(shadow, x, y) for x, y in shadow.races[:shadow.limit - len(shown)]]
+    lines += ["  " + text for text in shown]
+    if n > len(shown):
+        lines.append(f"  ... and {n - len(shown)} more")
     return "\n".join(lines)

@@ -69,12 +69,19 @@ class Shadow:
         self.snaps: dict[int, np.ndarray] = {}
         self.buckets: dict[tuple, dict[int, list[Access]]] = {}
         self.races: list[tuple[Access, Access]] = []
+        # (rank, block, text) of races a rank found itself: a plain host store into a signal
+        # word against a notify, judged on the word's clock
+        self.direct: list[tuple[int, int | None, str]] = []
         self.pairs: set[tuple] = set()  # (site, site, window) of races already reported
         self.limit = limit
         # (rank, block or None for the host) -> a clock the agent's later accesses hold
         self.frontiers: dict[tuple[int, int | None], np.ndarray] = {}
         self.hosts: set[int] = set()  # ranks whose host sent a frontier
         self.added = 0  # records added since the last pruning
+
+    def found(self) -> int:
+        """How many races were found."""
+        return len(self.pairs) + len(self.direct)
 
     def hb(self, x: Access, y: Access) -> bool:
         """Does ``x`` happen before ``y``?"""
