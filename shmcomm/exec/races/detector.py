@@ -66,7 +66,7 @@ class RaceDetector:
     """The run's detector: the factory of rank models, and the launcher's end of it."""
 
     def __init__(self, config: Config, inner: Callable[[RankRuntime], RankModel]) -> None:
-        self.config = config
+        self.config = getattr(inner, "config", config)  # a replayed schedule brings its own
         self.inner = inner
         self.layout = Layout(config.nranks, max(config.blocks, MIN_BLOCK_SLOTS))
         self.clocks = WordClocks(self.layout)
@@ -78,6 +78,13 @@ class RaceDetector:
 
     def __call__(self, rt: RankRuntime) -> RankModel:
         return RaceRankModel(rt, self)
+
+    def __getattr__(self, name: str) -> Any:
+        """The inner factory's launcher-side parts (schedule mode's shared area, schedule, ...)."""
+        inner = self.__dict__.get("inner")
+        if inner is None:
+            raise AttributeError(name)
+        return getattr(inner, name)
 
     # -- the launcher's side -----------------------------------------------------------------
 
@@ -206,9 +213,15 @@ class RaceRankModel(RankModel):
         self.send({}, [], self.clock)
         self.inner.barrier_exit()
 
+    def host_join(self) -> None:
+        self.inner.host_join()
+
+    def host_wait(self, site: Any, value: int, cmp: int) -> None:
+        self.inner.host_wait(site, value, cmp)
+
     def close(self) -> None:
-        self.inner.close()
         self._flush_host()  # the host's stores after its last launch or barrier
+        self.inner.close()
 
     def _host_write(self, arr: np.ndarray, key: Any) -> None:
         """The host stored into a symmetric array (``x[key] = ...``): a write by the host."""
@@ -311,6 +324,12 @@ class RaceBlockModel(BlockModel):
         self.records: list[list] = []
         self.copy_op = ""
         self.tested: list[Any] = []  # signals a TTEST read: acquired at the block's next step
+
+    def __getattr__(self, name: str) -> Any:  # the inner model's own state (a scheduler's, ...)
+        inner = self.__dict__.get("inner")
+        if inner is None:
+            raise AttributeError(name)
+        return getattr(inner, name)
 
     # -- clock bookkeeping -------------------------------------------------------------------
 
