@@ -416,3 +416,9 @@ def test_host_store_after_the_last_launch_is_judged():
 
     err = _race(host)
     assert "host store" in str(err)
+
+
+def test_the_detector_composes_with_schedule_mode():
+    assert shmcomm.run(_readme_host, nranks=4, mode="schedule", seed=3, **RUN) == [3.0, 0.0, 1.0, 2.0]
+    err = _race(ENTRIES["drain_without_dsb"].host, 2, 1, (64,), mode="schedule", seed=1)
+    assert "no dsb(DSB_DDR) came between the drain and that notify" in str(err)
