@@ -51,6 +51,7 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     opt.add_hazards(p)
     opt.add_trace_file(p)
     opt.add_schedule_options(p)
+    opt.add_race_options(p)
     return p
 
 
@@ -81,7 +82,11 @@ def _run(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> int:
                         mode=ns.mode, wait_policy=ns.wait_policy, hazards=ns.hazards,
                         trace=ns.trace, wait_timeout=ns.wait_timeout,
                         deadlock_grace=ns.deadlock_grace, strategy=ns.strategy, replay=ns.replay,
-                        record=ns.record, schedule_delay=ns.schedule_delay)
+                        record=ns.record, schedule_delay=ns.schedule_delay,
+                        detect_races=ns.detect_races or None,
+                        race_exitfirst=ns.race_exitfirst or None)
+        if ns.race_exitfirst and not ns.detect_races:
+            return opt.usage_error(parser, "--race-exitfirst needs --detect-races")
         if ns.replay and ns.mode is None:
             settings["mode"] = "schedule"  # --replay implies schedule mode
         if ns.hazards is not None:

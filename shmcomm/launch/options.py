@@ -256,6 +256,17 @@ def add_schedule_options(p: argparse.ArgumentParser) -> None:
                         "(default: 16, or SHMCOMM_SCHEDULE_DELAY)")
 
 
+def add_race_options(p: argparse.ArgumentParser) -> None:
+    """The race detector's options (the launch and stress CLIs share them)."""
+    p.add_argument("--detect-races", action="store_true",
+                   help="run the happens-before race detector beside the mode: report two "
+                        "unordered conflicting accesses even when the data came out right "
+                        "(default: off, or SHMCOMM_DETECT_RACES)")
+    p.add_argument("--race-exitfirst", action="store_true",
+                   help="with --detect-races: stop the run at the first race (default: report "
+                        "every race at the end of the run)")
+
+
 def check_mode_options(modes: Sequence[str], hazards: str | None) -> str | None:
     """An error message when an option has no effect in the chosen modes, else ``None``."""
     if hazards is not None and not {"hazard", "schedule"} & set(modes):

@@ -95,6 +95,7 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
                    help="fork the rank processes for every run instead of reusing a pool "
                         "(default: off)")
     opt.add_schedule_options(p)
+    opt.add_race_options(p)
     return p
 
 
@@ -125,6 +126,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
                                                "entry runs its own sweep); drop it")
     elif ns.only:
         return opt.usage_error(parser, "--only selects catalogue entries; it needs --catalogue")
+    if ns.race_exitfirst and not ns.detect_races:
+        return opt.usage_error(parser, "--race-exitfirst needs --detect-races")
     if ns.record is not None or ns.schedule_delay is not None:
         return opt.usage_error(parser, "--record and --schedule-delay belong to launch; the "
                                        "stress harness keeps every failing run's schedule")
@@ -139,7 +142,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         ns.mode = ("schedule",)
     settings = Settings(ns.wait_timeout, ns.deadlock_grace, ns.run_timeout, ns.trace_dir,
                         strategy=ns.strategy or "random", replay=ns.replay or "",
-                        hazards=ns.hazards or "all")
+                        hazards=ns.hazards or "all", detect_races=ns.detect_races,
+                        race_exitfirst=ns.race_exitfirst)
     progress = not ns.no_progress
     try:
         if ns.catalogue:
