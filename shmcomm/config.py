@@ -19,6 +19,7 @@ MAX_RANKS = 64  # as pto-isa's CommDeviceContext (kMaxRankNum)
 MAX_BLOCKS = 64
 WAIT_POLICIES = ("adaptive", "spin", "yield", "futex")
 MODES = ("eager", "hazard")
+TRANSPORTS = ("shm", "mpi")  # shmcomm.transports: shared memory (forked ranks) or MPI (mpiexec)
 # hazard-mode sub-models (shmcomm.exec.hazard); "all" turns every one on
 HAZARDS = ("pipes", "visibility", "lines", "jitter", "checkers")
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
@@ -41,6 +42,8 @@ class Config:
     ``hazards``: the hazard-mode sub-models, ``"all"`` or a comma list of ``HAZARDS``.
     ``hazard_delay``: mean seconds a queued pipe op or an unfenced remote store stays pending.
     ``trace``: hazard mode writes a Chrome trace JSON (Perfetto) to this path ("" = none).
+    ``transport``: ``shm`` (the launcher forks the ranks) or ``mpi`` (every process that
+    ``mpiexec`` starts is one rank and calls ``run`` itself).
     """
 
     nranks: int = 8
@@ -59,6 +62,7 @@ class Config:
     hazards: str = "all"
     hazard_delay: float = 0.002
     trace: str = ""
+    transport: str = "shm"
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -108,6 +112,7 @@ _FIELDS: dict[str, tuple] = {
     "hazards": (str, None),
     "hazard_delay": (float, 0.0, 60.0),
     "trace": (str, None),
+    "transport": (str, TRANSPORTS),
 }
 
 

@@ -27,6 +27,8 @@ from __future__ import annotations
 import ctypes
 import os
 import time
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -64,13 +66,16 @@ R_STATE, R_PID, R_LAUNCHES, R_SIGREGIONS, R_BLOCKS, R_HEAPTOP = range(6)
 class Control:
     """The mapped control segment of one run (created by the launcher, inherited by ranks)."""
 
-    def __init__(self, nranks: int, ncores: int | None = None) -> None:
+    def __init__(self, nranks: int, ncores: int | None = None,
+                 segment: Callable[[int], Any] | None = None) -> None:
+        """``segment(nbytes)`` makes the zeroed memory (default: a new shm :class:`Segment`; the
+        mpi launcher passes memory its host's ranks share)."""
         self.nranks = nranks
         self.ncores = ncores or len(os.sched_getaffinity(0))
         self._rank_line = _HEADER_LINES
         self._agent_line = self._rank_line + nranks
         words = (self._agent_line + nranks * SLOTS) * LINE
-        self.segment = Segment("ctl", words * 4)
+        self.segment = Segment("ctl", words * 4) if segment is None else segment(words * 4)
         self.words = self.segment.array.view(np.int32)
         self.base = self.segment.base
         self.t0 = time.monotonic()

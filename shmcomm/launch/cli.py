@@ -43,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m shmcomm.launch",
         description="Run a shmcomm host program on N rank processes (default: the built-in "
                     "barrier and allreduce check).")
-    p.add_argument("--nranks", "-n", type=int, default=8, help="rank processes (1..64, default 8)")
+    p.add_argument("--nranks", "-n", type=int, default=None,
+                   help="rank processes (1..64, default 8; under --transport mpi: mpiexec's -n)")
     p.add_argument("--blocks", "-b", type=int, default=None, help="blocks per launch (default 4)")
     p.add_argument("--program", default=None, metavar="PKG.MOD:FUNC",
                    help="host function to run in every rank; it receives rt")
@@ -57,23 +58,36 @@ def build_parser() -> argparse.ArgumentParser:
                         "pipes,visibility,lines,jitter,checkers")
     p.add_argument("--trace", default=None, metavar="PATH",
                    help="hazard mode: write a Chrome trace JSON (open it in Perfetto)")
+    # -- transport (one block: easy to move) --
+    p.add_argument("--transport", choices=("shm", "mpi"), default=None,
+                   help="shm (default: this command forks the ranks) or mpi (start it under "
+                        "mpiexec -n N: every MPI process is one rank; rank 0 prints)")
     return p
+
+
+def _quiet() -> bool:
+    """Under the mpi transport only world rank 0 prints results."""
+    from .mpi import is_root
+
+    return not is_root()
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     ns = parser.parse_args(argv)
-    if not 1 <= ns.nranks <= MAX_RANKS:
+    if ns.nranks is not None and not 1 <= ns.nranks <= MAX_RANKS:
         parser.error(f"--nranks must be in [1, {MAX_RANKS}], got {ns.nranks}")
     if not 1 <= ns.iters <= MAX_ITERS:
         parser.error(f"--iters must be in [1, {MAX_ITERS}], got {ns.iters}")
     try:
         settings = dict(nranks=ns.nranks, blocks=ns.blocks, timeout=ns.timeout, seed=ns.seed,
                         mode=ns.mode, wait_policy=ns.wait_policy, hazards=ns.hazards,
-                        trace=ns.trace)
+                        trace=ns.trace, transport=ns.transport)
         if ns.program:
             host = load_program(ns.program)
             results = run(host, **settings)
+            if ns.transport == "mpi" and _quiet():
+                return 0
             for rank, res in enumerate(results):
                 if res is not None:
                     print(f"rank {rank}: {res!r}")
@@ -82,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
 
         t0 = time.perf_counter()
         results = run(default_job, args=(ns.iters,), **settings)
-        print(format_default(results, time.perf_counter() - t0))
+        if ns.transport != "mpi" or not _quiet():
+            print(format_default(results, time.perf_counter() - t0))
         return 0 if all(r["ok"] for r in results) else 1
     except ArgumentError as exc:
         print(f"shmcomm.launch: error: {exc}", file=sys.stderr)
