@@ -184,12 +184,13 @@ class _Watch:
         rows = self._pending()
         MPI, comm = self.MPI, self.comm
         if self.rank != 0:
+            # no abort flag here: on a shared host it would end rank 0's waits before it has
+            # read them; rank 0 aborts the job once it has every answer
             req = comm.isend(rows, dest=0, tag=_TAG_WAITS)
-            self.ctl.abort(C.ABORT_TIMEOUT)
             deadline = time.monotonic() + GATHER_S
             while not req.Test() and time.monotonic() < deadline:
                 time.sleep(0.01)
-            _await_abort(MPI.COMM_WORLD)  # rank 0 aborts the job once it has the answers
+            _await_abort(MPI.COMM_WORLD)
             return
         got: dict[int, list] = {0: rows}
         reqs = {r: comm.irecv(source=r, tag=_TAG_WAITS) for r in range(1, self.nranks)}

@@ -1,0 +1,132 @@
+"""shmcomm's own tests, run on the mpi transport: ``mpiexec -n N python tests/mpi_cases.py CASE``.
+
+Every MPI process is one rank and runs the same calls; ``shmcomm.run`` (with
+``SHMCOMM_TRANSPORT=mpi``, set here) returns every rank's result on every rank, so the test
+modules' own host programs and checks run unchanged. World rank 0 prints ``mpi case CASE: OK``
+at the end; a failed check raises (exit status 1), a failed run aborts the job with its report.
+``tests/test_mpi_transport.py`` starts these under ``mpiexec`` with timeouts.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+os.environ["SHMCOMM_TRANSPORT"] = "mpi"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import numpy as np  # noqa: E402
+import test_comm_group as tg  # noqa: E402
+import test_kernels_barrier as tb  # noqa: E402
+import test_kernels_barrier_central as tcb  # noqa: E402
+import test_kernels_collectives as tc  # noqa: E402
+import test_race_models as tr  # noqa: E402
+
+import shmcomm  # noqa: E402
+from shmcomm.comm import (  # noqa: E402
+    TNOTIFY,
+    TPUT,
+    TWAIT,
+    GetRemotePtr,
+    GlobalTensor,
+    NotifyOp,
+    ReduceOp,
+    Signal,
+    WaitCmp,
+)
+from shmcomm.pipe import DSB_DDR, PIPE_ALL, dsb, pipe_barrier  # noqa: E402
+from shmcomm.transports.mpi import load_mpi  # noqa: E402
+
+# (n, dtype, op, blocks, tile_elems): bigger than a tile, odd sizes, every dtype and op
+SHAPES = [(3000, "float32", ReduceOp.Sum, 4, None), (777, "float16", ReduceOp.Max, 3, None),
+          (5, "int32", ReduceOp.Min, 4, None), (1001, "int16", ReduceOp.Sum, 2, 100),
+          (257, "int8", ReduceOp.Max, 1, 64), (0, "float32", ReduceOp.Sum, 2, None)]
+
+
+def collectives(size: int) -> None:
+    """ReduceScatter, AllGather and AllReduce against numpy, as test_kernels_collectives."""
+    for k, (n, dtype, op, blocks, tile_elems) in enumerate(SHAPES):
+        seed = 11 + k
+        results = shmcomm.run(tc._all_three_host, blocks=blocks,
+                              args=(n, dtype, op, blocks, tile_elems, seed))
+        tc.check_all_three(results, size, n, dtype, op, seed)
+    if size == 5:  # TREDUCE's test is written for 5 ranks
+        for op in ReduceOp:
+            tg.test_treduce_combines_every_member(op, np.float32, False)
+
+
+def _ring(ctx, src, dst, n, fence, out):
+    """Every rank puts its vector into the next rank's ``dst`` and signals it; once signalled,
+    block 0 notes whether its own ``dst`` holds the previous rank's vector."""
+    if ctx.block_idx != 0:
+        return
+    peer = (ctx.rank + 1) % ctx.nranks
+    tile = ctx.tile((1, 1024), np.float32)
+    TPUT(GlobalTensor(GetRemotePtr(ctx, dst, peer), (1, n)), GlobalTensor(src, (1, n)), tile)
+    if fence:
+        pipe_barrier(PIPE_ALL)
+        dsb(DSB_DDR)
+    TNOTIFY(Signal(GetRemotePtr(ctx, ctx.signal_base + 9216, peer)), 1, NotifyOp.AtomicAdd)
+    TWAIT(Signal(ctx.signal_base + 9216), 1, WaitCmp.GE)
+    want = (ctx.rank - 1) % ctx.nranks + 1
+    out.append(bool((GlobalTensor(dst, (1, n)).view() == want).all()))
+
+
+def ring_host(rt, fence: bool = True) -> bool:
+    """The README's ring: whether my ``dst`` held the previous rank's vector once signalled."""
+    n = 4096
+    src, dst = rt.alloc((n,), np.float32), rt.alloc((n,), np.float32)
+    src[:] = rt.rank + 1
+    out: list[bool] = []
+    rt.launch(_ring, blocks=2, args=(src.ptr, dst.ptr, n, fence, out))
+    return out[0]
+
+
+def suite(size: int) -> None:
+    """Barriers, root collectives, collectives and hazard mode at the job's size (4 in CI)."""
+    collectives(size)
+    tb.test_seed_device_barrier_orders_one_phase(size, 2)
+    tb.test_epoch_barrier_many_rounds_and_launches_without_reset(size, 3)
+    for policy in ("adaptive", "futex"):
+        tcb.test_central_barrier_orders_many_rounds_and_launches_without_reset(size, 2, policy)
+    tg.test_tbroadcast_copies_root_tensor_everywhere(size, size - 1, (5, 7), (2, 3), False)
+    tg.test_tscatter_splits_rows_and_tgather_concatenates_them(size, 1, (3, 5), (2, 2), True)
+    for seed in (1, 2):
+        results = shmcomm.run(tc._all_three_host, blocks=3, mode="hazard", seed=seed,
+                              args=(1000, "float32", ReduceOp.Sum, 3, 96, seed))
+        tc.check_all_three(results, size, 1000, "float32", ReduceOp.Sum, seed)
+    # the ring is right in eager mode even without its fence, and right with it in hazard mode
+    # (without it hazard mode aborts: the case "unfenced")
+    assert all(shmcomm.run(ring_host, args=(False,)))
+    assert all(shmcomm.run(ring_host, mode="hazard", seed=3, hazards="all"))
+
+
+def race_pair(size: int) -> None:
+    """test_race_models' put-then-notify pair (2 ranks): the fenced kernel is right in hazard
+    mode, the unfenced one is right in eager mode and shows stale data in hazard mode."""
+    assert size == 2
+    assert tr._run(tr.host_put_notify, nranks=2, mode="eager", args=(False, False)) == [0, 0]
+    assert tr._run(tr.host_put_notify, nranks=2, seed=1, args=(True, True, 3)) == [0, 0]
+    assert tr._run(tr.host_put_notify, nranks=2, seed=1, hazards="pipes,visibility",
+                   args=(True, False), **tr.SLOW) == [0, 1]
+
+
+def unfenced(size: int) -> None:
+    """The ring without its fence in hazard mode: the checker's report aborts the job."""
+    shmcomm.run(ring_host, mode="hazard", seed=7, args=(False,))
+
+
+CASES = {"collectives": collectives, "suite": suite, "race_pair": race_pair, "unfenced": unfenced}
+
+
+def main() -> None:
+    case = sys.argv[1]
+    MPI = load_mpi()
+    size = MPI.COMM_WORLD.Get_size()
+    CASES[case](size)
+    if MPI.COMM_WORLD.Get_rank() == 0:
+        print(f"mpi case {case}: OK ({size} ranks)", flush=True)
+
+
+if __name__ == "__main__":
+    main()
