@@ -60,12 +60,16 @@ _NEVER = ctypes.c_int32(0)  # a word on another host: no futex can reach its sle
 _tls = threading.local()
 
 
-def _bufs() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """This thread's origin, compare and result buffers (one int32 each), made once."""
+def _bufs() -> tuple[np.ndarray, tuple, np.ndarray, tuple, tuple]:
+    """This thread's int32 origin, compare and result buffers, and their ``(array, 1, INT)``
+    specs, made once: a prebuilt spec saves mpi4py a buffer parse per call (~2 us of ~4)."""
     try:
         return _tls.bufs
     except AttributeError:
-        _tls.bufs = (np.zeros(1, np.int32), np.zeros(1, np.int32), np.zeros(1, np.int32))
+        from mpi4py import MPI
+
+        o, c, r = (np.zeros(1, np.int32) for _ in range(3))
+        _tls.bufs = (o, (o, 1, MPI.INT), c, (c, 1, MPI.INT), (r, 1, MPI.INT))
         return _tls.bufs
 
 
@@ -99,13 +103,13 @@ class _RemoteCell:
 
 
 def _rmw(word: MpiWord, value: int, op: Any) -> int:
-    o, _, res = _bufs()
+    o, ospec, _, _, rspec = _bufs()
     o[0] = value
     win = word.win
     win.Sync()  # this rank's earlier stores into shared memory are visible before the update
-    win.Fetch_and_op(o, res, word.rank, word.offset, op)
+    win.Fetch_and_op(ospec, rspec, word.rank, word.offset, op)
     win.Flush(word.rank)  # complete at the target before we return
-    return int(res[0])
+    return int(rspec[0][0])
 
 
 class MpiWord(Word):
@@ -324,11 +328,11 @@ class MpiTransport(Transport):
                 _rmw(self._word(rank, disp, None, _NEVER), 0, self.MPI.REPLACE)
 
     def _cas(self, rank: int, disp: int) -> int:
-        o, cmp, res = _bufs()
-        o[0], cmp[0] = 1, 0
-        self.win.Compare_and_swap(o, cmp, res, rank, disp)
+        o, ospec, c, cspec, rspec = _bufs()
+        o[0], c[0] = 1, 0
+        self.win.Compare_and_swap(ospec, cspec, rspec, rank, disp)
         self.win.Flush(rank)
-        return int(res[0])
+        return int(rspec[0][0])
 
     def _lock(self, rank: int, disp: int, timeout: float, aborted: Callable[[], Any]) -> None:
         if self._cas(rank, disp) == 0:
