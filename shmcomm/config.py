@@ -20,6 +20,7 @@ MAX_BLOCKS = 64
 WAIT_POLICIES = ("adaptive", "spin", "yield", "futex")
 MODES = ("eager", "hazard")
 TRANSPORTS = ("shm", "mpi")  # shmcomm.transports: shared memory (forked ranks) or MPI (mpiexec)
+MPI_PEERS = ("shared", "rma")  # mpi: map the windows of the host's ranks, or reach all by RMA
 # hazard-mode sub-models (shmcomm.exec.hazard); "all" turns every one on
 HAZARDS = ("pipes", "visibility", "lines", "jitter", "checkers")
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
@@ -43,7 +44,9 @@ class Config:
     ``hazard_delay``: mean seconds a queued pipe op or an unfenced remote store stays pending.
     ``trace``: hazard mode writes a Chrome trace JSON (Perfetto) to this path ("" = none).
     ``transport``: ``shm`` (the launcher forks the ranks) or ``mpi`` (every process that
-    ``mpiexec`` starts is one rank and calls ``run`` itself).
+    ``mpiexec`` starts is one rank and calls ``run`` itself). ``mpi_peers``: ``shared`` maps the
+    windows of ranks on the same host; ``rma`` reaches every other rank through MPI's one-sided
+    operations only, as if on another host (the multi-host paths, on one machine).
     """
 
     nranks: int = 8
@@ -63,6 +66,7 @@ class Config:
     hazard_delay: float = 0.002
     trace: str = ""
     transport: str = "shm"
+    mpi_peers: str = "shared"
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -113,6 +117,7 @@ _FIELDS: dict[str, tuple] = {
     "hazard_delay": (float, 0.0, 60.0),
     "trace": (str, None),
     "transport": (str, TRANSPORTS),
+    "mpi_peers": (str, MPI_PEERS),
 }
 
 

@@ -27,6 +27,7 @@ from shmcomm.comm import (  # noqa: E402
     TNOTIFY,
     TPUT,
     TWAIT,
+    AtomicType,
     GetRemotePtr,
     GlobalTensor,
     NotifyOp,
@@ -116,7 +117,48 @@ def unfenced(size: int) -> None:
     shmcomm.run(ring_host, mode="hazard", seed=7, args=(False,))
 
 
-CASES = {"collectives": collectives, "suite": suite, "race_pair": race_pair, "unfenced": unfenced}
+def _add_into_root(ctx, acc, src, rows, cols, stride):
+    """Every block of every rank adds its rows into rank 0's strided ``acc`` with TPUT AtomicAdd."""
+    tile = ctx.tile((2, 64), src.dtype)
+    dst = GlobalTensor(GetRemotePtr(ctx, acc, 0), (rows, cols), row_stride=stride)
+    TPUT(dst, GlobalTensor(src, (rows, cols)), tile, AtomicType.AtomicAdd)
+
+
+def add_host(rt, dtype: str) -> bool:
+    """Rank 0's strided accumulator holds the sum of every block's rows (exact in every dtype)."""
+    rows, cols, stride, blocks = 5, 100, 130, 3
+    acc = rt.alloc((rows, stride), dtype)
+    src = rt.alloc((rows, cols), dtype)
+    src[:] = (np.arange(rows * cols).reshape(rows, cols) % 3 + rt.rank).astype(dtype)
+    rt.barrier()
+    rt.launch(_add_into_root, blocks=blocks, args=(acc.ptr, src.ptr, rows, cols, stride))
+    rt.barrier()
+    if rt.rank != 0:
+        return True
+    base = np.arange(rows * cols).reshape(rows, cols) % 3
+    want = sum(blocks * (base + r) for r in range(rt.nranks))
+    return bool((acc[:, :cols] == want.astype(dtype)).all() and (acc[:, cols:] == 0).all())
+
+
+def rma(size: int) -> None:
+    """Every other rank reached by Put / Get / Accumulate / Fetch_and_op only (``mpi_peers=rma``,
+    as across hosts): the collectives, TPUT AtomicAdd into a strided tensor, the ring in eager
+    and hazard mode, the put-then-notify pair, and a missing fence still reported."""
+    os.environ["SHMCOMM_MPI_PEERS"] = "rma"
+    for k, (n, dtype, op, blocks, tile_elems) in enumerate(SHAPES[:4]):
+        results = shmcomm.run(tc._all_three_host, blocks=blocks,
+                              args=(n, dtype, op, blocks, tile_elems, k))
+        tc.check_all_three(results, size, n, dtype, op, k)
+    for dtype in ("float32", "int32", "int16", "int8", "float16"):
+        assert all(shmcomm.run(add_host, args=(dtype,))), dtype
+    assert all(shmcomm.run(ring_host))
+    assert all(shmcomm.run(ring_host, mode="hazard", seed=3))
+    if size == 2:
+        race_pair(size)
+
+
+CASES = {"collectives": collectives, "suite": suite, "race_pair": race_pair, "unfenced": unfenced,
+         "rma": rma}
 
 
 def main() -> None:

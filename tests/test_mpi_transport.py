@@ -1,6 +1,7 @@
 """The mpi transport under ``mpiexec``: the collectives (1-8 ranks), barriers, root collectives
-and hazard mode as on shm, the default job, and the reports of a failing block, a deadlock and a
-timeout. Every job runs in its own process group with a timeout; skipped only without mpi4py.
+and hazard mode as on shm, every peer over RMA only (as across hosts), the default job, and the
+reports of a failing block, a deadlock and a timeout. Every job runs in its own process group
+with a timeout; skipped only without mpi4py.
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ def _case(n: int, case: str) -> None:
     assert f"mpi case {case}: OK ({n} ranks)" in res.stdout
 
 
-@pytest.mark.parametrize("n", [1, 2, 3, 5, 8])
+@pytest.mark.parametrize("n", [1, 2, 5, 8])  # 4: the suite below
 def test_collectives_match_numpy_at_1_to_8_ranks(n):
     _case(n, "collectives")
 
@@ -98,8 +99,16 @@ def test_unfenced_put_shows_stale_data_in_hazard_mode():
     _case(2, "race_pair")
 
 
-def test_missing_fence_is_reported_in_hazard_mode_and_aborts_the_job():
-    res = mpirun(4, [os.path.join(TESTS, "mpi_cases.py"), "unfenced"])
+@pytest.mark.parametrize("n", [2, 4])
+def test_every_peer_over_rma_as_across_hosts(n):
+    """``mpi_peers=rma``: Put / Get / Accumulate / Fetch_and_op to every other rank."""
+    _case(n, "rma")
+
+
+@pytest.mark.parametrize("peers", ["shared", "rma"])
+def test_missing_fence_is_reported_in_hazard_mode_and_aborts_the_job(peers):
+    res = mpirun(4, [os.path.join(TESTS, "mpi_cases.py"), "unfenced"],
+                 env={"SHMCOMM_MPI_PEERS": peers})
     assert res.returncode == 1
     assert "hazard [notify-unfenced]" in res.stderr, res.stderr
     assert res.stderr.count("shmcomm run failed") >= 1

@@ -61,7 +61,7 @@ def run_mpi(host: Callable[..., Any], config: Config, args: tuple = (),
     comm = world.Dup()  # the windows' and the results' communicator, apart from the user's
     watch_comm = world.Dup()  # the watch thread's messages never match the main thread's
     rank = comm.Get_rank()
-    transport = MpiTransport(comm, config.signal_bytes, config.heap_bytes)
+    transport = MpiTransport(comm, config.signal_bytes, config.heap_bytes, config.mpi_peers)
     ctl = C.Control(size, segment=transport.control_segment)
     ctl.set_rank(rank, C.R_PID, os.getpid())
     ctl.set_rank(rank, C.R_STATE, C.R_RUNNING)

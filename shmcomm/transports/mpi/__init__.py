@@ -19,11 +19,18 @@ How the instructions map (one passive-target epoch, ``Lock_all``, for the whole 
   ``Fetch_and_op(NO_OP)`` and waited for with a growing sleep. The wait loop above (spin only
   while the waiters fit on the cores, then yield, then sleep) is the same as on shm.
 * Data (``TLOAD`` / ``TSTORE`` inside ``TPUT`` / ``TGET``): ranks on one host reach each other's
-  windows as shared memory, so the execution models' copies, their delays and fences work
-  unchanged; a ``dsb`` is where hazard mode makes them visible. Windows of ranks on another host
-  cannot be mapped: data moves to them raise a clear error (signals still cross hosts).
+  windows as shared memory, so the execution models' copies work unchanged. A window on another
+  host (``unmapped``) is reached with ``Get`` / ``Put`` and a ``Flush``: a store is complete at
+  the target when the execution model applies it, and hazard mode still decides when that is
+  (after the drain and the ``dsb``, or a seeded later time), so a missing fence shows the same
+  way. Host views (``rt.window``) of such a window raise a clear error.
 * Data AtomicAdd: striped locks in the tail taken with ``Compare_and_swap`` and released with
-  ``Fetch_and_op(REPLACE)`` after a ``Win_sync``.
+  ``Fetch_and_op(REPLACE)`` after a ``Win_sync``; under them a mapped region is added to in
+  place, an unmapped one with ``Accumulate(SUM)`` (float16, which MPI cannot sum: ``Get``, add,
+  ``Put``).
+
+``peers="rma"`` maps no window but this rank's own, as if every other rank ran on another host:
+the multi-host paths, tested on one machine.
 
 Why ``Win.Allocate`` on ``COMM_WORLD`` with ``Win.Shared_query`` for the host's peers, and not
 ``Win.Allocate_shared`` on the host communicator plus ``Win.Create`` over it for the other hosts:
@@ -211,7 +218,10 @@ class MpiTransport(Transport):
 
     name = "mpi"
 
-    def __init__(self, comm: Any, signal_bytes: int, heap_bytes: int) -> None:
+    def __init__(self, comm: Any, signal_bytes: int, heap_bytes: int,
+                 peers: str = "shared") -> None:
+        if peers not in ("shared", "rma"):
+            raise ArgumentError(f"mpi transport: peers must be 'shared' or 'rma', got {peers!r}")
         MPI = self.MPI = load_mpi()
         self.comm = comm
         self.me = comm.Get_rank()
@@ -237,7 +247,9 @@ class MpiTransport(Transport):
         # windows of this host's ranks, mapped in this process (None: on another host)
         self.arrays: list[np.ndarray | None] = [None] * self.nranks
         self.bases: list[int | None] = [None] * self.nranks
-        for r in self.node_ranks:
+        self.mapped_ranks = self.node_ranks if peers == "shared" else [self.me]
+        self.unmapped = frozenset(range(self.nranks)) - frozenset(self.mapped_ranks)
+        for r in self.mapped_ranks:
             buf, _ = self.win.Shared_query(r)
             arr = np.frombuffer(buf, dtype=np.uint8)
             self.arrays[r], self.bases[r] = arr, arr.ctypes.data
@@ -272,7 +284,7 @@ class MpiTransport(Transport):
         if ctl is None:
             raise ShmcommError("the mpi transport has no control segment yet")
         offset = address - ctl.base
-        base = ctl.base if 0 in self.node_ranks else None
+        base = ctl.base if 0 in self.mapped_ranks else None
         return self._word(0, offset, None, _ALWAYS if base is not None else _NEVER,
                           win=ctl.win, base=base)
 
@@ -281,8 +293,8 @@ class MpiTransport(Transport):
         if arr is None:
             raise ArgumentError(
                 f"{what}: rank {rank}'s window is on another host; the mpi transport moves data "
-                f"only between ranks of one host (this rank shares memory with ranks "
-                f"{self.node_ranks}); signals reach every rank")
+                f"only through TPUT / TGET there (this rank maps the windows of ranks "
+                f"{self.mapped_ranks}); signals reach every rank")
         return arr
 
     def view(self, rank: int, offset: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
@@ -302,6 +314,64 @@ class MpiTransport(Transport):
             if base is not None and base <= address < base + self.size:
                 return r, address - base
         return None
+
+    # -- data to and from unmapped windows ---------------------------------------------------
+
+    def _target(self, offset: int, stride: int, shape: tuple[int, int], itemsize: int) -> tuple:
+        """The target spec of ``rows x cols`` elements ``stride`` bytes apart (a vector type
+        when strided; the caller frees a type it got)."""
+        rows, cols = shape
+        row = cols * itemsize
+        if stride == row or rows <= 1:
+            return (offset, rows * row, self.MPI.BYTE), None
+        vec = self.MPI.BYTE.Create_vector(rows, row, stride).Commit()
+        return (offset, 1, vec), vec
+
+    def get(self, rank: int, offset: int, stride: int, out: np.ndarray) -> None:
+        buf = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
+        target, vec = self._target(offset, stride, out.shape, out.itemsize)
+        try:
+            self.win.Get((buf, buf.nbytes, self.MPI.BYTE), rank, target)
+            self.win.Flush(rank)
+        finally:
+            if vec is not None:
+                vec.Free()
+        if buf is not out:
+            np.copyto(out, buf)
+
+    def put(self, rank: int, offset: int, stride: int, data: np.ndarray) -> None:
+        buf = np.ascontiguousarray(data)
+        target, vec = self._target(offset, stride, buf.shape, buf.itemsize)
+        try:
+            self.win.Sync()
+            self.win.Put((buf, buf.nbytes, self.MPI.BYTE), rank, target)
+            self.win.Flush(rank)
+        finally:
+            if vec is not None:
+                vec.Free()
+
+    def accumulate(self, rank: int, offset: int, stride: int, data: np.ndarray) -> None:
+        MPI = self.MPI
+        if data.dtype == np.float16:  # no MPI sum for it: read, add, write under the caller's lock
+            cur = np.empty(data.shape, data.dtype)
+            self.get(rank, offset, stride, cur)
+            np.add(cur, data, out=cur, casting="unsafe")
+            self.put(rank, offset, stride, cur)
+            return
+        buf = np.ascontiguousarray(data)
+        rows, cols = buf.shape
+        etype = MPI.Datatype.fromcode(buf.dtype.char)
+        if stride == cols * buf.itemsize or rows <= 1:
+            target, vec = (offset, rows * cols, etype), None
+        else:
+            vec = etype.Create_vector(rows, cols, stride // buf.itemsize).Commit()
+            target = (offset, 1, vec)
+        try:
+            self.win.Accumulate((buf, buf.size, etype), rank, target, MPI.SUM)
+            self.win.Flush(rank)
+        finally:
+            if vec is not None:
+                vec.Free()
 
     # -- data AtomicAdd ----------------------------------------------------------------------
 
