@@ -37,7 +37,6 @@ import json
 import multiprocessing as mp
 import os
 import platform
-import shutil
 import signal
 import statistics
 import subprocess
@@ -54,6 +53,7 @@ from shmcomm.comm import TNOTIFY, TWAIT, GetRemotePtr, NotifyOp, Signal, WaitCmp
 from shmcomm.kernels.barrier import CentralBarrier, DeviceBarrier, EpochBarrier
 from shmcomm.kernels.layout import CENTRAL_BARRIER, EPOCH_BARRIER, USER_FREE_START
 from shmcomm.pipe import PIPE_ALL, pipe_barrier
+from shmcomm.transports.mpi.library import find_mpiexec
 
 SCHEMA = "shmcomm.bench.barrier_latency/1"
 # Signal words: the library barriers use their regions of shmcomm.kernels.layout (EpochBarrier
@@ -314,16 +314,6 @@ def mp_case(kind: str, nranks: int, blocks: int, iters: int, repeats: int) -> li
 
 
 # --- MPI ----------------------------------------------------------------------------------------
-
-
-def find_mpiexec() -> str | None:
-    """The MPICH wheel's ``mpiexec`` next to this interpreter, else one on PATH (with mpi4py)."""
-    try:
-        import mpi4py  # noqa: F401
-    except ImportError:
-        return None
-    local = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    return local if os.access(local, os.X_OK) else shutil.which("mpiexec")
 
 
 def _mpi_worker(blocks: int, iters: int, repeats: int) -> None:

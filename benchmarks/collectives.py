@@ -41,6 +41,7 @@ import numpy as np
 import shmcomm
 from shmcomm.kernels.barrier import EpochBarrier
 from shmcomm.kernels.collectives import all_gather, all_reduce, max_share, reduce_scatter
+from shmcomm.transports.mpi.library import find_mpiexec
 
 SCHEMA = "shmcomm.bench.collectives/1"
 KiB, MiB = 1024, 1024 * 1024
@@ -186,18 +187,6 @@ def measure(nranks: int, blocks: int, sizes: list[int], ops: list[str], max_iter
 # --- MPI: AllReduce on shmcomm's mpi transport and MPICH's own MPI_Allreduce (--mpi) ------------
 # Each runs under ``mpiexec -n nranks`` (this script again, ``--mpi-worker``), right after the shm
 # rows of the same shape, so the three AllReduce columns of the comparison share the weather.
-
-def _mpiexec() -> str | None:
-    """The MPICH wheel's ``mpiexec`` next to this interpreter, else one on PATH (with mpi4py)."""
-    try:
-        import mpi4py  # noqa: F401
-    except ImportError:
-        return None
-    import shutil
-
-    local = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    return local if os.access(local, os.X_OK) else shutil.which("mpiexec")
-
 
 def _mpich_allreduce(sizes: list[int], max_iters: int) -> list[dict]:
     """Every rank: in-place float32 sum ``MPI_Allreduce`` per size; the slowest rank's mean."""
@@ -363,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
         _mpi_worker(ns.mpi_worker, int(ns.blocks), [int(x) for x in ns.sizes.split(",")],
                     ns.max_iters, ns.roof_bytes, ns.window)
         return 0
-    mpiexec = _mpiexec() if ns.mpi else None
+    mpiexec = find_mpiexec() if ns.mpi else None
     if ns.mpi and mpiexec is None:
         p.error("--mpi needs mpi4py and mpiexec: pip install -e '.[mpi]'")
     sizes = list(QUICK_SIZES if ns.quick else FULL_SIZES)

@@ -15,6 +15,8 @@ import pytest
 
 pytest.importorskip("mpi4py", reason="the mpi transport needs mpi4py: pip install 'shmcomm[mpi]'")
 
+from shmcomm.transports.mpi.library import find_mpiexec  # noqa: E402
+
 pytestmark = pytest.mark.timeout(240)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -51,12 +53,7 @@ def busy(rt):
 
 
 def _mpiexec() -> str:
-    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    if os.path.exists(here):
-        return here
-    from shutil import which
-
-    found = which("mpiexec")
+    found = find_mpiexec()
     assert found, "mpi4py is installed but no mpiexec was found (pip install mpich)"
     return found
 

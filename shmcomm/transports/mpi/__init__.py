@@ -55,7 +55,7 @@ import numpy as np
 from ...errors import Aborted, ArgumentError, ShmcommError, WaitTimeout
 from .. import Transport, Word
 from ..shm import atomics as at
-from .library import load_mpi, mpi_available
+from .library import find_mpiexec, load_mpi, mpi_available
 
 LOCK_STRIPES = 256
 LOCK_STRIPE_BYTES = 4096
@@ -439,4 +439,4 @@ class MpiTransport(Transport):
             self.node = None
 
 
-__all__ = ["MpiTransport", "MpiWord", "NodeSegment", "load_mpi", "mpi_available"]
+__all__ = ["MpiTransport", "MpiWord", "NodeSegment", "find_mpiexec", "load_mpi", "mpi_available"]

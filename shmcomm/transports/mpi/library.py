@@ -7,6 +7,9 @@ error rather than left to corrupt its state under concurrent calls.
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
 from typing import Any
 
 from ...errors import LibraryError
@@ -49,3 +52,12 @@ def mpi_available() -> bool:
     except ImportError:
         return False
     return True
+
+
+def find_mpiexec() -> str | None:
+    """The ``mpiexec`` next to this interpreter (where the MPICH wheel installs it), else one on
+    ``PATH``; ``None`` without mpi4py."""
+    if not mpi_available():
+        return None
+    local = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    return local if os.access(local, os.X_OK) else shutil.which("mpiexec")
