@@ -66,10 +66,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _quiet() -> bool:
-    """Under the mpi transport only world rank 0 prints results."""
+    """Under the mpi transport only world rank 0 prints results and errors."""
     from .mpi import is_root
 
-    return not is_root()
+    try:
+        return not is_root()
+    except ShmcommError:  # no usable MPI: every process says why
+        return False
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
             print(format_default(results, time.perf_counter() - t0))
         return 0 if all(r["ok"] for r in results) else 1
     except ArgumentError as exc:
-        print(f"shmcomm.launch: error: {exc}", file=sys.stderr)
+        if ns.transport != "mpi" or not _quiet():
+            print(f"shmcomm.launch: error: {exc}", file=sys.stderr)
         return 2
     except RunTimeout as exc:
         print(exc, file=sys.stderr)

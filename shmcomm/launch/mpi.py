@@ -38,7 +38,7 @@ from .deadlock import WAIT_HEADER, DeadlockWatch, format_table
 POLL_S = 0.05
 GATHER_S = 5.0  # how long rank 0 waits for the other ranks' pending waits after a timeout
 KILL_WAIT_S = 30.0  # a rank stopped by another's failure waits this long for MPI_Abort to come
-EXIT_FAILURE, EXIT_TIMEOUT = 1, 124
+EXIT_FAILURE, EXIT_TIMEOUT, EXIT_INTERRUPTED = 1, 124, 130
 _TAG_WAITS = 71
 
 
@@ -80,6 +80,12 @@ def run_mpi(host: Callable[..., Any], config: Config, args: tuple = (),
               f"{exc.exc}", exc.tb)
     except Aborted:  # stopped by a failure, deadlock or timeout elsewhere: its rank reports
         _await_abort(world)
+    except KeyboardInterrupt:  # mpiexec forwards Ctrl-C to every rank: rank 0 says so once
+        ctl.abort(C.ABORT_INTERRUPT)
+        if rank != 0:
+            _await_abort(world)
+        _die(world, "shmcomm run interrupted by SIGINT (Ctrl-C); every rank was stopped",
+             EXIT_INTERRUPTED)
     except BaseException as exc:  # host code failed: one report, then the whole job stops
         _fail(ctl, config, world, f"rank {rank}: {type(exc).__name__}: {exc}",
               traceback.format_exc())
