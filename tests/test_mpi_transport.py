@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -171,3 +172,23 @@ def test_thread_level_below_multiple_is_refused():
     res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          timeout=60, env=dict(os.environ, PYTHONPATH=ROOT))
     assert "refused:" in res.stdout and "needs MPI_THREAD_MULTIPLE" in res.stdout, res.stdout + res.stderr
+
+
+def test_ctrl_c_stops_every_rank_with_status_130(programs):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, programs]))
+    env.pop("SHMCOMM_TRANSPORT", None)
+    proc = subprocess.Popen([find_mpiexec(), "-n", "4", sys.executable, "-m", "shmcomm", "launch",
+                             "--transport", "mpi", "--program", "mpiprogs:busy", "--timeout", "120"],
+                            cwd=programs, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        time.sleep(5)  # the ranks are inside the run (rank 1 sleeps 60 s in its kernel)
+        proc.send_signal(signal.SIGINT)  # what a terminal's Ctrl-C sends mpiexec
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    assert "Traceback" not in err
