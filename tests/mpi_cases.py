@@ -100,6 +100,13 @@ def suite(size: int) -> None:
     # (without it hazard mode aborts: the case "unfenced")
     assert all(shmcomm.run(ring_host, args=(False,)))
     assert all(shmcomm.run(ring_host, mode="hazard", seed=3, hazards="all"))
+    if len(sys.argv) > 2:  # a trace file: every rank's blocks write their events into it
+        shmcomm.run(ring_host, mode="hazard", seed=3, trace=sys.argv[2])
+        import json
+
+        with open(sys.argv[2]) as f:
+            events = json.load(f)
+        assert {e["pid"] for e in events if e.get("ph") == "X"} == set(range(size)), events[:5]
 
 
 def race_pair(size: int) -> None:

@@ -78,8 +78,8 @@ def mpirun(n: int, argv: list[str], cwd: str = ROOT, env: dict | None = None,
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
-def _case(n: int, case: str) -> None:
-    res = mpirun(n, [os.path.join(TESTS, "mpi_cases.py"), case])
+def _case(n: int, case: str, *args: str) -> None:
+    res = mpirun(n, [os.path.join(TESTS, "mpi_cases.py"), case, *args])
     assert res.returncode == 0, res.stdout + res.stderr
     assert f"mpi case {case}: OK ({n} ranks)" in res.stdout
 
@@ -89,8 +89,8 @@ def test_collectives_match_numpy_at_1_to_8_ranks(n):
     _case(n, "collectives")
 
 
-def test_barriers_root_collectives_and_hazard_mode_at_4_ranks():
-    _case(4, "suite")
+def test_barriers_root_collectives_and_hazard_mode_at_4_ranks(tmp_path):
+    _case(4, "suite", str(tmp_path / "trace.json"))
 
 
 def test_unfenced_put_shows_stale_data_in_hazard_mode():

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -193,6 +194,7 @@ class NodeSegment:
     def __init__(self, transport: MpiTransport, size: int) -> None:
         MPI, node = transport.MPI, transport.node
         self.size = size
+        self.name = f"mpi.{transport.run_id}.ctl"  # the run's name in reports and traces
         leader = node.Get_rank() == 0
         self.win = MPI.Win.Allocate(size if leader else 0, 1, comm=transport.comm)
         buf, _ = self.win.Shared_query(transport.node_ranks[0])
@@ -232,6 +234,8 @@ class MpiTransport(Transport):
         self._ctl: NodeSegment | None = None
         self.win = None
         # the ranks sharing this host's memory (the host's first rank has the lowest world rank)
+        # one name for the whole job (traces of every rank land under it)
+        self.run_id: str = comm.bcast(secrets.token_hex(12) if self.me == 0 else None, root=0)
         self.node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.me)
         self.node_ranks: list[int] = self.node.allgather(self.me)
         info = MPI.Info.Create()
