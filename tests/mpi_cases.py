@@ -164,8 +164,100 @@ def rma(size: int) -> None:
         race_pair(size)
 
 
+def conformance(size: int) -> None:
+    """The mpi transport against the seam, rank 0 and 1 of a 2-rank job, in both peer modes:
+    word operations, the notify fast path, sleep, data locks, views and get / put / accumulate."""
+    import time
+
+    from shmcomm.errors import Aborted, ArgumentError, WaitTimeout
+    from shmcomm.transports import Transport, Word
+    from shmcomm.transports.mpi import MpiTransport
+
+    assert size == 2
+    MPI = load_mpi()
+    for peers in ("shared", "rma"):
+        comm = MPI.COMM_WORLD.Dup()
+        t = MpiTransport(comm, 4096, 65536, peers)
+        me, other = comm.Get_rank(), 1 - comm.Get_rank()
+        assert isinstance(t, Transport) and t.unmapped == (frozenset() if peers == "shared"
+                                                           else frozenset({other}))
+        w = t.word(0, 64)  # rank 0's word, from both ranks
+        assert isinstance(w, Word)
+        comm.Barrier()
+        for _ in range(500):  # atomic across ranks
+            w.add(1)
+            w.fetch_add(w.handle, 1, 5)
+        comm.Barrier()
+        assert w.load() == 2000 and (me != 0 or w.cell.value == 2000)
+        comm.Barrier()
+        if me == 0:
+            assert w.exchange(w.handle, 7, 5) == 2000
+            w.set(9)
+        comm.Barrier()
+        assert w.load() == 9
+        # sleep: returns at its timeout, and when the other rank sets the word
+        if me == 0:
+            t0 = time.perf_counter()
+            w.sleep(9, 0.05, lambda v: False)
+            assert time.perf_counter() - t0 < 5
+        comm.Barrier()
+        if me == 1:
+            time.sleep(0.05)
+            w.set(10)
+        else:
+            deadline = time.perf_counter() + 20
+            while w.cell.value != 10:
+                assert time.perf_counter() < deadline, "the set never arrived"
+                w.sleep(9, 0.5, lambda v: v == 10)
+        comm.Barrier()
+        # data: own window mapped; the other's mapped or reached by get / put / accumulate
+        mine = t.view(me, 4096, (4,), np.dtype(np.float32))
+        mine[:] = me
+        comm.Barrier()
+        got = np.zeros((2, 2), np.float32)
+        if other in t.unmapped:
+            t.get(other, 4096, 8, got)
+            try:
+                t.view(other, 4096, (4,), np.dtype(np.float32))
+                raise AssertionError("a view of an unmapped window")
+            except ArgumentError as exc:
+                assert "another host" in str(exc)
+            assert t.locate(t.window(me).ctypes.data + 8) == (me, 8)
+        else:
+            got[:] = t.view(other, 4096, (2, 2), np.dtype(np.float32))
+            assert t.locate(t.window(other).ctypes.data + 8) == (other, 8)
+        assert (got == other).all()
+        comm.Barrier()
+        if other in t.unmapped:  # a strided put, then accumulate under the data lock
+            t.put(other, 8192, 16, np.full((2, 2), 3, np.int32))
+            with t.data_lock(other, 8192, 32, 5.0, lambda: False):
+                t.accumulate(other, 8192, 16, np.ones((2, 2), np.int32))
+            comm.Barrier()
+            dst = t.view(me, 8192, (8,), np.dtype(np.int32))
+            assert dst.tolist() == [4, 4, 0, 0, 4, 4, 0, 0], dst.tolist()
+        comm.Barrier()
+        # data lock: a held stripe times out, and an abort stops the waiter
+        if me == 0:
+            with t.data_lock(0, 12288, 4, 5.0, lambda: False):
+                comm.Barrier()
+                comm.Barrier()
+        else:
+            comm.Barrier()
+            for aborted, exc in ((lambda: False, WaitTimeout), (lambda: True, Aborted)):
+                try:
+                    with t.data_lock(0, 12288, 4, 0.05, aborted):
+                        raise AssertionError("took a held lock")
+                except exc:
+                    pass
+            comm.Barrier()
+        comm.Barrier()
+        del mine
+        t.close()
+        comm.Free()
+
+
 CASES = {"collectives": collectives, "suite": suite, "race_pair": race_pair, "unfenced": unfenced,
-         "rma": rma}
+         "rma": rma, "conformance": conformance}
 
 
 def main() -> None:

@@ -97,6 +97,10 @@ def test_unfenced_put_shows_stale_data_in_hazard_mode():
     _case(2, "race_pair")
 
 
+def test_transport_conforms_to_the_seam():
+    _case(2, "conformance")
+
+
 @pytest.mark.parametrize("n", [2, 4])
 def test_every_peer_over_rma_as_across_hosts(n):
     """``mpi_peers=rma``: Put / Get / Accumulate / Fetch_and_op to every other rank."""
