@@ -33,6 +33,10 @@ def _boom(ctx):
     TWAIT(Signal(ctx.signal_base + 9216), 1, WaitCmp.GE)
 
 def boom(rt):
+    with open("/proc/self/maps") as f:  # MPI's shared-memory files, to check they are gone after
+        for line in f:
+            if "/dev/shm/mpich_shm_" in line:
+                print("MAPPED", line.split(None, 5)[5].strip(), flush=True)
     rt.launch(_boom, blocks=2)
 
 def _stuck(ctx):
@@ -141,6 +145,10 @@ def test_failing_block_aborts_the_job_with_one_report(programs):
     assert res.stderr.count("shmcomm run failed") == 1, res.stderr
     assert "at rank 2 block 1: ValueError: boom in block" in res.stderr
     assert 'raise ValueError("boom in block")' in res.stderr  # the traceback
+    mapped = {ln.split()[1] for ln in res.stdout.splitlines() if ln.startswith("MAPPED ")}
+    assert mapped, res.stdout
+    left = [p for p in mapped if os.path.exists(p)]
+    assert not left, f"MPI_Abort left MPI's shared-memory files behind: {left}"
 
 
 def test_deadlock_on_one_host_is_reported_with_the_wait_for_table(programs):

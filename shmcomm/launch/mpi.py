@@ -112,7 +112,32 @@ def _die(world: Any, message: str, code: int) -> None:
     """Print ``message`` on stderr and stop every rank of the job with ``MPI_Abort``."""
     sys.stdout.flush()
     print(message, file=sys.stderr, flush=True)
-    world.Abort(code)
+    try:
+        unlink_mpi_segments()
+    finally:
+        world.Abort(code)
+        os._exit(code)  # should Abort ever return, this rank still ends here
+
+
+def unlink_mpi_segments() -> list[str]:
+    """Remove the names of the shared-memory files this process has mapped from ``/dev/shm`` on
+    behalf of MPI (MPICH's ``mpich_shm_*``): ``MPI_Abort`` kills the job before MPICH unlinks
+    them, and they would stay behind. The mappings, and so the job, are not affected."""
+    gone = []
+    try:
+        with open("/proc/self/maps") as f:
+            fields = (line.split(None, 5) for line in f)
+            paths = {x[5].strip() for x in fields if len(x) == 6}
+    except OSError:
+        return gone
+    for path in sorted(paths):
+        if path.startswith("/dev/shm/mpich_shm_") and not path.endswith("(deleted)"):
+            try:
+                os.unlink(path)
+                gone.append(path)
+            except OSError:  # another rank of the job was first
+                pass
+    return gone
 
 
 def _fail(ctl: C.Control, config: Config, world: Any, where: str, tb: str) -> None:
@@ -127,7 +152,9 @@ def _fail(ctl: C.Control, config: Config, world: Any, where: str, tb: str) -> No
 def _await_abort(world: Any) -> None:
     """Another rank reports and aborts the job; should that never come, abort it ourselves."""
     time.sleep(KILL_WAIT_S)
+    unlink_mpi_segments()
     world.Abort(EXIT_FAILURE)
+    os._exit(EXIT_FAILURE)
 
 
 class _Watch:

@@ -56,6 +56,7 @@ import numpy as np
 from ...errors import Aborted, ArgumentError, ShmcommError, WaitTimeout
 from .. import Transport, Word
 from ..shm import atomics as at
+from ..shm.segments import SHM_DIR, shm_free_bytes
 from .library import find_mpiexec, load_mpi, mpi_available
 
 LOCK_STRIPES = 256
@@ -238,6 +239,16 @@ class MpiTransport(Transport):
         self.run_id: str = comm.bcast(secrets.token_hex(12) if self.me == 0 else None, root=0)
         self.node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.me)
         self.node_ranks: list[int] = self.node.allgather(self.me)
+        # MPICH backs a host's windows with /dev/shm: past its free space a touch is SIGBUS, so
+        # refuse first (the host's first rank decides for all, so every rank takes the same path)
+        need = len(self.node_ranks) * (self.size + _TAIL_BYTES)
+        free = self.node.bcast(shm_free_bytes() if self.node.Get_rank() == 0 else None, root=0)
+        if free is not None and need > free:
+            self.node.Free()
+            raise ArgumentError(
+                f"windows: {len(self.node_ranks)} ranks on this host x (signal_bytes + heap_bytes"
+                f" = {self.size}) = {need} bytes exceed the {free} bytes free in {SHM_DIR}; "
+                "lower heap_bytes or the ranks per host")
         info = MPI.Info.Create()
         info.Set("same_size", "true")
         info.Set("same_disp_unit", "true")
