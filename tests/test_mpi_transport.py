@@ -39,6 +39,10 @@ def boom(rt):
                 print("MAPPED", line.split(None, 5)[5].strip(), flush=True)
     rt.launch(_boom, blocks=2)
 
+def everyone_fails(rt):
+    rt.barrier()
+    raise ValueError(f"host code failed on rank {rt.rank}")
+
 def _stuck(ctx):
     if ctx.rank != 1:
         TWAIT(Signal(ctx.signal_base + 9216), 1, WaitCmp.GE)
@@ -149,6 +153,13 @@ def test_failing_block_aborts_the_job_with_one_report(programs):
     assert mapped, res.stdout
     left = [p for p in mapped if os.path.exists(p)]
     assert not left, f"MPI_Abort left MPI's shared-memory files behind: {left}"
+
+
+def test_a_failure_on_every_rank_is_reported_once(programs):
+    res = _launch(programs, "everyone_fails")
+    assert res.returncode == 1
+    assert res.stderr.count("shmcomm run failed") == 1, res.stderr
+    assert "ValueError: host code failed on rank" in res.stderr
 
 
 def test_deadlock_on_one_host_is_reported_with_the_wait_for_table(programs):

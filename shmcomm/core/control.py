@@ -5,7 +5,8 @@ each group starting on its own 64-byte line so hot words do not share a line)::
 
     line 0   MAGIC, nranks, slots per rank, ncores
     line 1   abort flag (0 = running, else an ABORT_* reason)
-    line 2   reserved
+    line 2   the reporter: 1 + the rank that reports the run's failure (the mpi launcher's ranks
+             swap themselves in on world rank 0's segment; the first one reports)
     line 3   runnable agents: blocks of a launch not in a futex sleep (the adaptive wait reads it)
     line 4   host barrier arrivals (monotonic; rt.barrier() derives its round from it)
     line 5   host barrier: reserved
@@ -42,7 +43,7 @@ HOST_SLOT = MAX_BLOCKS
 SLOTS = MAX_BLOCKS + 1
 
 # header lines
-_H_INFO, _H_ABORT, _H_ACTIVE, _H_HOSTBAR = 0, 1, 3, 4
+_H_INFO, _H_ABORT, _H_REPORTER, _H_ACTIVE, _H_HOSTBAR = 0, 1, 2, 3, 4
 _HEADER_LINES = 6
 
 # agent states
@@ -84,6 +85,7 @@ class Control:
         self.abort_addr = self._addr(_H_ABORT * LINE)
         self.active_addr = self._addr(_H_ACTIVE * LINE)
         self.hostbar_addr = self._addr(_H_HOSTBAR * LINE)
+        self.reporter_addr = self._addr(_H_REPORTER * LINE)
         self.abort_cell = ctypes.c_int32.from_address(self.abort_addr)  # plain reads, to poll
         self.active_cp = ctypes.c_void_p(self.active_addr)
         self.active_cell = ctypes.c_int32.from_address(self.active_addr)

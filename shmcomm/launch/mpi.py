@@ -76,25 +76,25 @@ def run_mpi(host: Callable[..., Any], config: Config, args: tuple = (),
     except KernelError as exc:
         if isinstance(exc.exc, Aborted):
             _await_abort(world)
-        _fail(ctl, config, world, f"rank {rank} block {exc.block}: {type(exc.exc).__name__}: "
-              f"{exc.exc}", exc.tb)
+        _fail(transport, ctl, config, world, rank, f"rank {rank} block {exc.block}: "
+              f"{type(exc.exc).__name__}: {exc.exc}", exc.tb)
     except Aborted:  # stopped by a failure, deadlock or timeout elsewhere: its rank reports
         _await_abort(world)
-    except KeyboardInterrupt:  # mpiexec forwards Ctrl-C to every rank: rank 0 says so once
+    except KeyboardInterrupt:  # mpiexec forwards Ctrl-C to every rank: one says so
         ctl.abort(C.ABORT_INTERRUPT)
-        if rank != 0:
+        if not _claim_report(transport, ctl, rank):
             _await_abort(world)
         _die(world, "shmcomm run interrupted by SIGINT (Ctrl-C); every rank was stopped",
              EXIT_INTERRUPTED)
     except BaseException as exc:  # host code failed: one report, then the whole job stops
-        _fail(ctl, config, world, f"rank {rank}: {type(exc).__name__}: {exc}",
+        _fail(transport, ctl, config, world, rank, f"rank {rank}: {type(exc).__name__}: {exc}",
               traceback.format_exc())
     ctl.set_rank(rank, C.R_STATE, C.R_EXITED)
     try:
         results = comm.allgather(result)
     except Exception as exc:  # a result that does not pickle
-        _fail(ctl, config, world, f"rank {rank}: its result could not be sent to the other "
-              f"ranks: {exc!r}", "")
+        _fail(transport, ctl, config, world, rank, f"rank {rank}: its result could not be sent "
+              f"to the other ranks: {exc!r}", "")
     watch.stop()
     rt = None  # the runtime's views die before the windows do
     ctl.close()
@@ -140,9 +140,19 @@ def unlink_mpi_segments() -> list[str]:
     return gone
 
 
-def _fail(ctl: C.Control, config: Config, world: Any, where: str, tb: str) -> None:
-    if not ctl.abort(C.ABORT_FAILURE) and ctl.aborted() != C.ABORT_FAILURE:
-        _await_abort(world)  # a deadlock or timeout report is already on its way
+def _claim_report(transport: MpiTransport, ctl: C.Control, rank: int) -> bool:
+    """Whether this rank reports the run's failure: the first to swap itself into world rank 0's
+    reporter word (an MPI atomic, so one rank of the whole job wins)."""
+    word = transport.control_word(ctl.reporter_addr)
+    return word.exchange(word.handle, rank + 1, 5) == 0
+
+
+def _fail(transport: MpiTransport, ctl: C.Control, config: Config, world: Any, rank: int,
+          where: str, tb: str) -> None:
+    """Report a failure of this rank, once for the job, and abort; or let the reporter do it."""
+    ctl.abort(C.ABORT_FAILURE)  # this host's waits stop now
+    if not _claim_report(transport, ctl, rank):
+        _await_abort(world)  # another rank's report (or a deadlock or timeout) is on its way
     msg = _report("exception", where, config.seed)
     if tb:
         msg = msg.replace("\nseed:", "\n" + tb.rstrip() + "\nseed:", 1)
@@ -192,6 +202,8 @@ class _Watch:
                 finished = [r for r, s in enumerate(states) if s == C.R_EXITED]
                 report = self.deadlock.check(now, live, finished)
                 if report and ctl.abort(C.ABORT_DEADLOCK):
+                    if not _claim_report(self.transport, ctl, self.rank):
+                        return  # a failure's report came first
                     _die(self.MPI.COMM_WORLD, _report("deadlock", f"rank {self.rank} (watch): "
                                                       + report, self.config.seed), EXIT_FAILURE)
 
@@ -236,6 +248,8 @@ class _Watch:
                     del reqs[r]
             time.sleep(0.01)
         self.ctl.abort(C.ABORT_TIMEOUT)
+        if not _claim_report(self.transport, self.ctl, self.rank):
+            _await_abort(MPI.COMM_WORLD)  # a failure's report came first
         table = [WAIT_HEADER]
         for r in sorted(got):
             table.extend(got[r])
