@@ -15,8 +15,9 @@ How the instructions map (one passive-target epoch, ``Lock_all``, for the whole 
   ``Win_sync`` first makes this rank's earlier stores into shared memory visible.
 * ``TWAIT`` / ``TTEST`` poll a word of a rank on the same host as ``Win_sync`` plus a load of the
   shared memory (MPI's unified model), and sleep on it with a futex that the notifier wakes when
-  the window's sleeper count says someone sleeps; a word on another host is read with
-  ``Fetch_and_op(NO_OP)`` and waited for with a growing sleep. The wait loop above (spin only
+  the window's sleeper count says someone sleeps (a notifier on another host cannot: its sleeper
+  sees the update at its next look, within the wait loop's longest sleep); a word on another host
+  is read with ``Fetch_and_op(NO_OP)`` and waited for with a growing sleep. The wait loop above (spin only
   while the waiters fit on the cores, then yield, then sleep) is the same as on shm.
 * Data (``TLOAD`` / ``TSTORE`` inside ``TPUT`` / ``TGET``): ranks on one host reach each other's
   windows as shared memory, so the execution models' copies work unchanged. A window on another
