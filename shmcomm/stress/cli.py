@@ -87,6 +87,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trace-dir", default=Settings.trace_dir,
                    help="where hazard runs write traces; a failing run's is kept (default %(default)s)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    # -- transport (one block: easy to move) --
+    p.add_argument("--transport", choices=("shm", "mpi"), default="shm",
+                   help="mpi: start under mpiexec -n N; every process runs the same sweep as one "
+                        "rank (--nranks N, --runs), the first failing run aborts the job with "
+                        "its report, rank 0 prints the summary")
     return p
 
 
@@ -104,8 +109,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--runs must be at most 1e9")
     if ns.seed < 0:
         parser.error(f"--seed must be >= 0, got {ns.seed}")
-    settings = Settings(ns.wait_timeout, ns.deadlock_grace, ns.run_timeout, ns.trace_dir)
+    settings = Settings(ns.wait_timeout, ns.deadlock_grace, ns.run_timeout, ns.trace_dir,
+                        ns.transport)
     progress = not ns.no_progress
+    quiet = False  # under mpi, ranks other than 0 print nothing
+    if ns.transport == "mpi":
+        quiet = _mpi_sweep_checks(parser, ns)
+        settings.trace_dir = ""  # every rank would write and delete the same trace files
+        progress = progress and not quiet
     try:
         if ns.catalogue:
             names = [n.strip() for n in ns.only.split(",")] if ns.only else None
@@ -139,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         runs = ns.runs if ns.runs is not None or ns.seconds is not None else 100
         rep = sweep(host, cfgs, seed=ns.seed, runs=runs, seconds=ns.seconds, settings=settings,
                     program=ns.program, progress=progress)
+        if quiet:
+            return 1 if rep.failures else 0
         print(format_report(rep, settings))
         if ns.json:
             _write_json(ns.json, report_json([rep], settings))
@@ -149,6 +162,26 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("shmcomm.stress: interrupted", file=sys.stderr)
         return 130
+
+
+def _mpi_sweep_checks(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> bool:
+    """Every process of the mpiexec job must make the same runs: refuse what would differ, fix
+    ``--nranks`` to the job's size. Returns whether this process stays quiet (not rank 0)."""
+    from ..transports.mpi import load_mpi
+
+    if ns.catalogue:
+        parser.error("--catalogue runs buggy kernels until they fail, and under --transport mpi "
+                     "the first failure aborts the job: give --program")
+    if ns.seconds is not None:
+        parser.error("--seconds: the ranks of an mpi job would stop after different runs; give "
+                     "--runs")
+    world = load_mpi().COMM_WORLD
+    size = world.Get_size()
+    if ns.nranks is not None and set(ns.nranks) != {size}:
+        parser.error(f"--nranks under --transport mpi must be the job's size ({size}, from "
+                     f"mpiexec -n), got {','.join(map(str, ns.nranks))}")
+    ns.nranks = (size,)
+    return world.Get_rank() != 0
 
 
 def _write_json(path: str, doc: dict) -> None:

@@ -80,10 +80,11 @@ class Settings:
     deadlock_grace: float = 0.3
     run_timeout: float = 30.0
     trace_dir: str = os.path.join("results", "stress-traces")  # hazard runs; kept on failure
+    transport: str = "shm"  # mpi: every process of an mpiexec job runs the same sweep
 
-    def config(self) -> dict[str, float]:
+    def config(self) -> dict[str, float | str]:
         return dict(wait_timeout=self.wait_timeout, deadlock_grace=self.deadlock_grace,
-                    timeout=self.run_timeout)
+                    timeout=self.run_timeout, transport=self.transport)
 
 
 @dataclass
