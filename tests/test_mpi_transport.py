@@ -181,6 +181,18 @@ def test_timeout_gathers_every_ranks_pending_waits(programs):
     assert "did not answer" not in res.stderr
 
 
+def test_stress_harness_under_mpiexec():
+    res = mpirun(2, ["-m", "shmcomm", "stress", "--transport", "mpi", "--program", "all_reduce",
+                     "--runs", "2", "--blocks", "1,2", "--size", "64", "--mode", "eager",
+                     "--no-progress"])
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.stdout.count("shmcomm stress: all_reduce: 2 runs") == 1, res.stdout
+    assert "nranks=2 blocks=2 size=64 mode=eager" in res.stdout
+    res = mpirun(2, ["-m", "shmcomm", "stress", "--transport", "mpi", "--program", "all_reduce",
+                     "--seconds", "5"])
+    assert res.returncode == 2 and "give --runs" in res.stderr, res.stderr
+
+
 def test_nranks_must_match_mpiexec(programs):
     res = mpirun(2, ["-m", "shmcomm", "launch", "--transport", "mpi", "--nranks", "3"])
     assert res.returncode == 2
