@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -82,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--nranks must be in [1, {MAX_RANKS}], got {ns.nranks}")
     if not 1 <= ns.iters <= MAX_ITERS:
         parser.error(f"--iters must be in [1, {MAX_ITERS}], got {ns.iters}")
+    # under mpiexec (--transport mpi or SHMCOMM_TRANSPORT=mpi) only world rank 0 prints
+    mpi = (ns.transport or os.environ.get("SHMCOMM_TRANSPORT", "")) == "mpi"
     try:
         settings = dict(nranks=ns.nranks, blocks=ns.blocks, timeout=ns.timeout, seed=ns.seed,
                         mode=ns.mode, wait_policy=ns.wait_policy, hazards=ns.hazards,
@@ -89,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         if ns.program:
             host = load_program(ns.program)
             results = run(host, **settings)
-            if ns.transport == "mpi" and _quiet():
+            if mpi and _quiet():
                 return 0
             for rank, res in enumerate(results):
                 if res is not None:
@@ -99,11 +102,11 @@ def main(argv: list[str] | None = None) -> int:
 
         t0 = time.perf_counter()
         results = run(default_job, args=(ns.iters,), **settings)
-        if ns.transport != "mpi" or not _quiet():
+        if not mpi or not _quiet():
             print(format_default(results, time.perf_counter() - t0))
         return 0 if all(r["ok"] for r in results) else 1
     except ArgumentError as exc:
-        if ns.transport != "mpi" or not _quiet():
+        if not mpi or not _quiet():
             print(f"shmcomm.launch: error: {exc}", file=sys.stderr)
         return 2
     except RunTimeout as exc:
