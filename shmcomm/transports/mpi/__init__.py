@@ -54,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import Aborted, ArgumentError, ShmcommError, WaitTimeout
+from ...errors import Aborted, ArgumentError, LibraryError, ShmcommError, WaitTimeout
 from .. import Transport, Word
 from ..shm import atomics as at
 from ..shm.segments import SHM_DIR, shm_free_bytes
@@ -263,12 +263,20 @@ class MpiTransport(Transport):
         # windows of this host's ranks, mapped in this process (None: on another host)
         self.arrays: list[np.ndarray | None] = [None] * self.nranks
         self.bases: list[int | None] = [None] * self.nranks
-        self.mapped_ranks = self.node_ranks if peers == "shared" else [self.me]
-        self.unmapped = frozenset(range(self.nranks)) - frozenset(self.mapped_ranks)
-        for r in self.mapped_ranks:
-            buf, _ = self.win.Shared_query(r)
+        self.mapped_ranks = []
+        for r in self.node_ranks if peers == "shared" else [self.me]:
+            try:
+                buf, _ = self.win.Shared_query(r)
+            except MPI.Exception:  # an MPI before 4.1 may refuse: reach that peer by RMA
+                if r == self.me:
+                    raise LibraryError(
+                        "the mpi transport needs MPI_Win_shared_query on an allocated window "
+                        "(MPI 4.1, e.g. MPICH >= 4.2); this MPI library refuses it") from None
+                continue
             arr = np.frombuffer(buf, dtype=np.uint8)
             self.arrays[r], self.bases[r] = arr, arr.ctypes.data
+            self.mapped_ranks.append(r)
+        self.unmapped = frozenset(range(self.nranks)) - frozenset(self.mapped_ranks)
         self.arrays[self.me][:] = 0  # type: ignore[index]  # MPI does not zero window memory
         self._counts = [self._word(r, self.size, None, _NEVER) for r in range(self.nranks)]
         self.win.Lock_all(MPI.MODE_NOCHECK)
