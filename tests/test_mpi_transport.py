@@ -57,6 +57,7 @@ def _busy(ctx):
         TWAIT(Signal(ctx.signal_base + 9216), 1, WaitCmp.GE)
 
 def busy(rt):
+    print("RUNNING", rt.rank, flush=True)
     rt.launch(_busy, blocks=2)
 '''
 
@@ -172,9 +173,9 @@ def test_deadlock_on_one_host_is_reported_with_the_wait_for_table(programs):
 
 
 def test_timeout_gathers_every_ranks_pending_waits(programs):
-    res = _launch(programs, "busy", "--timeout", "3")
+    res = _launch(programs, "busy", "--timeout", "8")  # every block waits well before 8 s
     assert res.returncode == 124, res.stderr
-    assert "the run did not finish within timeout=3 s" in res.stderr
+    assert "the run did not finish within timeout=8 s" in res.stderr
     assert "1     -      running, no pending wait" in res.stderr, res.stderr
     for r in (0, 2, 3):
         assert f"\n  {r}     1      signal rank {r} offset 0x9000" in res.stderr, res.stderr
@@ -217,7 +218,12 @@ def test_ctrl_c_stops_every_rank_with_status_130(programs):
                             cwd=programs, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     try:
-        time.sleep(5)  # the ranks are inside the run (rank 1 sleeps 60 s in its kernel)
+        running = 0
+        while running < 4:  # every rank is inside the run (rank 1 then sleeps 60 s in its kernel)
+            line = proc.stdout.readline()
+            assert line, "mpiexec ended before every rank started"
+            running += line.startswith("RUNNING")
+        time.sleep(0.5)
         proc.send_signal(signal.SIGINT)  # what a terminal's Ctrl-C sends mpiexec
         _, err = proc.communicate(timeout=60)
     finally:
