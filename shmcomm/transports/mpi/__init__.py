@@ -130,10 +130,12 @@ class MpiWord(Word):
     __slots__ = ("rank", "offset", "win", "addr", "cell", "handle", "waiters", "count", "cp", "ops")
 
     def __init__(self, win: Any, ops: Any, rank: int, offset: int, addr: int | None,
-                 count: MpiWord | None, waiters: Any) -> None:
+                 count: ctypes.c_void_p | None, waiters: Any) -> None:
         self.rank, self.offset, self.win, self.ops, self.addr = rank, offset, win, ops, addr
         self.handle = self  # what fetch_add / exchange take
-        self.count = count  # the word counting sleepers of the target window (None: none kept)
+        # the sleeper count of the target window (None: none kept). Only sleepers change it, and
+        # they sleep on their own host's memory: CPU atomics, no MPI call on the sleep path
+        self.count = count
         self.waiters = waiters
         if addr is not None:
             self.cp = ctypes.c_void_p(addr)
@@ -174,15 +176,16 @@ class MpiWord(Word):
             return
         count = self.count
         if count is not None:
-            _rmw(count, 1, self.ops.SUM)
+            at.fast_fetch_add(count, 1, at.SEQ_CST)
         try:
-            # re-check after announcing ourselves (both updates are complete, flushed atomics)
+            # re-check after announcing ourselves: a notifier whose update came first is seen
+            # here, one that comes later reads the count after its flushed Fetch_and_op
             now = self.cell.value
             if now == seen and not holds(now):
                 at.futex_wait(self.cp, seen, timeout)
         finally:
             if count is not None:
-                _rmw(count, -1, self.ops.SUM)
+                at.fast_fetch_add(count, -1, at.SEQ_CST)
 
     def __repr__(self) -> str:
         return f"MpiWord(rank={self.rank}, offset={self.offset:#x}, value={self.load()})"
@@ -278,13 +281,16 @@ class MpiTransport(Transport):
             self.mapped_ranks.append(r)
         self.unmapped = frozenset(range(self.nranks)) - frozenset(self.mapped_ranks)
         self.arrays[self.me][:] = 0  # type: ignore[index]  # MPI does not zero window memory
-        self._counts = [self._word(r, self.size, None, _NEVER) for r in range(self.nranks)]
+        # each mapped window's sleeper count (tail line 0): its address, and a plain-read view
+        self._counts = [None if b is None else (ctypes.c_void_p(b + self.size),
+                                                ctypes.c_int32.from_address(b + self.size))
+                        for b in self.bases]
         self.win.Lock_all(MPI.MODE_NOCHECK)
         comm.Barrier()  # every window zeroed before anyone notifies
 
     # -- words and views ---------------------------------------------------------------------
 
-    def _word(self, rank: int, offset: int, count: MpiWord | None, waiters: Any,
+    def _word(self, rank: int, offset: int, count: ctypes.c_void_p | None, waiters: Any,
               win: Any = None, base: int | None = None) -> MpiWord:
         if win is None:
             win, base = self.win, self.bases[rank]
@@ -293,8 +299,9 @@ class MpiTransport(Transport):
 
     def word(self, rank: int, offset: int) -> MpiWord:
         count = self._counts[rank]
-        waiters = _NEVER if count.addr is None else ctypes.c_int32.from_address(count.addr)
-        return self._word(rank, offset, count, waiters)
+        if count is None:
+            return self._word(rank, offset, None, _NEVER)
+        return self._word(rank, offset, count[0], count[1])
 
     def control_segment(self, size: int) -> NodeSegment:
         """This host's control segment (collective); its host-barrier words are world rank 0's."""
