@@ -33,11 +33,14 @@ def _boom(ctx):
         raise ValueError("boom in block")
     TWAIT(Signal(ctx.signal_base + 9216), 1, WaitCmp.GE)
 
-def boom(rt):
+def _print_maps():
     with open("/proc/self/maps") as f:  # MPI's shared-memory files, to check they are gone after
         for line in f:
             if "/dev/shm/mpich_shm_" in line:
                 print("MAPPED", line.split(None, 5)[5].strip(), flush=True)
+
+def boom(rt):
+    _print_maps()
     rt.launch(_boom, blocks=2)
 
 def everyone_fails(rt):
@@ -58,6 +61,7 @@ def _busy(ctx):
         TWAIT(Signal(ctx.signal_base + 9216), 1, WaitCmp.GE)
 
 def busy(rt):
+    _print_maps()
     print("RUNNING", rt.rank, flush=True)
     rt.launch(_busy, blocks=2)
 '''
@@ -151,10 +155,15 @@ def test_failing_block_aborts_the_job_with_one_report(programs):
     assert res.stderr.count("shmcomm run failed") == 1, res.stderr
     assert "at rank 2 block 1: ValueError: boom in block" in res.stderr
     assert 'raise ValueError("boom in block")' in res.stderr  # the traceback
-    mapped = set(re.findall(r"/dev/shm/mpich_shm_\w+", res.stdout))
-    assert mapped, res.stdout
+    _assert_no_mpi_files_left(res.stdout)
+
+
+def _assert_no_mpi_files_left(stdout: str) -> None:
+    """The MPICH files the job's ranks printed as mapped are gone from /dev/shm."""
+    mapped = set(re.findall(r"/dev/shm/mpich_shm_\w+", stdout))
+    assert mapped, stdout
     left = [p for p in mapped if os.path.exists(p)]
-    assert not left, f"MPI_Abort left MPI's shared-memory files behind: {left}"
+    assert not left, f"the job left MPI's shared-memory files behind: {left}"
 
 
 def test_a_failure_on_every_rank_is_reported_once(programs):
@@ -211,7 +220,9 @@ def test_thread_level_below_multiple_is_refused():
     assert "refused:" in res.stdout and "needs MPI_THREAD_MULTIPLE" in res.stdout, res.stdout + res.stderr
 
 
-def test_ctrl_c_stops_every_rank_with_status_130(programs):
+@pytest.mark.parametrize("signum,status,text", [
+    (signal.SIGINT, 130, "interrupted by SIGINT"), (signal.SIGTERM, 143, "terminated by SIGTERM")])
+def test_ctrl_c_or_sigterm_stops_every_rank(programs, signum, status, text):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, programs]))
     env.pop("SHMCOMM_TRANSPORT", None)
     proc = subprocess.Popen([find_mpiexec(), "-n", "4", sys.executable, "-m", "shmcomm", "launch",
@@ -219,18 +230,20 @@ def test_ctrl_c_stops_every_rank_with_status_130(programs):
                             cwd=programs, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     try:
-        running = 0
+        running, out = 0, ""
         while running < 4:  # every rank is inside the run (rank 1 then sleeps 60 s in its kernel)
             line = proc.stdout.readline()
+            out += line
             assert line, "mpiexec ended before every rank started"
             running += line.count("RUNNING")  # mpiexec may interleave the ranks' lines
         time.sleep(0.5)
-        proc.send_signal(signal.SIGINT)  # what a terminal's Ctrl-C sends mpiexec
+        proc.send_signal(signum)  # what a terminal's Ctrl-C, or a batch system, sends mpiexec
         _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    assert proc.returncode == 130, err
-    assert "interrupted" in err
+    assert proc.returncode == status, err
+    assert err.count(text) == 1, err
     assert "Traceback" not in err
+    _assert_no_mpi_files_left(out)

@@ -18,6 +18,7 @@ collectively.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
 import time
@@ -66,6 +67,10 @@ def run_mpi(host: Callable[..., Any], config: Config, args: tuple = (),
     ctl.set_rank(rank, C.R_PID, os.getpid())
     ctl.set_rank(rank, C.R_STATE, C.R_RUNNING)
     sys.setswitchinterval(config.switch_interval)
+    if threading.current_thread() is threading.main_thread():
+        # mpiexec forwards SIGTERM when it is told to stop: leave as after a Ctrl-C, with MPI's
+        # shared-memory files unlinked (Python's default would die at once and leave them)
+        signal.signal(signal.SIGTERM, _raise_terminated)
     watch = _Watch(MPI, watch_comm, ctl, transport, config, rank)
     comm.Barrier()  # every rank's control line is set before the watch looks at them
     watch.start()
@@ -80,12 +85,15 @@ def run_mpi(host: Callable[..., Any], config: Config, args: tuple = (),
               f"{type(exc.exc).__name__}: {exc.exc}", exc.tb)
     except Aborted:  # stopped by a failure, deadlock or timeout elsewhere: its rank reports
         _await_abort(world)
-    except KeyboardInterrupt:  # mpiexec forwards Ctrl-C to every rank: one says so
+    except (KeyboardInterrupt, _Terminated) as exc:  # mpiexec forwards these to every rank
         ctl.abort(C.ABORT_INTERRUPT)
-        if not _claim_report(transport, ctl, rank):
-            _await_abort(world)
-        _die(world, "shmcomm run interrupted by SIGINT (Ctrl-C); every rank was stopped",
-             EXIT_INTERRUPTED)
+        how, code = (("interrupted by SIGINT (Ctrl-C)", EXIT_INTERRUPTED)
+                     if isinstance(exc, KeyboardInterrupt) else ("terminated by SIGTERM", 143))
+        if _claim_report(transport, ctl, rank):  # one rank says so; every rank stops now
+            print(f"shmcomm run {how}; every rank was stopped", file=sys.stderr, flush=True)
+        unlink_mpi_segments()
+        world.Abort(code)
+        os._exit(code)
     except BaseException as exc:  # host code failed: one report, then the whole job stops
         _fail(transport, ctl, config, world, rank, f"rank {rank}: {type(exc).__name__}: {exc}",
               traceback.format_exc())
@@ -102,6 +110,14 @@ def run_mpi(host: Callable[..., Any], config: Config, args: tuple = (),
     watch_comm.Free()
     comm.Free()
     return results
+
+
+class _Terminated(BaseException):
+    """SIGTERM reached this rank (raised by its handler in the main thread)."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise _Terminated()
 
 
 def _report(kind: str, text: str, seed: int) -> str:
