@@ -85,8 +85,12 @@ def mpirun(n: int, argv: list[str], cwd: str = ROOT, env: dict | None = None,
     try:
         out, err = proc.communicate(timeout=JOB_TIMEOUT)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
+        os.killpg(proc.pid, signal.SIGTERM)  # the ranks unlink MPI's files and abort
+        try:
+            out, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
         pytest.fail(f"mpiexec -n {n} {' '.join(argv)} did not finish within {JOB_TIMEOUT} s\n"
                     f"{out}\n{err}")
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
