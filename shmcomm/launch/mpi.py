@@ -58,6 +58,10 @@ def run_mpi(host: Callable[..., Any], config: Config, args: tuple = (),
     if nranks is not None and nranks != size:
         raise ArgumentError(f"run: nranks={nranks} but mpiexec started {size} rank(s); leave "
                             "nranks out under the mpi transport (mpiexec -n sets it)")
+    if config.mode == "schedule":
+        raise ArgumentError("run: schedule mode (one agent at a time, chosen by the shm "
+                            "launcher's scheduler) needs transport='shm'; under mpi use mode "
+                            "'eager' or 'hazard'")
     config = config.replace(nranks=size)  # checks the range of nranks too
     comm = world.Dup()  # the windows' and the results' communicator, apart from the user's
     watch_comm = world.Dup()  # the watch thread's messages never match the main thread's
