@@ -208,13 +208,15 @@ def test_stress_harness_under_mpiexec():
     assert res.returncode == 2 and "give --runs" in res.stderr, res.stderr
 
 
-def test_nranks_must_match_mpiexec_and_schedule_mode_is_refused(programs):
+def test_nranks_must_match_mpiexec_and_shm_only_modes_are_refused(programs):
     res = mpirun(2, ["-m", "shmcomm", "launch", "--transport", "mpi", "--nranks", "3"])
     assert res.returncode == 2
     assert res.stderr.count("nranks=3 but mpiexec started 2 rank(s)") == 1, res.stderr
     res = mpirun(2, ["-m", "shmcomm", "launch", "--transport", "mpi", "--mode", "schedule"])
     assert res.returncode == 2
     assert "schedule mode" in res.stderr and "needs transport='shm'" in res.stderr, res.stderr
+    res = mpirun(2, ["-m", "shmcomm", "launch", "--transport", "mpi", "--detect-races"])
+    assert res.returncode == 2 and "detect_races needs transport='shm'" in res.stderr, res.stderr
 
 
 def test_thread_level_below_multiple_is_refused():

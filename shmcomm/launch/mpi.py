@@ -62,6 +62,9 @@ def run_mpi(host: Callable[..., Any], config: Config, args: tuple = (),
         raise ArgumentError("run: schedule mode (one agent at a time, chosen by the shm "
                             "launcher's scheduler) needs transport='shm'; under mpi use mode "
                             "'eager' or 'hazard'")
+    if config.detect_races:
+        raise ArgumentError("run: detect_races needs transport='shm' (the race detector is not "
+                            "wired to the mpi launcher)")
     config = config.replace(nranks=size)  # checks the range of nranks too
     comm = world.Dup()  # the windows' and the results' communicator, apart from the user's
     watch_comm = world.Dup()  # the watch thread's messages never match the main thread's
