@@ -24,6 +24,8 @@ MODES = ("eager", "hazard", "schedule")
 # schedule-mode strategies (shmcomm.exec.schedule.strategies); "pct" takes an optional depth
 STRATEGIES = ("random", "pct", "replay", "exhaustive")
 MAX_PCT_DEPTH = 16
+TRANSPORTS = ("shm", "mpi")  # shmcomm.transports: shared memory (forked ranks) or MPI (mpiexec)
+MPI_PEERS = ("shared", "rma")  # mpi: map the windows of the host's ranks, or reach all by RMA
 # hazard-mode sub-models (shmcomm.exec.hazard); "all" turns every one on
 HAZARDS = ("pipes", "visibility", "lines", "jitter", "checkers")
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
@@ -54,6 +56,10 @@ class Config:
     remote store stays pending in schedule mode (the step clock replaces ``hazard_delay``).
     ``detect_races``: run the happens-before race detector beside the mode (``RaceReport``).
     ``race_exitfirst``: stop the run at the first race instead of reporting at its end.
+    ``transport``: ``shm`` (the launcher forks the ranks) or ``mpi`` (every process that
+    ``mpiexec`` starts is one rank and calls ``run`` itself). ``mpi_peers``: ``shared`` maps the
+    windows of ranks on the same host; ``rma`` reaches every other rank through MPI's one-sided
+    operations only, as if on another host (the multi-host paths, on one machine).
     """
 
     nranks: int = 8
@@ -78,6 +84,8 @@ class Config:
     schedule_delay: int = 16
     detect_races: bool = False
     race_exitfirst: bool = False
+    transport: str = "shm"
+    mpi_peers: str = "shared"
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -136,6 +144,8 @@ _FIELDS: dict[str, tuple] = {
     "schedule_delay": (int, 1, 1_000_000),
     "detect_races": (bool, False, True),
     "race_exitfirst": (bool, False, True),
+    "transport": (str, TRANSPORTS),
+    "mpi_peers": (str, MPI_PEERS),
 }
 
 

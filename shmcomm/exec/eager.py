@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from ..core.model import BlockModel, RankModel, atomic_add
 from ..types import CMP_SYMBOLS, PIPE_NAMES
 from .trace import HostTrace, Tracer, block_tracer, close_block
@@ -31,14 +29,14 @@ class EagerBlockModel(BlockModel):
     def load(self, tile: Tile, src: GlobalTensor) -> None:
         rows, cols = src.rows, src.cols
         tile.valid = (rows, cols)
-        np.copyto(tile.array[:rows, :cols], src.view2d())
+        src.read_into(tile.array[:rows, :cols])
 
     def store(self, dst: GlobalTensor, tile: Tile, atomic: int) -> None:
         data = tile.array[:dst.rows, :dst.cols]
         if atomic:
             atomic_add(self.agent, dst, data)
         else:
-            np.copyto(dst.view2d(), data)
+            dst.write_from(data)
 
 
 class TracedEagerBlockModel(EagerBlockModel):

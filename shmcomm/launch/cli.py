@@ -52,7 +52,18 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     opt.add_trace_file(p)
     opt.add_schedule_options(p)
     opt.add_race_options(p)
+    opt.add_transport(p)
     return p
+
+
+def _quiet() -> bool:
+    """Under the mpi transport only world rank 0 prints results and errors."""
+    from .mpi import is_root
+
+    try:
+        return not is_root()
+    except ShmcommError:  # no usable MPI: every process says why
+        return False
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
@@ -77,6 +88,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
 
 def _run(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> int:
     prog = parser.prog
+    # under mpiexec (--transport mpi or SHMCOMM_TRANSPORT=mpi) only world rank 0 prints
+    mpi = (ns.transport or os.environ.get("SHMCOMM_TRANSPORT", "")) == "mpi"
     try:
         settings = dict(nranks=ns.nranks, blocks=ns.blocks, timeout=ns.timeout, seed=ns.seed,
                         mode=ns.mode, wait_policy=ns.wait_policy, hazards=ns.hazards,
@@ -84,7 +97,7 @@ def _run(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> int:
                         deadlock_grace=ns.deadlock_grace, strategy=ns.strategy, replay=ns.replay,
                         record=ns.record, schedule_delay=ns.schedule_delay,
                         detect_races=ns.detect_races or None,
-                        race_exitfirst=ns.race_exitfirst or None)
+                        race_exitfirst=ns.race_exitfirst or None, transport=ns.transport)
         if ns.race_exitfirst and not ns.detect_races:
             return opt.usage_error(parser, "--race-exitfirst needs --detect-races")
         if ns.replay and ns.mode is None:
@@ -100,6 +113,8 @@ def _run(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> int:
             if kwargs:
                 host = functools.partial(host, **kwargs)
             results = run(host, **settings)
+            if mpi and _quiet():
+                return opt.EXIT_OK
             for rank, res in enumerate(results):
                 if res is not None:
                     print(f"rank {rank}: {res!r}")
@@ -109,11 +124,14 @@ def _run(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> int:
         t0 = time.perf_counter()
         iters = DEFAULT_ITERS if ns.iters is None else ns.iters
         results = run(default_job, args=(iters,), **settings)
-        print(format_default(results, time.perf_counter() - t0))
+        if not mpi or not _quiet():
+            print(format_default(results, time.perf_counter() - t0))
         return opt.EXIT_OK if all(r["ok"] for r in results) else opt.EXIT_FAILED
     except opt.ProgramImportError as exc:
         return opt.report_import_error(prog, exc)
     except ArgumentError as exc:
+        if mpi and _quiet():
+            return opt.EXIT_USAGE
         return opt.usage_error(parser, str(exc))
     except RunTimeout as exc:
         print(exc, file=sys.stderr)

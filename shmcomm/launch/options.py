@@ -267,6 +267,14 @@ def add_race_options(p: argparse.ArgumentParser) -> None:
                         "every race at the end of the run)")
 
 
+def add_transport(p: argparse.ArgumentParser) -> None:
+    """Where the ranks' windows live (one block: easy to move)."""
+    p.add_argument("--transport", choices=("shm", "mpi"), default=None,
+                   help="shm: this command forks the ranks; mpi: start it under mpiexec -n N, "
+                        "every MPI process is one rank and rank 0 prints (default: shm, or "
+                        "SHMCOMM_TRANSPORT)")
+
+
 def check_mode_options(modes: Sequence[str], hazards: str | None) -> str | None:
     """An error message when an option has no effect in the chosen modes, else ``None``."""
     if hazards is not None and not {"hazard", "schedule"} & set(modes):

@@ -74,6 +74,10 @@ def run(host: Callable[..., Any], nranks: int | None = None, *, blocks: int | No
                                     timeout=timeout, seed=seed, mode=mode, **settings)
     elif any(v is not None for v in (nranks, blocks, window_bytes, timeout, seed, mode)) or settings:
         raise ArgumentError("run: pass either config= or individual settings, not both")
+    if config.transport == "mpi":  # this process is one rank of an mpiexec job
+        from .mpi import run_mpi
+
+        return run_mpi(host, config, args, nranks)
     return _Launcher(config, host, args).run()
 
 

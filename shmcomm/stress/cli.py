@@ -96,6 +96,10 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
                         "(default: off)")
     opt.add_schedule_options(p)
     opt.add_race_options(p)
+    p.add_argument("--transport", choices=("shm", "mpi"), default="shm",
+                   help="mpi: start under mpiexec -n N; every process runs the same sweep as one "
+                        "rank (--nranks N, --runs), the first failing run aborts the job with "
+                        "its report, rank 0 prints the summary (default: %(default)s)")
     return p
 
 
@@ -143,8 +147,13 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     settings = Settings(ns.wait_timeout, ns.deadlock_grace, ns.run_timeout, ns.trace_dir,
                         strategy=ns.strategy or "random", replay=ns.replay or "",
                         hazards=ns.hazards or "all", detect_races=ns.detect_races,
-                        race_exitfirst=ns.race_exitfirst)
+                        race_exitfirst=ns.race_exitfirst, transport=ns.transport)
     progress = not ns.no_progress
+    quiet = False  # under mpi, ranks other than 0 print nothing
+    if ns.transport == "mpi":
+        quiet = _mpi_sweep_checks(parser, ns)
+        settings.trace_dir = ""  # every rank would write and delete the same trace files
+        progress = progress and not quiet
     try:
         if ns.catalogue:
             names = [n.strip() for n in ns.only.split(",")] if ns.only else None
@@ -191,6 +200,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         rep = sweep(host, cfgs, seed=ns.seed, runs=runs, seconds=ns.seconds, settings=settings,
                     program=ns.program, progress=progress, stop_at_first=ns.exitfirst,
                     kwargs=kwargs, pool=not ns.no_pool)
+        if quiet:
+            return 1 if rep.failures else 0
         print(format_report(rep, settings))
         if ns.json:
             _write_json(ns.json, report_json([rep], settings))
@@ -232,6 +243,27 @@ def _exhaustive(host, cfgs, ns: argparse.Namespace, settings: Settings) -> int:
               + (f" --hazards {ns.hazards}" if ns.hazards != "all" else ""))
         break
     return 1 if failed else 0
+
+
+def _mpi_sweep_checks(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> bool:
+    """Every process of the mpiexec job must make the same runs: refuse what would differ, fix
+    ``--nranks`` to the job's size. Returns whether this process stays quiet (not rank 0)."""
+    from ..transports.mpi import load_mpi
+
+    if ns.catalogue:
+        parser.error("--catalogue runs buggy kernels until they fail, and under --transport mpi "
+                     "the first failure aborts the job: give --program")
+    if ns.seconds is not None:
+        parser.error("--seconds: the ranks of an mpi job would stop after different runs; give "
+                     "--runs")
+    world = load_mpi().COMM_WORLD
+    size = world.Get_size()
+    if ns.nranks is not None and set(ns.nranks) != {size}:
+        parser.error(f"--nranks under --transport mpi must be the job's size ({size}, from "
+                     f"mpiexec -n), got {','.join(map(str, ns.nranks))}")
+    ns.nranks = (size,)
+    ns.no_pool = True  # the pool forks rank processes of its own; under mpiexec MPI makes them
+    return world.Get_rank() != 0
 
 
 def _write_json(path: str, doc: dict) -> None:

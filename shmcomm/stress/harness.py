@@ -94,11 +94,12 @@ class Settings:
     shrink_tries: int = 10  # runs spent shrinking a sweep's first failing schedule (0: none)
     detect_races: bool = False  # the race detector beside the mode (a race: kind "race")
     race_exitfirst: bool = False
+    transport: str = "shm"  # mpi: every process of an mpiexec job runs the same sweep
 
     def config(self) -> dict[str, Any]:
         return dict(wait_timeout=self.wait_timeout, deadlock_grace=self.deadlock_grace,
                     timeout=self.run_timeout, detect_races=self.detect_races,
-                    race_exitfirst=self.race_exitfirst)
+                    race_exitfirst=self.race_exitfirst, transport=self.transport)
 
     def mode_config(self, mode: str) -> dict[str, Any]:
         """The settings only ``mode`` takes."""

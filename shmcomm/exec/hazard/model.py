@@ -196,7 +196,7 @@ class HazardBlockModel(BlockModel):
             self._enqueue(PIPE_MTE2, (_LOAD, self._due(), now_us() if self.tracer else 0.0,
                                       tile, src, 0))
         else:
-            np.copyto(tile.array[:src.rows, :src.cols], src.view2d())
+            src.read_into(tile.array[:src.rows, :src.cols])
 
     def store(self, dst: GlobalTensor, tile: Tile, atomic: int) -> None:
         self.n3 += 1
@@ -327,7 +327,7 @@ class HazardBlockModel(BlockModel):
         kind, _due, t0, a, b, c = self.queues[pipe].popleft()
         self.retired[pipe] += 1
         if kind == _LOAD:
-            np.copyto(a.array[:b.rows, :b.cols], b.view2d())
+            b.read_into(a.array[:b.rows, :b.cols])
         elif kind == _STORE:
             self._complete_store(a, b.array[:a.rows, :a.cols], c)
         else:
@@ -371,7 +371,7 @@ class HazardBlockModel(BlockModel):
         if atomic:
             atomic_add(self.agent, dst, data)
         else:
-            np.copyto(dst.view2d(), data)
+            dst.write_from(data)
 
     def _clobber(self, rank: int, off: int, stale: int, cur: int, site: str) -> bool:
         for f in self.on["clobber"]:
