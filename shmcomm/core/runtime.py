@@ -111,12 +111,15 @@ class RankRuntime:
         self._regions_digest = 0  # of the rt.signal_region calls so far (their symmetry check)
         self.host_agent = Agent(self, C.HOST_SLOT, 0, seed=_seed(config.seed, rank, 0, C.HOST_SLOT))
         self.agents: list[Agent] = []
+        # blocks of this rank that failed on their own: the launcher reports them even when the
+        # host code caught the KernelError and went on (a run with a failed block never passes)
+        self.block_failures: list[KernelError] = []
         self._hostbar = WaitSite((windows.transport.control_word(ctl.hostbar_addr),), -1,
                                  ctl.hostbar_addr - ctl.base, kind=KIND_HOST_BARRIER,
                                  label="rt.barrier")
         self.model = model(self)  # after the fields above: a model may read them
         bind(self.host_agent)
-        self.host_agent.set_state(C.RUNNING)
+        self.host_agent.start_running()
 
     @property
     def seed(self) -> int:
@@ -216,18 +219,21 @@ class RankRuntime:
             for t in threads:
                 t.join()
         finally:
-            self.host_agent.set_state(C.RUNNING)
+            self.host_agent.start_running()
             self.agents = []
             self.model.launch_end()
         if errors:
             own = [e for e in errors if not isinstance(e[1], Aborted)]
             block, exc, tb = (own or errors)[0]
-            raise KernelError(self.rank, block, exc, tb)
+            err = KernelError(self.rank, block, exc, tb)
+            if own:
+                self.block_failures.append(err)
+            raise err
 
     def _block_main(self, agent: Agent, kernel: Callable, args: tuple, kwargs: dict,
                     errors: list) -> None:
         bind(agent)
-        agent.set_state(C.RUNNING)
+        agent.start_running()
         agent.set_active(True)
         try:
             agent.pipes.start()

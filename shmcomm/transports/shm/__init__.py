@@ -29,7 +29,7 @@ import numpy as np
 from ...errors import Aborted, ArgumentError, WaitTimeout
 from .. import Transport, Word
 from . import atomics as at
-from .segments import SHM_DIR, Segment, shm_free_bytes
+from .segments import SHM_DIR, Segment, memory_room, page_round, shm_free_bytes
 
 # On x86-64 (TSO) a plain aligned load is an acquire load and a locked read-modify-write or a
 # seq_cst store is a full barrier, so a plain ctypes read may stand for an atomic one.
@@ -121,12 +121,17 @@ class ShmTransport(Transport):
         self.heap_bytes = heap_bytes
         self.size = signal_bytes + heap_bytes
         seg_bytes = self.size + _TAIL_BYTES
+        need = nranks * page_round(seg_bytes)  # whole pages: what tmpfs really hands out
+        what = (f"windows: nranks={nranks} x (signal_bytes + heap_bytes = {self.size}, "
+                f"{page_round(seg_bytes)} bytes in whole pages) = {need} bytes")
         free = shm_free_bytes()
-        if free is not None and nranks * seg_bytes > free:  # tmpfs past its size: SIGBUS on touch
-            raise ArgumentError(
-                f"windows: nranks={nranks} x (signal_bytes + heap_bytes = {self.size}) = "
-                f"{nranks * self.size} bytes exceed the {free} bytes free in {SHM_DIR}; lower "
-                "heap_bytes or nranks")
+        if free is not None and need > free:  # the reservation would fail: say why up front
+            raise ArgumentError(f"{what} exceed the {free} bytes free in {SHM_DIR}; lower "
+                                "heap_bytes or nranks")
+        room = memory_room()
+        if room is not None and need > room[0]:
+            raise ArgumentError(f"{what} exceed {room[1]} ({room[0]} bytes); lower heap_bytes "
+                                "or nranks")
         self.segments: list[Segment] = []
         try:
             for r in range(nranks):
