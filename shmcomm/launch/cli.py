@@ -29,6 +29,9 @@ def load_program(spec: str) -> Callable[..., Any]:
         mod = importlib.import_module(mod_name)
     except ImportError as exc:
         raise ArgumentError(f"--program: cannot import module {mod_name!r}: {exc}") from None
+    except SystemExit as exc:  # sys.exit() at import: say so instead of exiting silently
+        raise ArgumentError(f"--program: importing module {mod_name!r} called "
+                            f"sys.exit({exc.code!r})") from None
     except Exception as exc:  # a syntax error or a failure while the module imports
         raise ArgumentError(f"--program: importing module {mod_name!r} failed: "
                             f"{type(exc).__name__}: {exc}") from None
