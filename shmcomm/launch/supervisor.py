@@ -128,7 +128,12 @@ class _Launcher:
                 self.ctl = C.Control(cfg.nranks)
                 self.transport = ShmTransport(cfg.nranks, cfg.signal_bytes, cfg.heap_bytes)
                 for rank in range(cfg.nranks):
-                    self.stacks[rank] = tempfile.TemporaryFile(prefix="shmcomm-stacks-")
+                    try:
+                        self.stacks[rank] = tempfile.TemporaryFile(prefix="shmcomm-stacks-")
+                    except OSError as exc:  # EMFILE, or no writable temporary directory
+                        raise ShmcommError(
+                            f"cannot start rank {rank}: no file for its stack dumps: {exc} (raise "
+                            "the open-files limit, ulimit -n, or lower nranks)") from None
                 for rank in range(cfg.nranks):
                     self._spawn(rank)
                 self._supervise()
