@@ -34,7 +34,7 @@ class Agent:
     __slots__ = ("rt", "rank", "slot", "block_idx", "block_num", "ctl", "line", "state_addr",
                  "seq", "policy", "spin_s", "wait_timeout", "pipes", "hooks", "fences", "rng", "ub_used",
                  "is_host", "active", "kernel", "wait_fields", "since_cell", "poll_cell", "polling",
-                 "__weakref__")
+                 "stall_s", "__weakref__")
 
     def __init__(self, rt: RankRuntime, slot: int, block_num: int, seed: int) -> None:
         self.rt = rt
@@ -53,6 +53,7 @@ class Agent:
         self.since_cell = ctypes.c_int32.from_address(self.line + 4 * C.A_SINCE)
         self.poll_cell = ctypes.c_int32.from_address(self.line + 4 * C.A_POLL)
         self.polling: Any = None  # what its last failed TTEST tested (see waiting.note_poll)
+        self.stall_s = 0.0  # seconds the current wait spent stopped (not counted as waiting)
         self.seq = 0
         cfg = rt.config
         self.policy = cfg.wait_policy

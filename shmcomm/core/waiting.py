@@ -51,6 +51,9 @@ BUSY_SAMPLE_S = 0.01  # how often a rank process re-reads the box's runnable tas
 POLL_BATCH = 16  # polls between two looks at the clock, the abort flag and the model's idle
 _BATCH = range(POLL_BATCH)
 SLEEP_MAX_S = 0.02
+# a wait loop pass this late means the process was stopped (SIGSTOP, a suspended job) or starved:
+# that time does not count against wait_timeout
+STALLED_S = 1.0
 KIND_SIGNAL, KIND_HOST_BARRIER, KIND_TTEST = 0, 1, 2
 
 _fetch_add = at.fast_fetch_add  # control-segment words: c_void_p
@@ -123,6 +126,7 @@ def wait_until(agent: Agent, site: WaitSite, value: int, cmp: int) -> None:
     idle = None if pipes is None or type(pipes).idle is _IDLE else pipes.idle
     t0 = _perf()
     deadline = t0 + agent.wait_timeout
+    agent.stall_s = 0.0
     busy = policy == "adaptive" and _box_busy(ctl)
     if policy == "adaptive" and not busy:
         spin = agent.spin_s > 0 and _may_spin(agent)
@@ -180,8 +184,10 @@ def _poll_quietly(agent: Agent, site: WaitSite, fn, value: int, cmp: int, abort,
         if idle is not None:
             idle()
         now = _perf()
-        if now > until:
-            if now > t0 + agent.wait_timeout:
+        if now - last > STALLED_S:
+            agent.stall_s += now - last
+        if now > until + agent.stall_s:
+            if now > t0 + agent.wait_timeout + agent.stall_s:
                 _raise_timeout(agent, site, value, cmp, now - t0)
             return False
         if not spin and now - last > POLL_BATCH * YIELD_AWAY_S:
@@ -201,11 +207,14 @@ def _yield_then_sleep(agent: Agent, site: WaitSite, fn, value: int, cmp: int, ab
     sleep_s = SLEEP_MIN_S
     asleep = False
     last = _perf()
+    deadline += agent.stall_s  # time the quiet phase spent stopped
     try:
         while True:
             if abort.value:
                 _raise_aborted(agent, site, value, cmp, _perf() - t0)
             now = _perf()
+            if now - last > STALLED_S:
+                deadline += now - last
             if now > deadline:
                 _raise_timeout(agent, site, value, cmp, now - t0)
             if idle is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -39,6 +40,20 @@ def load_program(spec: str) -> Callable[..., Any]:
     if not callable(func):
         raise ArgumentError(f"--program: {mod_name!r} has no callable {func_name!r}")
     return func
+
+
+def _print(text: str) -> None:
+    """Print the results; a reader that stopped reading (``| head -1``) is no failure."""
+    if not text:
+        return
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        # the interpreter would flush again at exit and print a traceback: point stdout at
+        # /dev/null instead (as the Python docs advise for SIGPIPE)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,15 +92,14 @@ def main(argv: list[str] | None = None) -> int:
         if ns.program:
             host = load_program(ns.program)
             results = run(host, **settings)
-            for rank, res in enumerate(results):
-                if res is not None:
-                    print(f"rank {rank}: {res!r}")
+            _print("\n".join(f"rank {rank}: {res!r}" for rank, res in enumerate(results)
+                             if res is not None))
             return 0
         from .programs import default_job, format_default
 
         t0 = time.perf_counter()
         results = run(default_job, args=(ns.iters,), **settings)
-        print(format_default(results, time.perf_counter() - t0))
+        _print(format_default(results, time.perf_counter() - t0))
         return 0 if all(r["ok"] for r in results) else 1
     except ArgumentError as exc:
         print(f"shmcomm.launch: error: {exc}", file=sys.stderr)

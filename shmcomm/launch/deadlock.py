@@ -22,7 +22,8 @@ from ..errors import ShmcommError
 from ..transports import Transport
 from ..types import CMP_FUNCS, CMP_SYMBOLS
 
-# a polling agent counts as waiting while its last failed TTEST is at most this old
+# a polling agent counts as waiting while its last failed TTEST is at most this old (and at most
+# a quarter of deadlock_grace: an agent that tested once and went on computing is no waiter)
 POLL_FRESH_MS = 250
 _I32 = np.dtype(np.int32)
 _WAIT_KINDS = (0, KIND_HOST_BARRIER, KIND_TTEST)
@@ -130,12 +131,12 @@ def agent_lines(ctl: C.Control, rank: int) -> list[tuple[int | None, np.ndarray]
     return lines
 
 
-def is_waiting(line: np.ndarray, now_ms: int) -> bool:
+def is_waiting(line: np.ndarray, now_ms: int, fresh_ms: int = POLL_FRESH_MS) -> bool:
     """Whether an agent line shows a wait now: registered, or a TTEST loop still testing."""
     state = int(line[C.A_STATE])
     if state == C.WAITING:
         return True
-    return state == C.POLLING and 0 <= now_ms - int(line[C.A_POLL]) <= POLL_FRESH_MS
+    return state == C.POLLING and 0 <= now_ms - int(line[C.A_POLL]) <= fresh_ms
 
 
 class DeadlockWatch:
@@ -157,6 +158,7 @@ class DeadlockWatch:
         self.since = 0.0
         self.finished: list[int] = []
         self._suspect: Any = None
+        self.fresh_ms = min(POLL_FRESH_MS, int(grace * 250))
 
     def check(self, now: float, live: list[int], finished: list[int]) -> str | None:
         """The deadlock report, once ``live`` ranks (still running) have been stuck for the
@@ -192,12 +194,12 @@ class DeadlockWatch:
         for r in live:
             lines = agent_lines(ctl, r)
             host = lines[-1][1]
-            if is_waiting(host, now_ms):
+            if is_waiting(host, now_ms, self.fresh_ms):
                 waits.append(Wait(ctl, self.transport, r, None, host))
             elif int(host[C.A_STATE]) == C.JOINING:
                 blocked = []
                 for b, line in lines[:-1]:
-                    if is_waiting(line, now_ms):
+                    if is_waiting(line, now_ms, self.fresh_ms):
                         blocked.append(Wait(ctl, self.transport, r, b, line))
                     elif int(line[C.A_STATE]) not in (C.DONE, C.FAILED):
                         return None  # running (or not started): it may still change memory
@@ -220,14 +222,17 @@ class DeadlockWatch:
                 f"{stable:.2f} s)\n{table}{tail}")
 
 
-def wait_table(waits: list[Wait], now_ms: int) -> str:
-    """The wait-for table: who waits on which words, for what, and what they hold."""
+def wait_table(waits: list[Wait], now_ms: int, ended: dict | None = None) -> str:
+    """The wait-for table: who waits on which words, for what, and what they hold now.
+    ``ended`` maps ``(rank, block)`` of waits that are over (a timeout ended them) to when."""
     rows = [("rank", "block", "waits on", "cmp", "expected", "current", "waiting")]
     for w in waits:
         idx, cur = w.first_unsatisfied()
+        end = (ended or {}).get((w.rank, w.block))
+        age = f"{((now_ms if end is None else end) - w.start_ms) / 1000:.2f} s"
         rows.append((str(w.rank), "host" if w.block is None else str(w.block), w.describe(),
                      CMP_SYMBOLS[w.cmp], str(w.value), str(cur) if idx >= 0 else "(holds)",
-                     f"{(now_ms - w.start_ms) / 1000:.2f} s"))
+                     age if end is None else age + ", ended"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True))
                      for row in rows)

@@ -28,6 +28,7 @@ STACK_SIGNAL = signal.SIGUSR2  # the ranks' faulthandler dumps their stacks on i
 SAMPLE_S = 0.2  # CPU time is sampled twice this far apart
 STACK_WAIT_S = 1.0  # how long the dumps may take
 STACK_CHARS = 6000  # per rank, in the report
+ENDED_MS = 3000  # waits that ended this recently still appear in the table
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -66,11 +67,40 @@ def describe_thread(state: str, ticks: float) -> str:
     return f"state {state}"
 
 
+class WaitLog:
+    """The waits the launcher saw lately, so that the report still shows the wait a timeout has
+    just ended (the victim's) beside those that go on. ``record`` is called every poll or so."""
+
+    def __init__(self, ctl: C.Control, transport: Transport) -> None:
+        self.ctl, self.transport = ctl, transport
+        self.waits: dict[tuple[int, int | None], Wait] = {}
+        self.ended: dict[tuple[int, int | None], int] = {}  # when it was first seen over (ms)
+
+    def record(self, live: list[int]) -> None:
+        now_ms = self.ctl.now_ms()
+        for rank in live:
+            try:
+                lines = agent_lines(self.ctl, rank)
+                for block, line in lines:
+                    key = (rank, block)
+                    if is_waiting(line, now_ms):
+                        self.waits[key] = Wait(self.ctl, self.transport, rank, block, line)
+                        self.ended.pop(key, None)
+                    elif key in self.waits and key not in self.ended:
+                        self.ended[key] = now_ms
+            except CorruptControl:
+                continue  # the deadlock watch reports it
+
+    def recent_ends(self, now_ms: int, within_ms: int) -> dict[tuple[int, int | None], Wait]:
+        """Waits that ended at most ``within_ms`` ago (the last seen of each such agent)."""
+        return {k: self.waits[k] for k, t in self.ended.items() if now_ms - t <= within_ms}
+
+
 def stuck_report(ctl: C.Control, transport: Transport, live: dict[int, int],
-                 stacks: dict[int, IO[bytes]], why: str) -> str:
+                 stacks: dict[int, IO[bytes]], why: str, log: WaitLog | None = None) -> str:
     """The report for ``live`` ranks (rank -> pid); ``stacks[rank]`` receives the rank's dump."""
     now_ms = ctl.now_ms()
-    not_waiting: list[tuple[int, int | None, int, int]] = []  # rank, block, tid, ms not waiting
+    not_waiting: list[tuple[int, int | None, int, int, int]] = []  # rank, block, tid, ms, state
     waits: list[Wait] = []
     notes: list[str] = []
     for rank in sorted(live):
@@ -92,13 +122,13 @@ def stuck_report(ctl: C.Control, transport: Transport, live: dict[int, int],
             elif state in (C.RUNNING, C.POLLING):
                 idle = now_ms - int(line[C.A_SINCE])
                 if idle >= NOT_WAITING_S * 1000:
-                    not_waiting.append((rank, block, int(line[C.A_TID]), idle))
-    before = {(r, tid): thread_stat(live[r], tid) for r, _b, tid, _i in not_waiting}
+                    not_waiting.append((rank, block, int(line[C.A_TID]), idle, state))
+    before = {(r, tid): thread_stat(live[r], tid) for r, _b, tid, _i, _s in not_waiting}
     time.sleep(SAMPLE_S)
     out = [f"stuck-agent report ({why}), {now_ms / 1000:.2f} s into the run:"]
     if not_waiting:
         out.append(f"  agents that have not waited for {NOT_WAITING_S:g} s or more:")
-    for rank, block, tid, idle in not_waiting:
+    for rank, block, tid, idle, state in not_waiting:
         pid = live[rank]
         first, second = before[(rank, tid)], thread_stat(pid, tid)
         if second is None or first is None:
@@ -107,8 +137,8 @@ def stuck_report(ctl: C.Control, transport: Transport, live: dict[int, int],
             what = describe_thread(process_state(pid) if process_state(pid) in "Tt" else second[0],
                                    second[1] - first[1])
         who = "host" if block is None else f"block {block}"
-        out.append(f"    rank {rank} {who} (pid {pid}, thread {tid}): not waiting for "
-                   f"{idle / 1000:.2f} s; {what}")
+        out.append(f"    rank {rank} {who} (pid {pid}, thread {tid}): {C.AGENT_STATES[state]}, "
+                   f"no wait for {idle / 1000:.2f} s; {what}")
     stopped = [r for r in sorted(live) if process_state(live[r]) in "Tt"]
     for r in stopped:
         out.append(f"    rank {r} (pid {live[r]}): the whole process is stopped (SIGSTOP or a "
@@ -116,9 +146,18 @@ def stuck_report(ctl: C.Control, transport: Transport, live: dict[int, int],
     if not not_waiting and not stopped:
         out.append("  every live agent waits (none stuck outside a wait)")
     out.extend(notes)
+    ended: dict = {}
+    if log is not None:  # the waits a timeout ended just now (the victims')
+        log.record(list(live))
+        now_keys = {(w.rank, w.block) for w in waits}
+        for key, w in log.recent_ends(now_ms, ENDED_MS).items():
+            if key not in now_keys:
+                waits.append(w)
+                ended[key] = log.ended[key]
     if waits:
+        waits.sort(key=lambda w: (w.rank, -1 if w.block is None else w.block))
         out.append("  wait-for table:")
-        out.append(wait_table(waits, now_ms))
+        out.append(wait_table(waits, now_ms, ended))
     out.append(dump_stacks(live, stacks, set(stopped)))
     return "\n".join(out)
 

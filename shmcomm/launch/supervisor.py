@@ -50,12 +50,13 @@ from ..transports.shm import ShmTransport
 from ..transports.shm import atomics as at
 from .deadlock import CorruptControl, DeadlockWatch
 from .resources import death_hint, oom_kills
-from .stuck import STACK_SIGNAL, stuck_report
+from .stuck import STACK_SIGNAL, WaitLog, stuck_report
 
 POLL_S = 0.02
 STOP_GRACE_S = 1.0
 REAP_GRACE_S = 5.0  # after the kill: a rank not reaped by then is left to _stop_all
 STALLED_S = 1.0  # a supervision poll this late means the launcher itself was stopped
+WAITLOG_S = 0.25  # how often the launcher notes who waits on what (for the stuck report)
 MAX_REPORT_BYTES = 1 << 30  # a rank's report larger than this is refused, not read
 
 
@@ -116,6 +117,7 @@ class _Launcher:
         self.stopping = False  # set once teardown starts: signals then wait for it to finish
         self.signum: int | None = None  # the signal that interrupted the run, if any
         self.stacks: dict[int, Any] = {}  # rank -> unlinked file its stack dumps go to
+        self.waitlog: WaitLog | None = None
         self.oom_before = oom_kills()  # a rank SIGKILLed after this count grew: out of memory
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -238,6 +240,8 @@ class _Launcher:
         start = last = time.monotonic()
         abort_at: float | None = None
         deadlock = DeadlockWatch(self.ctl, self.transport, cfg.deadlock_grace)
+        self.waitlog = WaitLog(self.ctl, self.transport)
+        logged = start
         while len(self.exited) < len(self.pids):
             if self.conns:
                 for conn in wait(list(self.conns), timeout=POLL_S):
@@ -249,7 +253,11 @@ class _Launcher:
             now = time.monotonic()
             if now - last > STALLED_S:  # the launcher was stopped (SIGSTOP, Ctrl-Z): not run time
                 start += now - last - POLL_S
+                deadlock.key = None  # judge what the ranks do after the resume, not before
             last = now
+            if abort_at is None and now - logged > WAITLOG_S:
+                self.waitlog.record([r for r in self.pids if r not in self.exited])
+                logged = now
             if abort_at is None:
                 if self.failures:
                     if self.failures[0].kind == "exception" and "WaitTimeout" in \
@@ -285,7 +293,8 @@ class _Launcher:
         """The stuck-agent report: wait-for table, agents not waiting and their state, stacks."""
         live = {r: pid for r, pid in self.pids.items() if r not in self.exited}
         try:
-            return "\n" + stuck_report(self.ctl, self.transport, live, self.stacks, why)
+            return "\n" + stuck_report(self.ctl, self.transport, live, self.stacks, why,
+                                        self.waitlog)
         except Exception as exc:  # noqa: BLE001 -- a diagnosis must never hide the failure
             return f"\n(no stuck-agent diagnosis: {type(exc).__name__}: {exc})"
 
