@@ -106,9 +106,10 @@ JOB = textwrap.dedent("""
 
     def host(rt):
         (OUT / f"pid{rt.rank}").write_text(str(os.getpid()))
-        for _ in range(400):  # 8 s of sleeps at least: the test stops the job meanwhile
+        for _ in range(30):  # 9 s at least: the test stops the job meanwhile
+            if rt.rank == 1:
+                time.sleep(0.3)  # ranks 0 and 2 spend their time waiting for rank 1
             rt.barrier()
-            time.sleep(0.02)
         return rt.rank
 
     res = shmcomm.run(host, 3, window_bytes=1 << 16, wait_timeout=2.0, timeout=60.0)
@@ -125,12 +126,16 @@ def test_a_suspended_job_survives_a_stop_longer_than_wait_timeout(tmp_path: Path
         while len(list(tmp_path.glob("pid*"))) < 3 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert len(list(tmp_path.glob("pid*"))) == 3, proc.stderr
+        time.sleep(1.0)
+        pid1 = int((tmp_path / "pid1").read_text())
         job = [psutil.Process(proc.pid)] + psutil.Process(proc.pid).children()
         for p in job:  # what the shell's Ctrl-Z does to a job, then fg
             p.send_signal(signal.SIGSTOP)
         time.sleep(5.0)  # longer than wait_timeout=2
-        for p in job:
-            p.send_signal(signal.SIGCONT)
+        for p in sorted(job, key=lambda p: p.pid == pid1):  # rank 1, that the others wait for,
+            p.send_signal(signal.SIGCONT)                    # last
+            if p.pid != pid1:
+                time.sleep(0.1)
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:

@@ -143,20 +143,27 @@ class RankRuntime:
         size raises ``ArgumentError`` on every rank.
         """
         arr = self.heap.alloc(shape, dtype)
-        tops = self._compare(C.R_HEAPTOP, self.heap.top & 0x7FFFFFFF)
+        tops = self._compare(C.R_HEAPTOP, self.heap.top, C.R_HEAPTOP_HI)
         if len(set(tops)) != 1:
             raise ArgumentError(
                 f"alloc: allocations are not symmetric (heap tops per rank: {tops}); every "
                 "rank must allocate the same shapes and dtypes in the same order")
         return arr
 
-    def _compare(self, field: int, value: int) -> list[int]:
-        """Collective: publish ``value`` (int32) in this rank's control line and return every
-        rank's, after every rank has published (what this rank did before is visible to all)."""
+    def _compare(self, field: int, value: int, field_hi: int | None = None) -> list[int]:
+        """Collective: publish ``value`` in this rank's control line and return every rank's,
+        after every rank has published (what this rank did before is visible to all). ``value``
+        is int32, or 64 bits split over ``field`` and ``field_hi`` (heaps reach 16 GiB: a
+        31-bit compare would pass heaps that differ by 2 GiB)."""
         ctl = self.ctl
-        ctl.set_rank(self.rank, field, value)
+        ctl.set_rank(self.rank, field, _i32(value & 0xFFFFFFFF))
+        if field_hi is not None:
+            ctl.set_rank(self.rank, field_hi, _i32(value >> 32 & 0xFFFFFFFF))
         self.barrier()
-        values = [ctl.rank_field(r, field) for r in range(self.nranks)]
+        values = [ctl.rank_field(r, field) & 0xFFFFFFFF for r in range(self.nranks)]
+        if field_hi is not None:
+            values = [v | (ctl.rank_field(r, field_hi) & 0xFFFFFFFF) << 32
+                      for r, v in enumerate(values)]
         self.barrier()  # nobody publishes again before everybody compared
         return values
 
@@ -269,6 +276,11 @@ class RankRuntime:
 
     def __repr__(self) -> str:
         return f"RankRuntime(rank={self.rank}/{self.nranks}, launches={self.launches})"
+
+
+def _i32(u32: int) -> int:
+    """An unsigned 32-bit value as the int32 a control word stores."""
+    return u32 - (1 << 32) if u32 >= 1 << 31 else u32
 
 
 def _seed(seed: int, rank: int, launch: int, slot: int) -> int:
