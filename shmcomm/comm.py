@@ -28,7 +28,7 @@ import numpy as np
 
 from .core import agent as _agent
 from .core.copy import copy_through
-from .core.gm import I32, GlobalTensor, GMPtr
+from .core.gm import I32, GlobalTensor, GMPtr, set_signal
 from .core.regions import OWNER as _owner
 from .core.tile import Tile
 from .core.waiting import WaitSite, note_poll, wait_until
@@ -141,7 +141,7 @@ def _new_signal(cls: type, ptr: Any) -> Signal:
         if cls is not Signal:
             return sig
         table[ptr.offset] = sig  # type: ignore[index]
-    ptr._sig = sig
+    set_signal(ptr, sig)
     return sig
 
 

@@ -51,6 +51,7 @@ from ..transports.shm import atomics as at
 from .deadlock import CorruptControl, DeadlockWatch
 from .resources import death_hint, oom_kills
 from .stuck import STACK_SIGNAL, WaitLog, stuck_report
+from .tracefile import TraceFile
 
 POLL_S = 0.02
 STOP_GRACE_S = 1.0
@@ -123,6 +124,9 @@ class _Launcher:
     # -- lifecycle -------------------------------------------------------------------------
 
     def run(self) -> list[Any]:
+        trace = TraceFile(self.config.trace) if self.config.trace else None
+        if trace is not None:  # ranks write beside the path; the file moves there at the end
+            self.config = self.config.replace(trace=trace.aside)
         cfg = self.config
         restore = self._catch_signals()
         try:
@@ -156,10 +160,14 @@ class _Launcher:
                     self.ctl.close()
         finally:
             restore()
+            if trace is not None:
+                problem = trace.finish()
+                if problem:
+                    self.failures.append(Failure(None, None, "exception", problem))
         if self.failures:
             first = self.failures[0].kind
             cls = {"deadlock": DeadlockError, "timeout": RunTimeout}.get(first, RunError)
-            err = cls(self.failures, cfg.seed, self.secondary)
+            err = cls(self.failures, self.config.seed, self.secondary)
             err.signum = self.signum  # type: ignore[attr-defined]  # the CLI's exit status 128+n
             raise err
         return [self.results[r] for r in range(cfg.nranks)]

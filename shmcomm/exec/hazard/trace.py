@@ -53,7 +53,8 @@ class Tracer:
         self.events = []
         header = "[\n" + json.dumps({"ph": "M", "name": "shmcomm_run", "pid": 0,
                                      "args": {"run": self.run_id}})
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        # the launcher made this file for the run (shmcomm.launch.tracefile): never follow a link
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             size = os.fstat(fd).st_size

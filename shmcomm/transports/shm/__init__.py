@@ -65,11 +65,24 @@ class ShmWord(Word):
 
     def __init__(self, rank: int, offset: int, addr: int,
                  waiters: tuple[Any, Any] | None) -> None:
-        self.rank, self.offset, self.addr = rank, offset, addr
-        self.cp = self.handle = ctypes.c_void_p(addr)  # what libatomic's functions take
-        self.cell = ctypes.c_int32.from_address(addr) if TSO else _AtomicCell(self.cp)
+        init = object.__setattr__  # immutable once made: its address is its window's + offset
+        cp = ctypes.c_void_p(addr)  # what libatomic's functions take
+        init(self, "rank", rank)
+        init(self, "offset", offset)
+        init(self, "addr", addr)
+        init(self, "cp", cp)
+        init(self, "handle", cp)
+        init(self, "cell", ctypes.c_int32.from_address(addr) if TSO else _AtomicCell(cp))
         # the window's sleeper count (plain-read view, atomic address); None: always wake
-        self.waiters, self.waiters_cp = waiters if waiters is not None else (_ALWAYS, None)
+        w = waiters if waiters is not None else (_ALWAYS, None)
+        init(self, "waiters", w[0])
+        init(self, "waiters_cp", w[1])
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"ShmWord is immutable: cannot set {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"ShmWord is immutable: cannot delete {name!r}")
 
     def add(self, value: int) -> int:
         old = _fetch_add(self.cp, value, _SEQ)
