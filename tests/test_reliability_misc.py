@@ -78,22 +78,25 @@ def test_pointers_and_words_are_immutable():
 
 
 def _overrun(rt):
-    """Rank 0 writes past its window's end through as_strided: the guard page stops it."""
+    """The last rank writes one byte just past its segment (window, tail, page rounding) with
+    as_strided: the guard page stops it; without one it lands in the segment mapped next."""
+    from shmcomm.transports.shm import _TAIL_BYTES
+
     rt.barrier()
-    if rt.rank == 0:
-        win = rt.window(0)
-        past = np.lib.stride_tricks.as_strided(win, (1,), (1,))
-        big = np.lib.stride_tricks.as_strided(past, (len(win) + (2 << 20),), (1,))
-        big[len(win) + 4096 * 64:] = 0xAB  # beyond the segment's tail: into the guard
+    if rt.rank == rt.nranks - 1:
+        win = rt.window(rt.rank)
+        page = os.sysconf("SC_PAGE_SIZE")
+        end = -(-(len(win) + _TAIL_BYTES) // page) * page
+        np.lib.stride_tricks.as_strided(win, (end + 1,), (1,))[end] = 0xAB
     rt.barrier()
-    return int(rt.window(rt.rank)[:16].sum())
+    return 1
 
 
 def test_an_overrun_past_a_window_faults_instead_of_writing_the_next_one():
     with pytest.raises(RunError) as info:
-        shmcomm.run(_overrun, 2, **SMALL)
+        shmcomm.run(_overrun, 3, **SMALL)
     text = str(info.value)
-    assert "rank 0" in text and "SIGSEGV" in text and "guard pages" in text, text
+    assert "rank 2" in text and "SIGSEGV" in text and "guard pages" in text, text
 
 
 # --- the trace file -------------------------------------------------------------------------
