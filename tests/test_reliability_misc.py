@@ -160,3 +160,22 @@ def test_another_users_trace_file_is_refused(tmp_path):
     with pytest.raises(shmcomm.ArgumentError, match="another user"):
         shmcomm.run(_traced, trace=str(path), **TRACE)
     assert path.read_text() == "theirs"
+
+
+# --- the largest shape ----------------------------------------------------------------------
+
+
+def test_64_ranks_by_64_blocks_is_refused_with_the_reason():
+    with pytest.raises(shmcomm.ArgumentError) as info:
+        shmcomm.run(lambda rt: 1, 64, blocks=64, window_bytes=1 << 16)
+    text = str(info.value)
+    assert "4096 block threads" in text and "OS thread" in text and "lower blocks" in text
+
+
+def _big_launch(rt):
+    rt.launch(lambda ctx: None, blocks=64)
+
+
+def test_a_launch_past_the_thread_limit_is_refused():
+    with pytest.raises(RunError, match="launch: nranks x blocks = 17 x 64"):
+        shmcomm.run(_big_launch, 17, blocks=1, window_bytes=1 << 16, timeout=60)

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config import MAX_BLOCKS, Config
+from ..config import MAX_BLOCKS, Config, check_block_threads
 from ..errors import Aborted, ArgumentError, ShmcommError
 from ..types import WaitCmp
 from . import control as C
@@ -196,6 +196,7 @@ class RankRuntime:
         blocks = self.config.blocks if blocks is None else blocks
         if isinstance(blocks, bool) or not isinstance(blocks, int) or not 1 <= blocks <= MAX_BLOCKS:
             raise ArgumentError(f"launch: blocks must be an int in [1, {MAX_BLOCKS}], got {blocks!r}")
+        check_block_threads(self.nranks, blocks, "launch")
         if not isinstance(args, tuple):
             raise ArgumentError(f"launch: args must be a tuple, got {type(args).__name__}")
         if kwargs is not None and not isinstance(kwargs, dict):
