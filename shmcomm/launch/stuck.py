@@ -195,5 +195,7 @@ def dump_stacks(live: dict[int, int], stacks: dict[int, IO[bytes]], stopped: set
         if len(text) > STACK_CHARS:
             text = text[:STACK_CHARS] + "\n    ... (cut)"
         out.append(head)
-        out.append(text.rstrip() or "    (no dump within the time allowed)")
+        gone = process_state(live[rank]) in "Z?"
+        out.append(text.rstrip() or ("    (it exited before it could dump its stacks)" if gone
+                                     else "    (no dump within the time allowed)"))
     return "\n".join(out)
