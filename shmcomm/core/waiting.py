@@ -313,13 +313,18 @@ def note_poll(agent: Agent | None, site: WaitSite, value: int, cmp: int) -> None
     """A ``TTEST`` found its condition false: a loop of such tests is a wait in all but name,
     so publish it like one (state ``POLLING``, the time of this test in ``A_POLL``). The deadlock
     watch and the stuck-agent report count the agent as waiting while these tests keep coming;
-    the line is rewritten only when the agent tests something else."""
+    the line is written at the second failed test in a row of the same condition, and rewritten
+    only when the agent tests something else."""
     if agent is None:
         return
     key = (site, value, cmp)
-    if agent.polling != key:
+    prev = agent.polling
+    if prev is None or prev[0] != key:
+        agent.polling = (key, False)  # one failed test (then a TWAIT, say) is no loop yet
+        return
+    if not prev[1]:
         _register(agent, site, value, cmp, KIND_TTEST, C.POLLING)
-        agent.polling = key
+        agent.polling = (key, True)
     agent.poll_cell.value = agent.ctl.now_ms()
 
 
