@@ -161,3 +161,44 @@ def test_launch_into_a_closed_pipe_exits_cleanly():
     assert first.startswith(b"rank 0:")
     assert "Traceback" not in err and "BrokenPipe" not in err, err
     assert proc.returncode == 0, err
+
+
+def test_ctrl_z_stops_the_ranks_too_and_fg_continues_them(tmp_path: Path):
+    """Ranks lead their own process groups, so the launcher forwards SIGTSTP (Ctrl-Z) as a stop
+    of every rank and continues them when it is continued itself."""
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(shmcomm.__file__)))
+    proc = subprocess.Popen([sys.executable, "-c", JOB, str(tmp_path)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while len(list(tmp_path.glob("pid*"))) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        pids = [int((tmp_path / f"pid{r}").read_text()) for r in range(3)]
+        time.sleep(0.5)
+        os.kill(proc.pid, signal.SIGTSTP)
+        deadline = time.monotonic() + 10
+        states: list[str] = []
+        while time.monotonic() < deadline:
+            states = [psutil.Process(p).status() for p in [proc.pid, *pids]]
+            if all(s == psutil.STATUS_STOPPED for s in states):
+                break
+            time.sleep(0.05)
+        assert all(s == psutil.STATUS_STOPPED for s in states), states
+        time.sleep(3.0)  # longer than wait_timeout=2
+        os.kill(proc.pid, signal.SIGCONT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err[-3000:]
+    assert out.startswith("OK"), out
+
+
+def test_the_run_timeout_names_the_spinning_block_too():
+    text, took = _run_failing(_spinning_block, 2, timeout=6.0, wait_timeout=60.0)
+    assert took < 30, took
+    assert "did not finish within timeout=6 s" in text
+    assert "stuck-agent report (the run timed out)" in text
+    assert "rank 1 block 0" in text and "_spin_kernel" in text, text
+    assert "wait-for table" in text and "signal rank 0 offset 0x320" in text, text

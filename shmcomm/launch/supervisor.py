@@ -191,7 +191,7 @@ class _Launcher:
         handlers. Only the main thread may set handlers: elsewhere Ctrl-C stays KeyboardInterrupt."""
         if threading.current_thread() is not threading.main_thread():
             return lambda: None
-        old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+        old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGTSTP)}
 
         def handler(signum: int, frame: Any) -> None:
             if self.stopping:
@@ -199,8 +199,18 @@ class _Launcher:
             self.stopping = True
             raise _Interrupted(signum)
 
+        def suspend(signum: int, frame: Any) -> None:
+            # Ctrl-Z: the ranks lead their own process groups, so the terminal stops only us;
+            # stop them too, then ourselves; on SIGCONT (fg, bg) continue them
+            groups = [pid for r, pid in self.pids.items() if r not in self.exited]
+            for pid in groups:
+                _signal_group(pid, signal.SIGSTOP)
+            os.kill(os.getpid(), signal.SIGSTOP)
+            for pid in groups:
+                _signal_group(pid, signal.SIGCONT)
+
         for s in old:
-            signal.signal(s, handler)
+            signal.signal(s, suspend if s == signal.SIGTSTP else handler)
 
         def restore() -> None:
             for s, h in old.items():
@@ -418,8 +428,12 @@ class _Launcher:
 
 
 def _kill_group(pgid: int) -> None:
+    _signal_group(pgid, signal.SIGKILL)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
     try:
-        os.killpg(pgid, signal.SIGKILL)
+        os.killpg(pgid, sig)
     except OSError:  # ESRCH: nothing left in it; EPERM: not ours (never joined it)
         pass
 
