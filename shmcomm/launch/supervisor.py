@@ -473,8 +473,9 @@ def _failure_from(rank: int, payload: Any) -> Failure:
         block = None
     text = {k: payload.get(k) if isinstance(payload.get(k), str) else "" for k in
             ("kind", "message", "traceback")}
-    return Failure(rank, block, text["kind"] or "exception", text["message"] or "(no message)",
-                   text["traceback"])
+    kind = text["kind"] if text["kind"] in ("exception", "crash") else "exception"  # a rank
+    return Failure(rank, block, kind, text["message"] or "(no message)",  # cannot claim to be
+                   text["traceback"])                                     # a deadlock or timeout
 
 
 # --- the rank process ---------------------------------------------------------------------------
