@@ -117,7 +117,9 @@ JOB = textwrap.dedent("""
 """)
 
 
-def test_a_suspended_job_survives_a_stop_longer_than_wait_timeout(tmp_path: Path):
+def _job(tmp_path: Path, act) -> None:
+    """Run JOB in a subprocess, call ``act(launcher pid, rank pids)`` once every rank started,
+    and require the job to succeed."""
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(shmcomm.__file__)))
     proc = subprocess.Popen([sys.executable, "-c", JOB, str(tmp_path)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -127,15 +129,7 @@ def test_a_suspended_job_survives_a_stop_longer_than_wait_timeout(tmp_path: Path
             time.sleep(0.05)
         assert len(list(tmp_path.glob("pid*"))) == 3, proc.stderr
         time.sleep(1.0)
-        pid1 = int((tmp_path / "pid1").read_text())
-        job = [psutil.Process(proc.pid)] + psutil.Process(proc.pid).children()
-        for p in job:  # what the shell's Ctrl-Z does to a job, then fg
-            p.send_signal(signal.SIGSTOP)
-        time.sleep(5.0)  # longer than wait_timeout=2
-        for p in sorted(job, key=lambda p: p.pid == pid1):  # rank 1, that the others wait for,
-            p.send_signal(signal.SIGCONT)                    # last
-            if p.pid != pid1:
-                time.sleep(0.1)
+        act(proc.pid, [int((tmp_path / f"pid{r}").read_text()) for r in range(3)])
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
@@ -143,6 +137,20 @@ def test_a_suspended_job_survives_a_stop_longer_than_wait_timeout(tmp_path: Path
             proc.wait()
     assert proc.returncode == 0, err[-3000:]
     assert out.startswith("OK"), out
+
+
+def test_a_suspended_job_survives_a_stop_longer_than_wait_timeout(tmp_path: Path):
+    def suspend(launcher: int, ranks: list[int]) -> None:
+        job = [launcher, *ranks]
+        for pid in job:  # what the shell's Ctrl-Z does to a job, then fg
+            os.kill(pid, signal.SIGSTOP)
+        time.sleep(5.0)  # longer than wait_timeout=2
+        for pid in sorted(job, key=lambda p: p == ranks[1]):  # rank 1, that the others wait
+            os.kill(pid, signal.SIGCONT)                       # for, last
+            if pid != ranks[1]:
+                time.sleep(0.1)
+
+    _job(tmp_path, suspend)
 
 
 def test_launch_into_a_closed_pipe_exits_cleanly():
@@ -166,33 +174,20 @@ def test_launch_into_a_closed_pipe_exits_cleanly():
 def test_ctrl_z_stops_the_ranks_too_and_fg_continues_them(tmp_path: Path):
     """Ranks lead their own process groups, so the launcher forwards SIGTSTP (Ctrl-Z) as a stop
     of every rank and continues them when it is continued itself."""
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(shmcomm.__file__)))
-    proc = subprocess.Popen([sys.executable, "-c", JOB, str(tmp_path)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 30
-        while len(list(tmp_path.glob("pid*"))) < 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        pids = [int((tmp_path / f"pid{r}").read_text()) for r in range(3)]
-        time.sleep(0.5)
-        os.kill(proc.pid, signal.SIGTSTP)
+    def ctrl_z(launcher: int, ranks: list[int]) -> None:
+        os.kill(launcher, signal.SIGTSTP)
         deadline = time.monotonic() + 10
         states: list[str] = []
         while time.monotonic() < deadline:
-            states = [psutil.Process(p).status() for p in [proc.pid, *pids]]
+            states = [psutil.Process(p).status() for p in [launcher, *ranks]]
             if all(s == psutil.STATUS_STOPPED for s in states):
                 break
             time.sleep(0.05)
         assert all(s == psutil.STATUS_STOPPED for s in states), states
         time.sleep(3.0)  # longer than wait_timeout=2
-        os.kill(proc.pid, signal.SIGCONT)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 0, err[-3000:]
-    assert out.startswith("OK"), out
+        os.kill(launcher, signal.SIGCONT)
+
+    _job(tmp_path, ctrl_z)
 
 
 def test_the_run_timeout_names_the_spinning_block_too():
