@@ -90,6 +90,9 @@ class WaitLog:
                         self.ended[key] = now_ms
             except CorruptControl:
                 continue  # the deadlock watch reports it
+        for key in self.waits:  # a rank that exited (the victim, after its report) waits no more
+            if key[0] not in live and key not in self.ended:
+                self.ended[key] = now_ms
 
     def recent_ends(self, now_ms: int, within_ms: int) -> dict[tuple[int, int | None], Wait]:
         """Waits that ended at most ``within_ms`` ago (the last seen of each such agent)."""
