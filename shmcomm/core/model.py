@@ -139,6 +139,16 @@ class RankModel:
         """The block model of ``agent``; also sets ``agent.hooks`` if it wants scalar hooks."""
         raise NotImplementedError
 
+    def host_join(self) -> None:
+        """The host started the launch's block threads and is about to join them."""
+
+    def host_wait(self, site: Any, value: int, cmp: int) -> None:
+        """The host is about to wait (``rt.barrier``) until ``site``'s words ``<cmp> value``."""
+
+    def close(self) -> None:
+        """The host function returned or raised (after the run's abort flag, if it failed): the
+        rank's last act in the run."""
+
 
 def atomic_add(agent: Agent, dst: GlobalTensor, data: np.ndarray) -> None:
     """``dst += data``, atomic with respect to every other ``atomic_add`` on the same memory,

@@ -224,6 +224,7 @@ class RankRuntime:
         try:
             for t in threads:
                 t.start()
+            self.model.host_join()
             for t in threads:
                 t.join()
         finally:
@@ -263,6 +264,7 @@ class RankRuntime:
         n = self.nranks
         arrived = self._hostbar.words[0].add(1)  # and wakes the sleepers
         target = (arrived // n + 1) * n
+        self.model.host_wait(self._hostbar, target, WaitCmp.GE)
         wait_until(self.host_agent, self._hostbar, target, WaitCmp.GE)
 
     def reset_signals(self) -> None:

@@ -107,6 +107,7 @@ class _Launcher:
         self.host = host
         self.args = args
         self.model = model_for(config) if model is None else model  # chosen once, here
+        self.config = getattr(self.model, "config", config)  # a replay brings its recorded seed
         self.pids: dict[int, int] = {}
         self.conns: dict[Connection, int] = {}
         self.results: dict[int, Any] = {}
@@ -131,17 +132,7 @@ class _Launcher:
         restore = self._catch_signals()
         try:
             try:
-                self.ctl = C.Control(cfg.nranks)
-                self.transport = ShmTransport(cfg.nranks, cfg.signal_bytes, cfg.heap_bytes)
-                for rank in range(cfg.nranks):
-                    try:
-                        self.stacks[rank] = tempfile.TemporaryFile(prefix="shmcomm-stacks-")
-                    except OSError as exc:  # EMFILE, or no writable temporary directory
-                        raise ShmcommError(
-                            f"cannot start rank {rank}: no file for its stack dumps: {exc} (raise "
-                            "the open-files limit, ulimit -n, or lower nranks)") from None
-                for rank in range(cfg.nranks):
-                    self._spawn(rank)
+                self._start()
                 self._supervise()
                 self._check_complete()
             except (_Interrupted, KeyboardInterrupt) as exc:
@@ -154,10 +145,7 @@ class _Launcher:
             finally:
                 self.stopping = True  # a second Ctrl-C must not cut the teardown short
                 self._stop_all()
-                if self.transport is not None:
-                    self.transport.close()
-                if self.ctl is not None:
-                    self.ctl.close()
+                self._release()
         finally:
             restore()
             if trace is not None:
@@ -169,8 +157,48 @@ class _Launcher:
             cls = {"deadlock": DeadlockError, "timeout": RunTimeout}.get(first, RunError)
             err = cls(self.failures, self.config.seed, self.secondary)
             err.signum = self.signum  # type: ignore[attr-defined]  # the CLI's exit status 128+n
+            err.schedule = getattr(self.model, "schedule", None)  # type: ignore[attr-defined]
+            hint = getattr(self.model, "hint", None)  # how to replay it (schedule mode)
+            if hint is not None:
+                err.hint = hint(self.host, self.args)  # type: ignore[attr-defined]
             raise err
         return [self.results[r] for r in range(cfg.nranks)]
+
+    def _start(self) -> None:
+        """Map the run's memory and start its rank processes."""
+        cfg = self.config
+        # a model that coordinates across processes keeps its shared state in the control
+        # segment (``shared_bytes``), set up by ``prepare`` before the ranks start
+        self.ctl = C.Control(cfg.nranks, extra_bytes=getattr(self.model, "shared_bytes", 0))
+        self._prepare_model()
+        self.transport = ShmTransport(cfg.nranks, cfg.signal_bytes, cfg.heap_bytes)
+        for rank in range(cfg.nranks):
+            try:
+                self.stacks[rank] = tempfile.TemporaryFile(prefix="shmcomm-stacks-")
+            except OSError as exc:  # EMFILE, or no writable temporary directory
+                raise ShmcommError(
+                    f"cannot start rank {rank}: no file for its stack dumps: {exc} (raise the "
+                    "open-files limit, ulimit -n, or lower nranks)") from None
+        for rank in range(cfg.nranks):
+            self._spawn(rank)
+
+    def _prepare_model(self) -> None:
+        prepare = getattr(self.model, "prepare", None)
+        if prepare is not None:
+            prepare(self.ctl)
+
+    def _collect_model(self) -> None:
+        collect = getattr(self.model, "collect", None)
+        if collect is not None and self.ctl is not None:  # what the model learnt (the schedule)
+            collect(self.ctl, self.failures)
+
+    def _release(self) -> None:
+        """Unmap the run's memory (after the model has read what it needs from it)."""
+        if self.transport is not None:
+            self.transport.close()
+        if self.ctl is not None:
+            self._collect_model()
+            self.ctl.close()
 
     def _check_complete(self) -> None:
         """No false pass: a run that was aborted, or in which a rank did not report success,
@@ -225,31 +253,16 @@ class _Launcher:
             raise ShmcommError(f"cannot start rank {rank}: no pipe for its report: {exc} "
                                "(raise the open-files limit, ulimit -n, or lower nranks)") from None
         parent = os.getpid()
-        sys.stdout.flush()
-        sys.stderr.flush()
         try:
-            pid = os.fork()
-        except OSError as exc:  # EAGAIN: the process limit (ulimit -u, a cgroup's pids.max)
+            pid = fork_rank(lambda: _rank_main(rank, parent, self.config, self.transport, self.ctl,
+                                               writer, self.host, self.args, self.model,
+                                               self.stacks[rank]),
+                            [reader, *self.conns])
+        except ShmcommError:
             reader.close()
             writer.close()
-            raise ShmcommError(f"cannot start rank {rank}: fork failed: {exc} (the user's or "
-                               "the cgroup's process limit is reached; lower nranks)") from None
-        if pid == 0:  # the rank process; never returns
-            code = 1
-            try:
-                os.setpgid(0, 0)  # its own group: whatever it forks is killed with it
-                reader.close()
-                for other in self.conns:
-                    other.close()
-                code = _rank_main(rank, parent, self.config, self.transport, self.ctl, writer,
-                                  self.host, self.args, self.model, self.stacks[rank])
-            finally:
-                os._exit(code)
+            raise
         writer.close()
-        try:
-            os.setpgid(pid, pid)  # also here: no race with a kill of the group right after fork
-        except OSError:
-            pass  # it already did (EACCES after exec, ESRCH if gone): either way it is set
         self.pids[rank] = pid
         self.conns[reader] = rank
 
@@ -260,7 +273,8 @@ class _Launcher:
         deadlock = DeadlockWatch(self.ctl, self.transport, cfg.deadlock_grace)
         self.waitlog = WaitLog(self.ctl, self.transport)
         logged = start
-        while len(self.exited) < len(self.pids):
+        while self.conns or any(r not in self.exited and r not in self.results
+                                for r in self.pids):
             if self.conns:
                 for conn in wait(list(self.conns), timeout=POLL_S):
                     if conn in self.conns:
@@ -480,19 +494,61 @@ def _failure_from(rank: int, payload: Any) -> Failure:
 
 # --- the rank process ---------------------------------------------------------------------------
 
+def fork_rank(body: Callable[[], int], close: list[Connection]) -> int:
+    """Fork a rank process that closes ``close`` (the parent's ends) and exits with ``body()``'s
+    status; returns its pid. The process leads its own process group, so that whatever it forks
+    can be killed with it."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        pid = os.fork()
+    except OSError as exc:  # EAGAIN: the process limit (ulimit -u, a cgroup's pids.max)
+        raise ShmcommError(f"cannot start a rank process: fork failed: {exc} (the user's or the "
+                           "cgroup's process limit is reached; lower nranks)") from None
+    if pid == 0:  # the rank process; never returns
+        code = 1
+        try:
+            os.setpgid(0, 0)
+            for c in close:
+                c.close()
+            code = body()
+        finally:
+            os._exit(code)
+    try:
+        os.setpgid(pid, pid)  # also here: no race with a kill of the group right after fork
+    except OSError:
+        pass  # it already did (or is gone): either way it is set
+    return pid
+
+
 def _rank_main(rank: int, parent: int, config: Config, transport: ShmTransport, ctl: C.Control,
                conn: Connection, host: Callable, args: tuple,
                model: Callable[[RankRuntime], RankModel], stacks: Any) -> int:
     """Body of one rank process. Returns its exit status."""
-    at.set_parent_death_signal(signal.SIGKILL)
-    if os.getppid() != parent:  # the launcher died before prctl took effect
+    if not rank_process_setup(parent):
         return 1
     faulthandler.register(STACK_SIGNAL, file=stacks, all_threads=True, chain=False)
     # a process the kernel or host forks must not hold the report pipe open (the launcher would
     # wait for its EOF) nor report in the rank's name; the launcher kills it with the rank
     os.register_at_fork(after_in_child=conn.close)
+    return serve_run(rank, config, transport, ctl, conn, host, args, model)
+
+
+def rank_process_setup(parent: int) -> bool:
+    """A new rank process: die with the launcher, leave Ctrl-C to it. False if it is gone."""
+    at.set_parent_death_signal(signal.SIGKILL)
+    if os.getppid() != parent:  # the launcher died before prctl took effect
+        return False
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher handles Ctrl-C for everyone
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    return True
+
+
+def serve_run(rank: int, config: Config, transport: ShmTransport, ctl: C.Control,
+              conn: Connection, host: Callable, args: tuple,
+              model: Callable[[RankRuntime], RankModel]) -> int:
+    """One run's work in a rank process: ``host(rt, *args)``, its result or failure sent to the
+    launcher. Returns the rank's exit status."""
     sys.setswitchinterval(config.switch_interval)
     ctl.set_rank(rank, C.R_PID, os.getpid())
     ctl.set_rank(rank, C.R_STATE, C.R_RUNNING)
@@ -514,6 +570,8 @@ def _rank_main(rank: int, parent: int, config: Config, transport: ShmTransport, 
                            + "(the host code caught this KernelError; the run still fails)\n")
     if msg[0] == "error":
         ctl.abort(C.ABORT_FAILURE)
+    if rt is not None:
+        rt.model.close()
     data = _pickled(rank, msg)
     if data is None:  # the result does not pickle: report why instead
         ctl.abort(C.ABORT_FAILURE)

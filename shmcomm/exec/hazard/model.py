@@ -234,8 +234,12 @@ class HazardBlockModel(BlockModel):
 
     # -- queues ------------------------------------------------------------------------------
 
+    def _now(self) -> float:
+        """The clock of due times (seconds; a subclass may count in other units)."""
+        return _perf()
+
     def _due(self) -> float:
-        return _perf() + self.delay * (0.5 + self.rng.random())
+        return self._now() + self.delay * (0.5 + self.rng.random())
 
     def _enqueue(self, pipe: int, item: tuple) -> None:
         self.queues[pipe].append(item)
@@ -246,7 +250,7 @@ class HazardBlockModel(BlockModel):
 
     def _tick(self) -> None:
         """Retire what is due (pipe heads in order, remote stores, line write-backs)."""
-        now = _perf()
+        now = self._now()
         for p in _QUEUED:
             q = self.queues[p]
             while q and q[0][1] <= now:
@@ -289,7 +293,7 @@ class HazardBlockModel(BlockModel):
 
     def _complete_store(self, dst: GlobalTensor, data: np.ndarray, atomic: int) -> None:
         if self.vis is not None and dst.ptr.rank != self.agent.rank:
-            self.vis.add(_perf() + self.delay * (0.5 + self.rng.random()), dst, data.copy(), atomic)
+            self.vis.add(self._due(), dst, data.copy(), atomic)
         else:
             self._apply(dst, data, atomic)
 
@@ -319,8 +323,7 @@ class HazardBlockModel(BlockModel):
             f(sig, value, op)
         if self.lines:
             if op:
-                self.lines.fill(ptr.rank, ptr.offset, value,
-                                _perf() + self.delay * (0.5 + self.rng.random()),
+                self.lines.fill(ptr.rank, ptr.offset, value, self._due(),
                                 kernel_site(self.agent) if self.m_check else "")
             else:
                 self.lines.touch(ptr.rank, ptr.offset)
