@@ -426,8 +426,8 @@ class _Launcher:
             if self.ctl is not None:
                 self.ctl.abort(C.ABORT_INTERRUPT)
             deadline = time.monotonic() + STOP_GRACE_S
-            while time.monotonic() < deadline and any(
-                    self._reap(r, block=False) is None and r not in self.exited for r in self.pids):
+            while time.monotonic() < deadline and any(r not in self.exited for r in self.pids):
+                self._poll_exits()  # reaps each exited rank after killing its group
                 time.sleep(0.01)
             for r in self.pids:
                 if r not in self.exited:
