@@ -37,7 +37,6 @@ import json
 import multiprocessing as mp
 import os
 import platform
-import shutil
 import signal
 import statistics
 import subprocess
@@ -54,6 +53,7 @@ from shmcomm.comm import TNOTIFY, TWAIT, GetRemotePtr, NotifyOp, Signal, WaitCmp
 from shmcomm.kernels.barrier import CentralBarrier, DeviceBarrier, EpochBarrier
 from shmcomm.kernels.layout import CENTRAL_BARRIER, EPOCH_BARRIER, USER_FREE_START
 from shmcomm.pipe import PIPE_ALL, pipe_barrier
+from shmcomm.transports.mpi.library import find_mpiexec
 
 SCHEMA = "shmcomm.bench.barrier_latency/1"
 # Signal words: the library barriers use their regions of shmcomm.kernels.layout (EpochBarrier
@@ -316,16 +316,6 @@ def mp_case(kind: str, nranks: int, blocks: int, iters: int, repeats: int) -> li
 # --- MPI ----------------------------------------------------------------------------------------
 
 
-def find_mpiexec() -> str | None:
-    """The MPICH wheel's ``mpiexec`` next to this interpreter, else one on PATH (with mpi4py)."""
-    try:
-        import mpi4py  # noqa: F401
-    except ImportError:
-        return None
-    local = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    return local if os.access(local, os.X_OK) else shutil.which("mpiexec")
-
-
 def _mpi_worker(blocks: int, iters: int, repeats: int) -> None:
     """Body of every MPI rank (``--mpi-worker``): rank 0 prints the per-repeat max as JSON."""
     # mpi4py's default thread level ("multiple"): with "funneled" MPICH busy-polls without
@@ -346,8 +336,15 @@ def _mpi_worker(blocks: int, iters: int, repeats: int) -> None:
 
 
 def mpi_case(mpiexec: str, nranks: int, blocks: int, iters: int, repeats: int) -> tuple[list[float], str]:
-    cmd = [mpiexec, "-n", str(nranks), sys.executable, os.path.abspath(__file__), "--mpi-worker",
-           "--blocks", str(blocks), "--iters", str(iters), "--repeats", str(repeats)]
+    data = _mpiexec_json(mpiexec, nranks, ["--mpi-worker", "--blocks", str(blocks), "--iters",
+                                           str(iters), "--repeats", str(repeats)])
+    return data["us"], data["library"]
+
+
+def _mpiexec_json(mpiexec: str, nranks: int, args: list[str]) -> dict[str, Any]:
+    """Run this script under ``mpiexec -n nranks`` with ``args``; the last JSON line rank 0
+    printed."""
+    cmd = [mpiexec, "-n", str(nranks), sys.executable, os.path.abspath(__file__), *args]
     # own process group: if we time out or are interrupted, no MPI rank outlives us (an orphaned
     # MPICH job leaves its segment in /dev/shm)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -365,8 +362,34 @@ def mpi_case(mpiexec: str, nranks: int, blocks: int, iters: int, repeats: int) -
     if proc.returncode != 0:
         raise RuntimeError(f"mpiexec failed ({proc.returncode}): {err.strip()[-400:]}")
     line = [ln for ln in out.splitlines() if ln.startswith("{")][-1]
-    data = json.loads(line)
-    return data["us"], data["library"]
+    return json.loads(line)
+
+
+# --- the mpi transport: shmcomm's own barriers under mpiexec (--mpi-transport) ------------------
+# The same kernels and host program as the shm cases, each MPI process one rank; the row's name
+# is the barrier's with "/mpi" appended, measured in the same group as MPI_Barrier.
+
+MPI_TRANSPORT_BARRIERS = ("epoch", "central")
+
+
+def _mpi_transport_worker(which: str, blocks: int, iters: int, repeats: int, policy: str) -> None:
+    """Body of every rank (``--mpi-transport-worker``): rank 0 prints the per-repeat max."""
+    per_rank = shmcomm.run(_shm_host, transport="mpi", blocks=blocks,
+                           args=(which, blocks, iters, repeats),
+                           signal_bytes=_signal_bytes(which, iters * repeats), window_bytes=0,
+                           wait_policy=policy, wait_timeout=CASE_TIMEOUT_S, timeout=CASE_TIMEOUT_S)
+    from shmcomm.launch.mpi import is_root
+
+    if is_root():
+        print(json.dumps({"s": [max(col) for col in zip(*per_rank, strict=True)]}), flush=True)
+
+
+def mpi_transport_case(mpiexec: str, which: str, nranks: int, blocks: int, iters: int,
+                       repeats: int, policy: str) -> list[float]:
+    """The slowest rank's latency (s) per repeat of a shmcomm barrier on the mpi transport."""
+    return _mpiexec_json(mpiexec, nranks, [
+        "--mpi-transport-worker", which, "--blocks", str(blocks), "--iters", str(iters),
+        "--repeats", str(repeats), "--policy", policy])["s"]
 
 
 # --- launch cost --------------------------------------------------------------------------------
@@ -508,6 +531,11 @@ class Bench:
                 if self.mpiexec:
                     cases.append(("barrier", "mpi", n, b, "-", it,
                                   lambda r, n=n, b=b, it=it: self._mpi(n, b, it, r)))
+                    if a.mpi_transport:  # shmcomm's barriers on the mpi transport, same group
+                        cases += [("barrier", f"{w}/mpi", n, b, a.policy, it,
+                                   lambda r, w=w, n=n, b=b, it=it: mpi_transport_case(
+                                       self.mpiexec, w, n, b, it, r, a.policy))
+                                  for w in MPI_TRANSPORT_BARRIERS]
                 self.group(cases)
 
     def _mpi(self, n: int, b: int, it: int, repeats: int) -> list[float]:
@@ -740,6 +768,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--profile", default=None, metavar="BARRIER:RxB",
                    help="cProfile rank 0 block 0 of one case instead, e.g. seed:8x1")
     p.add_argument("--mpi-worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--mpi-transport", action="store_true",
+                   help="also time the epoch and central barriers on shmcomm's mpi transport "
+                        "(under mpiexec, beside MPI_Barrier)")
+    p.add_argument("--mpi-transport-worker", default=None, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     q = a.quick
     a.nranks = a.nranks or ([2, 8] if q else [2, 4, 8, 16])
@@ -771,6 +803,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if a.mpi_worker:
         _mpi_worker(a.blocks[0], a.iters, a.repeats)
+        return 0
+    if a.mpi_transport_worker:
+        _mpi_transport_worker(a.mpi_transport_worker, a.blocks[0], a.iters, a.repeats, a.policy)
         return 0
     Bench(a).run()
     return 0

@@ -41,6 +41,7 @@ import numpy as np
 import shmcomm
 from shmcomm.kernels.barrier import EpochBarrier
 from shmcomm.kernels.collectives import all_gather, all_reduce, max_share, reduce_scatter
+from shmcomm.transports.mpi.library import find_mpiexec
 
 SCHEMA = "shmcomm.bench.collectives/1"
 KiB, MiB = 1024, 1024 * 1024
@@ -157,13 +158,13 @@ def single_memcpy(nbytes: int, repeats: int = 7) -> float:
 
 
 def measure(nranks: int, blocks: int, sizes: list[int], ops: list[str], max_iters: int,
-            roof_bytes: int, window_s: float = 0.3) -> list[dict]:
+            roof_bytes: int, window_s: float = 0.3, transport: str = "shm") -> list[dict]:
     """Rows for one ``nranks x blocks`` shape (one shmcomm run)."""
     nmax = max(sizes) // 4
     heap = 4 * (nmax + max_share(nmax, nranks)) + 1 * MiB
     load0 = os.getloadavg()
     res = shmcomm.run(_host, nranks=nranks, blocks=blocks, window_bytes=heap, timeout=1800,
-                      args=(sizes, ops, blocks, max_iters, roof_bytes, window_s))
+                      transport=transport, args=(sizes, ops, blocks, max_iters, roof_bytes, window_s))
     rows = []
     for i, base in enumerate(res[0]["rows"]):
         per = [r["rows"][i] for r in res]
@@ -181,6 +182,98 @@ def measure(nranks: int, blocks: int, sizes: list[int], ops: list[str], max_iter
                      "cpu_vs_roof": f * memcpy_cpu / cpu if cpu > 0 else 0.0,
                      "loadavg": [round(x, 2) for x in load0]})
     return rows
+
+
+# --- MPI: AllReduce on shmcomm's mpi transport and MPICH's own MPI_Allreduce (--mpi) ------------
+# Each runs under ``mpiexec -n nranks`` (this script again, ``--mpi-worker``), right after the shm
+# rows of the same shape, so the three AllReduce columns of the comparison share the weather.
+
+def _mpich_allreduce(sizes: list[int], max_iters: int) -> list[dict]:
+    """Every rank: in-place float32 sum ``MPI_Allreduce`` per size; the slowest rank's mean."""
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    n = comm.Get_size()
+    rows = []
+    for size in sizes:
+        x = np.zeros(size // 4, np.float32)
+        iters = max(2, min(max_iters, (32 * MiB) // size))
+        comm.Allreduce(MPI.IN_PLACE, x, op=MPI.SUM)  # warm-up
+        comm.Barrier()
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            comm.Allreduce(MPI.IN_PLACE, x, op=MPI.SUM)
+        t = comm.allreduce((time.perf_counter() - t0) / iters, op=MPI.MAX)
+        algbw = size / t / 2**30
+        rows.append({"op": "ar", "nranks": n, "size": size, "iters": iters, "time_us": t * 1e6,
+                     "algbw_GiBps": algbw, "busbw_GiBps": algbw * busbw_factor("ar", n)})
+    return rows
+
+
+def _mpi_worker(kind: str, blocks: int, sizes: list[int], max_iters: int, roof_bytes: int,
+                window_s: float) -> None:
+    """Body of every rank under mpiexec; rank 0 prints the rows as one JSON line."""
+    if kind == "transport":
+        from shmcomm.transports.mpi import load_mpi  # MPI with MPI_THREAD_MULTIPLE
+
+        n = load_mpi().COMM_WORLD.Get_size()
+        rows = measure(n, blocks, sizes, ["ar"], max_iters, roof_bytes, window_s, transport="mpi")
+    else:
+        rows = _mpich_allreduce(sizes, max_iters)
+    from mpi4py import MPI
+
+    if MPI.COMM_WORLD.Get_rank() == 0:
+        print(json.dumps(rows), flush=True)
+
+
+def mpi_rows(mpiexec: str, kind: str, nranks: int, blocks: int, sizes: list[int], max_iters: int,
+             roof_bytes: int, window_s: float) -> list[dict]:
+    """Rows of one ``--mpi-worker`` job (own process group, killed whole on timeout)."""
+    import signal
+    import subprocess
+
+    cmd = [mpiexec, "-n", str(nranks), sys.executable, os.path.abspath(__file__), "--mpi-worker",
+           kind, "--blocks", str(blocks), "--sizes", ",".join(map(str, sizes)),
+           "--max-iters", str(max_iters), "--roof-bytes", str(roof_bytes), "--window", str(window_s)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=1800)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    if proc.returncode != 0:
+        raise RuntimeError(f"mpiexec ({kind}) failed ({proc.returncode}): {err.strip()[-400:]}")
+    rows = json.loads([ln for ln in out.splitlines() if ln.startswith("[")][-1])
+    for r in rows:
+        r["impl"], r["blocks"] = {"transport": "shmcomm mpi", "mpich": "MPI_Allreduce"}[kind], (
+            blocks if kind == "transport" else 1)
+        r["loadavg"] = [round(x, 2) for x in os.getloadavg()]
+    return rows
+
+
+def mpi_table(rows: list[dict], mpi: list[dict]) -> str:
+    """AllReduce busbw per shape and size: shmcomm on shm, shmcomm on mpi, MPI_Allreduce."""
+    hdr = (f"{'nranks':>7}{'blocks':>7}{'size':>10}{'shm GiB/s':>12}{'mpi GiB/s':>12}"
+           f"{'MPI_Allreduce':>15}{'mpi/shm':>9}{'mpi/MPICH':>11}")
+    lines = ["AllReduce busbw: shmcomm on shm, shmcomm on the mpi transport, MPICH's MPI_Allreduce",
+             hdr, "-" * len(hdr)]
+    for r in (r for r in rows if r["op"] == "ar"):
+        key = (r["nranks"], r["size"])
+        m = next((x for x in mpi if x["impl"] == "shmcomm mpi" and x["blocks"] == r["blocks"]
+                  and (x["nranks"], x["size"]) == key), None)
+        c = next((x for x in mpi if x["impl"] == "MPI_Allreduce" and (x["nranks"], x["size"]) == key),
+                 None)
+        mb = m["busbw_GiBps"] if m else float("nan")
+        cb = c["busbw_GiBps"] if c else float("nan")
+        lines.append(f"{r['nranks']:>7}{r['blocks']:>7}{fmt_size(r['size']):>10}"
+                     f"{r['busbw_GiBps']:>12.3f}{mb:>12.3f}{cb:>15.3f}"
+                     f"{mb / r['busbw_GiBps']:>9.2f}{mb / cb:>11.2f}")
+    return "\n".join(lines)
+
+
+# --- end of the MPI section -----------------------------------------------------------------------
 
 
 def fmt_size(b: int) -> str:
@@ -245,7 +338,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-size", default=None, help="largest size per rank, e.g. 64M")
     p.add_argument("--out", default="results/collectives", help="path stem for .json and .png")
     p.add_argument("--no-plot", action="store_true")
+    # -- MPI section (see "MPI: AllReduce on ..." above) --
+    p.add_argument("--mpi", action="store_true",
+                   help="also AllReduce on shmcomm's mpi transport and MPICH's MPI_Allreduce, "
+                        "each under mpiexec, after the shm rows of every shape")
+    p.add_argument("--mpi-worker", choices=("transport", "mpich"), help=argparse.SUPPRESS)
+    p.add_argument("--sizes", help=argparse.SUPPRESS)
+    p.add_argument("--max-iters", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--roof-bytes", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--window", type=float, help=argparse.SUPPRESS)
     ns = p.parse_args(argv)
+    if ns.mpi_worker:
+        _mpi_worker(ns.mpi_worker, int(ns.blocks), [int(x) for x in ns.sizes.split(",")],
+                    ns.max_iters, ns.roof_bytes, ns.window)
+        return 0
+    mpiexec = find_mpiexec() if ns.mpi else None
+    if ns.mpi and mpiexec is None:
+        p.error("--mpi needs mpi4py and mpiexec: pip install -e '.[mpi]'")
     sizes = list(QUICK_SIZES if ns.quick else FULL_SIZES)
     if ns.min_size:
         sizes = [s for s in sizes if s >= parse_size(ns.min_size)]
@@ -264,13 +373,21 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     single = single_memcpy(roof_bytes)
     rows: list[dict] = []
+    mpi: list[dict] = []
     for nr in nranks:
         for nb in blocks:
             rows += measure(nr, nb, sizes, ops, max_iters, roof_bytes, 0.1 if ns.quick else 0.3)
+            if mpiexec:
+                window = 0.1 if ns.quick else 0.3
+                mpi += mpi_rows(mpiexec, "transport", nr, nb, sizes, max_iters, roof_bytes, window)
+                if not any(r["impl"] == "MPI_Allreduce" and r["nranks"] == nr for r in mpi):
+                    mpi += mpi_rows(mpiexec, "mpich", nr, 1, sizes, max_iters, roof_bytes, window)
     meta["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     print(f"collectives, float32 sum; memcpy 1 process {single:.2f} GiB/s ({fmt_size(roof_bytes)}); "
           f"loadavg {meta['loadavg_start']} -> {meta['loadavg_end']}")
     print(table(rows))
+    if mpi:
+        print(mpi_table(rows, mpi))
     ar16 = [r for r in rows if r["op"] == "ar" and r["size"] == 16 * MiB and r["nranks"] == 8]
     for r in ar16:
         print(f"AllReduce 16 MiB x 8 ranks x {r['blocks']} blocks: busbw {r['busbw_GiBps']:.3f} GiB/s "
@@ -281,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
         os.makedirs(out_dir, exist_ok=True)
     doc = {"schema": SCHEMA, "machine": meta, "dtype": "float32", "op": "sum",
            "memcpy_single_GiBps": single, "roof_bytes": roof_bytes, "argv": sys.argv[1:],
-           "wall_s": time.perf_counter() - t0, "rows": rows}
+           "wall_s": time.perf_counter() - t0, "rows": rows, "mpi_rows": mpi}
     with open(ns.out + ".json", "w") as f:
         json.dump(doc, f, indent=1)
     print(f"wrote {ns.out}.json")

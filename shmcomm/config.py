@@ -26,6 +26,8 @@ MODES = ("eager", "hazard", "schedule")
 # schedule-mode strategies (shmcomm.exec.schedule.strategies); "pct" takes an optional depth
 STRATEGIES = ("random", "pct", "replay", "exhaustive")
 MAX_PCT_DEPTH = 16
+TRANSPORTS = ("shm", "mpi")  # shmcomm.transports: shared memory (forked ranks) or MPI (mpiexec)
+MPI_PEERS = ("shared", "rma")  # mpi: map the windows of the host's ranks, or reach all by RMA
 # hazard-mode sub-models (shmcomm.exec.hazard); "all" turns every one on
 HAZARDS = ("pipes", "visibility", "lines", "jitter", "checkers")
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
@@ -54,6 +56,12 @@ class Config:
     (implies ``strategy="replay"``). ``record``: write the run's schedule to this file.
     ``schedule_delay``: mean scheduling steps per live agent that queued pipe work or an unfenced
     remote store stays pending in schedule mode (the step clock replaces ``hazard_delay``).
+    ``detect_races``: run the happens-before race detector beside the mode (``RaceReport``).
+    ``race_exitfirst``: stop the run at the first race instead of reporting at its end.
+    ``transport``: ``shm`` (the launcher forks the ranks) or ``mpi`` (every process that
+    ``mpiexec`` starts is one rank and calls ``run`` itself). ``mpi_peers``: ``shared`` maps the
+    windows of ranks on the same host; ``rma`` reaches every other rank through MPI's one-sided
+    operations only, as if on another host (the multi-host paths, on one machine).
     """
 
     nranks: int = 8
@@ -76,6 +84,10 @@ class Config:
     replay: str = ""
     record: str = ""
     schedule_delay: int = 16
+    detect_races: bool = False
+    race_exitfirst: bool = False
+    transport: str = "shm"
+    mpi_peers: str = "shared"
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -130,11 +142,19 @@ _FIELDS: dict[str, tuple] = {
     "replay": (str, None),
     "record": (str, None),
     "schedule_delay": (int, 1, 1_000_000),
+    "detect_races": (bool, False, True),
+    "race_exitfirst": (bool, False, True),
+    "transport": (str, TRANSPORTS),
+    "mpi_peers": (str, MPI_PEERS),
 }
 
 
 def _check(name: str, value: Any, label: str) -> None:
     spec = _FIELDS[name]
+    if spec[0] is bool:
+        if not isinstance(value, bool):
+            raise ArgumentError(f"{label} must be a bool (True or False); got {value!r}")
+        return
     if spec[0] is str:
         if not isinstance(value, str):
             raise ArgumentError(f"{label} must be a str; got {value!r}")
@@ -213,6 +233,10 @@ def parse_strategy(value: str, label: str = "strategy") -> tuple[str, int, int]:
 def _parse_env(name: str, raw: str) -> Any:
     var = "SHMCOMM_" + name.upper()
     kind = _FIELDS[name][0]
+    if kind is bool:
+        if raw.strip().lower() not in ("0", "1", "true", "false"):
+            raise ArgumentError(f"environment variable {var}={raw!r} must be 0, 1, true or false")
+        return raw.strip().lower() in ("1", "true")
     try:
         value = kind(raw) if kind is str else kind(float(raw)) if kind is float else int(raw, 0)
     except ValueError:

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from ..core.model import BlockModel, RankModel, atomic_add
 
 if TYPE_CHECKING:
@@ -27,14 +25,14 @@ class EagerBlockModel(BlockModel):
     def load(self, tile: Tile, src: GlobalTensor) -> None:
         rows, cols = src.rows, src.cols
         tile.valid = (rows, cols)
-        np.copyto(tile.array[:rows, :cols], src.view2d())
+        src.read_into(tile.array[:rows, :cols])
 
     def store(self, dst: GlobalTensor, tile: Tile, atomic: int) -> None:
         data = tile.array[:dst.rows, :dst.cols]
         if atomic:
             atomic_add(self.agent, dst, data)
         else:
-            np.copyto(dst.view2d(), data)
+            dst.write_from(data)
 
 
 class EagerRankModel(RankModel):

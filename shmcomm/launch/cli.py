@@ -61,7 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m shmcomm.launch",
         description="Run a shmcomm host program on N rank processes (default: the built-in "
                     "barrier and allreduce check).")
-    p.add_argument("--nranks", "-n", type=int, default=8, help="rank processes (1..64, default 8)")
+    p.add_argument("--nranks", "-n", type=int, default=None,
+                   help="rank processes (1..64, default 8; under --transport mpi: mpiexec's -n)")
     p.add_argument("--blocks", "-b", type=int, default=None, help="blocks per launch (default 4)")
     p.add_argument("--program", default=None, metavar="PKG.MOD:FUNC",
                    help="host function to run in every rank; it receives rt")
@@ -76,8 +77,23 @@ def build_parser() -> argparse.ArgumentParser:
                         "pipes,visibility,lines,jitter,checkers")
     p.add_argument("--trace", default=None, metavar="PATH",
                    help="hazard mode: write a Chrome trace JSON (open it in Perfetto)")
+    # -- transport (one block: easy to move) --
+    p.add_argument("--transport", choices=("shm", "mpi"), default=None,
+                   help="shm (default: this command forks the ranks) or mpi (start it under "
+                        "mpiexec -n N: every MPI process is one rank; rank 0 prints)")
     add_schedule_options(p)
+    add_race_options(p)
     return p
+
+
+def _quiet() -> bool:
+    """Under the mpi transport only world rank 0 prints results and errors."""
+    from .mpi import is_root
+
+    try:
+        return not is_root()
+    except ShmcommError:  # no usable MPI: every process says why
+        return False
 
 
 def add_schedule_options(p: argparse.ArgumentParser) -> None:
@@ -96,22 +112,41 @@ def add_schedule_options(p: argparse.ArgumentParser) -> None:
                         "(default 16)")
 
 
+def add_race_options(p: argparse.ArgumentParser) -> None:
+    """The race detector's options (the launch and stress CLIs share them)."""
+    p.add_argument("--detect-races", action="store_true",
+                   help="run the happens-before race detector beside the mode: report two "
+                        "unordered conflicting accesses even when the data came out right")
+    p.add_argument("--exitfirst", action="store_true",
+                   help="with --detect-races: stop the run at the first race (default: report "
+                        "every race at the end of the run)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     ns = parser.parse_args(argv)
-    if not 1 <= ns.nranks <= MAX_RANKS:
+    if ns.nranks is not None and not 1 <= ns.nranks <= MAX_RANKS:
         parser.error(f"--nranks must be in [1, {MAX_RANKS}], got {ns.nranks}")
     if not 1 <= ns.iters <= MAX_ITERS:
         parser.error(f"--iters must be in [1, {MAX_ITERS}], got {ns.iters}")
+    # under mpiexec (--transport mpi or SHMCOMM_TRANSPORT=mpi) only world rank 0 prints
+    mpi = (ns.transport or os.environ.get("SHMCOMM_TRANSPORT", "")) == "mpi"
     try:
         settings = dict(nranks=ns.nranks, blocks=ns.blocks, timeout=ns.timeout, seed=ns.seed,
                         mode="schedule" if ns.replay and ns.mode is None else ns.mode,
                         wait_policy=ns.wait_policy, hazards=ns.hazards, trace=ns.trace,
                         strategy=ns.strategy, replay=ns.replay, record=ns.record,
-                        schedule_delay=ns.schedule_delay)
+                        schedule_delay=ns.schedule_delay,
+                        detect_races=ns.detect_races or None,
+                        race_exitfirst=ns.exitfirst or None,
+                        transport=ns.transport)
+        if ns.exitfirst and not ns.detect_races:
+            parser.error("--exitfirst needs --detect-races")
         if ns.program:
             host = load_program(ns.program)
             results = run(host, **settings)
+            if mpi and _quiet():
+                return 0
             _print("\n".join(f"rank {rank}: {res!r}" for rank, res in enumerate(results)
                              if res is not None))
             return 0
@@ -119,10 +154,12 @@ def main(argv: list[str] | None = None) -> int:
 
         t0 = time.perf_counter()
         results = run(default_job, args=(ns.iters,), **settings)
-        _print(format_default(results, time.perf_counter() - t0))
+        if not mpi or not _quiet():
+            _print(format_default(results, time.perf_counter() - t0))
         return 0 if all(r["ok"] for r in results) else 1
     except ArgumentError as exc:
-        print(f"shmcomm.launch: error: {exc}", file=sys.stderr)
+        if not mpi or not _quiet():
+            print(f"shmcomm.launch: error: {exc}", file=sys.stderr)
         return 2
     except RunTimeout as exc:
         print(exc, file=sys.stderr)

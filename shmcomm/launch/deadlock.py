@@ -214,6 +214,12 @@ class DeadlockWatch:
         key = tuple((w.rank, w.block, int(w.line[C.A_SEQ])) for w in waits)
         return key, waits
 
+    def rows(self, waits: list[tuple[int, int | None, np.ndarray]]) -> list[tuple[str, ...]]:
+        """Rows of the wait-for table for ``(rank, block, line)`` waits (each line range-checked:
+        :class:`CorruptControl` on a bad one)."""
+        return wait_rows([Wait(self.ctl, self.transport, r, b, line) for r, b, line in waits],
+                         self.ctl.now_ms())
+
     def _report(self, waits: list[Wait], stable: float) -> str:
         table = wait_table(waits, self.ctl.now_ms())
         finished = self.finished
@@ -222,10 +228,13 @@ class DeadlockWatch:
                 f"{stable:.2f} s)\n{table}{tail}")
 
 
-def wait_table(waits: list[Wait], now_ms: int, ended: dict | None = None) -> str:
-    """The wait-for table: who waits on which words, for what, and what they hold now.
+WAIT_HEADER = ("rank", "block", "waits on", "cmp", "expected", "current", "waiting")
+
+
+def wait_rows(waits: list[Wait], now_ms: int, ended: dict | None = None) -> list[tuple[str, ...]]:
+    """One row of the wait-for table (``WAIT_HEADER``) per wait: what its words hold now.
     ``ended`` maps ``(rank, block)`` of waits that are over (a timeout ended them) to when."""
-    rows = [("rank", "block", "waits on", "cmp", "expected", "current", "waiting")]
+    rows = []
     for w in waits:
         idx, cur = w.first_unsatisfied()
         end = (ended or {}).get((w.rank, w.block))
@@ -233,6 +242,16 @@ def wait_table(waits: list[Wait], now_ms: int, ended: dict | None = None) -> str
         rows.append((str(w.rank), "host" if w.block is None else str(w.block), w.describe(),
                      CMP_SYMBOLS[w.cmp], str(w.value), str(cur) if idx >= 0 else "(holds)",
                      age if end is None else age + ", ended"))
+    return rows
+
+
+def format_table(rows: list[tuple[str, ...]]) -> str:
+    """``rows`` as left-aligned columns, indented by two spaces."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True))
                      for row in rows)
+
+
+def wait_table(waits: list[Wait], now_ms: int, ended: dict | None = None) -> str:
+    """The wait-for table: who waits on which words, for what, and what they hold now."""
+    return format_table([WAIT_HEADER, *wait_rows(waits, now_ms, ended)])

@@ -40,6 +40,7 @@ from ..errors import (
     ArgumentError,
     DeadlockError,
     Failure,
+    RaceReport,
     RunError,
     RunTimeout,
     ShmcommError,
@@ -82,6 +83,10 @@ def run(host: Callable[..., Any], nranks: int | None = None, *, blocks: int | No
                                     timeout=timeout, seed=seed, mode=mode, **settings)
     elif any(v is not None for v in (nranks, blocks, window_bytes, timeout, seed, mode)) or settings:
         raise ArgumentError("run: pass either config= or individual settings, not both")
+    if config.transport == "mpi":  # this process is one rank of an mpiexec job
+        from .mpi import run_mpi
+
+        return run_mpi(host, config, args, nranks)
     return _Launcher(config, host, args).run()
 
 
@@ -145,6 +150,7 @@ class _Launcher:
             finally:
                 self.stopping = True  # a second Ctrl-C must not cut the teardown short
                 self._stop_all()
+                self._observed_end()
                 self._release()
         finally:
             restore()
@@ -154,7 +160,8 @@ class _Launcher:
                     self.failures.append(Failure(None, None, "exception", problem))
         if self.failures:
             first = self.failures[0].kind
-            cls = {"deadlock": DeadlockError, "timeout": RunTimeout}.get(first, RunError)
+            cls = {"deadlock": DeadlockError, "timeout": RunTimeout,
+                   "race": RaceReport}.get(first, RunError)
             err = cls(self.failures, self.config.seed, self.secondary)
             err.signum = self.signum  # type: ignore[attr-defined]  # the CLI's exit status 128+n
             err.schedule = getattr(self.model, "schedule", None)  # type: ignore[attr-defined]
@@ -275,10 +282,14 @@ class _Launcher:
         logged = start
         while self.conns or any(r not in self.exited and r not in self.results
                                 for r in self.pids):
-            if self.conns:
-                for conn in wait(list(self.conns), timeout=POLL_S):
+            # a model that reports from the launcher (the race detector) has its own pipes
+            observed = list(getattr(self.model, "conns", ()))
+            if self.conns or observed:
+                for conn in wait(list(self.conns) + observed, timeout=POLL_S):
                     if conn in self.conns:
                         self._receive(conn)  # type: ignore[arg-type]
+                    elif conn in observed:
+                        self.failures.extend(self.model.receive(conn))  # type: ignore[attr-defined]
             else:
                 time.sleep(POLL_S)
             self._poll_exits()
@@ -329,6 +340,15 @@ class _Launcher:
                                         self.waitlog)
         except Exception as exc:  # noqa: BLE001 -- a diagnosis must never hide the failure
             return f"\n(no stuck-agent diagnosis: {type(exc).__name__}: {exc})"
+
+    def _observed_end(self) -> None:
+        """A model that reports from the launcher reports what it found at the end of the run:
+        before any other failure, which it may explain (a race behind a wrong result)."""
+        finish = getattr(self.model, "finish", None)
+        if finish is not None:
+            found = finish()
+            if self.signum is None:
+                self.failures[:0] = found
 
     def _receive(self, conn: Connection) -> None:
         rank = self.conns[conn]

@@ -14,7 +14,8 @@ the kill matrix, then runs the correct programs for the same budget and counts t
 Outcome kinds: ``ok``; ``wrong result`` (the program's own check: ``AssertionError`` or
 ``ValueError``); ``deadlock`` (the deadlock detector, a ``WaitTimeout``, the run timeout);
 ``crash`` (a rank process died); ``checker`` (a hazard-mode checker from :mod:`shmcomm.exec.hazard`, or
-the runtime's own pipe checks); ``error`` (anything else, e.g. a bad argument: never a catch).
+the runtime's own pipe checks); ``race`` (the race detector, with ``--detect-races``; ``--exitfirst``
+stops a run at its first race); ``error`` (anything else, e.g. a bad argument: never a catch).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import sys
 
 from ..config import MODES, parse_hazards, parse_strategy
 from ..errors import ArgumentError
-from ..launch.cli import add_schedule_options
+from ..launch.cli import add_race_options, add_schedule_options
 from . import catalogue
 from .harness import (
     DEFAULT_BLOCKS,
@@ -96,6 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-pool", action="store_true",
                    help="fork the rank processes for every run instead of reusing a pool")
     add_schedule_options(p)
+    add_race_options(p)
+    # -- transport (one block: easy to move) --
+    p.add_argument("--transport", choices=("shm", "mpi"), default="shm",
+                   help="mpi: start under mpiexec -n N; every process runs the same sweep as one "
+                        "rank (--nranks N, --runs), the first failing run aborts the job with "
+                        "its report, rank 0 prints the summary")
     return p
 
 
@@ -113,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--runs must be at most 1e9")
     if ns.seed < 0:
         parser.error(f"--seed must be >= 0, got {ns.seed}")
+    if ns.exitfirst and not ns.detect_races:
+        parser.error("--exitfirst needs --detect-races")
     if ns.record is not None or ns.schedule_delay is not None:
         parser.error("--record and --schedule-delay belong to python -m shmcomm.launch; the stress "
                      "harness keeps every failing run's schedule")
@@ -122,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     settings = Settings(ns.wait_timeout, ns.deadlock_grace, ns.run_timeout, ns.trace_dir,
                         strategy=ns.strategy or "random", replay=ns.replay or "",
-                        hazards=ns.hazards)
+                        hazards=ns.hazards, detect_races=ns.detect_races,
+                        race_exitfirst=ns.exitfirst, transport=ns.transport)
     try:
         parse_hazards(ns.hazards, "--hazards")
     except ArgumentError as exc:
@@ -132,6 +142,11 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--replay runs in schedule mode only")
         ns.mode = ("schedule",)
     progress = not ns.no_progress
+    quiet = False  # under mpi, ranks other than 0 print nothing
+    if ns.transport == "mpi":
+        quiet = _mpi_sweep_checks(parser, ns)
+        settings.trace_dir = ""  # every rank would write and delete the same trace files
+        progress = progress and not quiet
     try:
         if ns.catalogue:
             names = [n.strip() for n in ns.only.split(",")] if ns.only else None
@@ -167,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
             return _exhaustive(host, cfgs, ns, settings)
         rep = sweep(host, cfgs, seed=ns.seed, runs=runs, seconds=ns.seconds, settings=settings,
                     program=ns.program, progress=progress, pool=not ns.no_pool)
+        if quiet:
+            return 1 if rep.failures else 0
         print(format_report(rep, settings))
         if ns.json:
             _write_json(ns.json, report_json([rep], settings))
@@ -207,6 +224,27 @@ def _exhaustive(host, cfgs, ns: argparse.Namespace, settings: Settings) -> int:
               + (f" --hazards {ns.hazards}" if ns.hazards != "all" else ""))
         break
     return 1 if failed else 0
+
+
+def _mpi_sweep_checks(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> bool:
+    """Every process of the mpiexec job must make the same runs: refuse what would differ, fix
+    ``--nranks`` to the job's size. Returns whether this process stays quiet (not rank 0)."""
+    from ..transports.mpi import load_mpi
+
+    if ns.catalogue:
+        parser.error("--catalogue runs buggy kernels until they fail, and under --transport mpi "
+                     "the first failure aborts the job: give --program")
+    if ns.seconds is not None:
+        parser.error("--seconds: the ranks of an mpi job would stop after different runs; give "
+                     "--runs")
+    world = load_mpi().COMM_WORLD
+    size = world.Get_size()
+    if ns.nranks is not None and set(ns.nranks) != {size}:
+        parser.error(f"--nranks under --transport mpi must be the job's size ({size}, from "
+                     f"mpiexec -n), got {','.join(map(str, ns.nranks))}")
+    ns.nranks = (size,)
+    ns.no_pool = True  # the pool forks rank processes of its own; under mpiexec MPI makes them
+    return world.Get_rank() != 0
 
 
 def _write_json(path: str, doc: dict) -> None:
