@@ -28,10 +28,10 @@ import numpy as np
 
 from .core import agent as _agent
 from .core.copy import copy_through
-from .core.gm import I32, GlobalTensor, GMPtr
+from .core.gm import I32, GlobalTensor, GMPtr, set_signal
 from .core.regions import OWNER as _owner
 from .core.tile import Tile
-from .core.waiting import WaitSite, wait_until
+from .core.waiting import WaitSite, note_poll, wait_until
 from .errors import ArgumentError
 from .group import TBROADCAST, TGATHER, TREDUCE, TSCATTER, ParallelGroup
 from .types import (
@@ -141,7 +141,7 @@ def _new_signal(cls: type, ptr: Any) -> Signal:
         if cls is not Signal:
             return sig
         table[ptr.offset] = sig  # type: ignore[index]
-    ptr._sig = sig
+    set_signal(ptr, sig)
     return sig
 
 
@@ -309,8 +309,12 @@ def TTEST(sig: Signal | Signal2D, value: int, cmp: WaitCmp) -> bool:
             hooks.test(sig, value, cmp)
     if t is Signal:
         cur = sig.cell.value
-        return cur >= value if cmp is _GE else CMP_FUNCS[cmp](cur, value)
-    return _holds(sig.cells, value, cmp)
+        if cur >= value if cmp is _GE else CMP_FUNCS[cmp](cur, value):
+            return True
+    elif _holds(sig.cells, value, cmp):
+        return True
+    note_poll(getattr(_tls, "agent", None), sig.site, value, cmp)  # a TTEST loop is a wait
+    return False
 
 
 def GetRemotePtr(ctx: Any, ptr: GMPtr, rank: int) -> GMPtr:

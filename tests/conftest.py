@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import time
 
 import psutil
 import pytest
+
+LEAK_SETTLE_S = 10.0  # a leftover must outlive this to count as a leak
 
 
 def shm_leftovers() -> list[str]:
@@ -31,4 +34,8 @@ def no_shm_leak():
     before = set(shm_leftovers())
     yield
     leaked = sorted(n for n in set(shm_leftovers()) - before if _ours_or_orphaned(n))
+    deadline = time.monotonic() + LEAK_SETTLE_S
+    while leaked and time.monotonic() < deadline:  # another session's test (killing creators on
+        time.sleep(0.1)  # purpose, as the cleanup tests do) removes its names within seconds
+        leaked = [n for n in leaked if n in set(shm_leftovers())]
     assert not leaked, f"test leaked shared-memory segments: {leaked}"

@@ -33,7 +33,8 @@ class Agent:
 
     __slots__ = ("rt", "rank", "slot", "block_idx", "block_num", "ctl", "line", "state_addr",
                  "seq", "policy", "spin_s", "wait_timeout", "pipes", "hooks", "fences", "rng", "ub_used",
-                 "is_host", "active", "kernel", "wait_fields", "__weakref__")
+                 "is_host", "active", "kernel", "wait_fields", "since_cell", "poll_cell", "polling",
+                 "stall_s", "__weakref__")
 
     def __init__(self, rt: RankRuntime, slot: int, block_num: int, seed: int) -> None:
         self.rt = rt
@@ -48,6 +49,11 @@ class Agent:
         # the wait fields of the control line (A_SEQ .. A_KIND), written at every registered wait
         self.wait_fields = (ctypes.c_int32 * (C.A_KIND - C.A_SEQ + 1)).from_address(
             self.line + 4 * C.A_SEQ)
+        # plain stores the launcher reads to tell a stuck agent from a waiting one
+        self.since_cell = ctypes.c_int32.from_address(self.line + 4 * C.A_SINCE)
+        self.poll_cell = ctypes.c_int32.from_address(self.line + 4 * C.A_POLL)
+        self.polling: Any = None  # what its last failed TTEST tested (see waiting.note_poll)
+        self.stall_s = 0.0  # seconds the current wait spent stopped (not counted as waiting)
         self.seq = 0
         cfg = rt.config
         self.policy = cfg.wait_policy
@@ -63,6 +69,13 @@ class Agent:
 
     def set_state(self, state: int) -> None:
         at.store(self.state_addr, state)
+
+    def start_running(self) -> None:
+        """Publish that this thread now runs this agent: its thread id, since when, RUNNING."""
+        at.store(self.line + 4 * C.A_TID, threading.get_native_id())
+        self.since_cell.value = self.ctl.now_ms()
+        self.polling = None
+        self.set_state(C.RUNNING)
 
     def set_pending(self, pending: bool) -> None:
         """Publish whether queued pipe work of a deferring model is still to retire (the deadlock

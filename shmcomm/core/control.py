@@ -12,17 +12,20 @@ each group starting on its own 64-byte line so hot words do not share a line)::
     line 5   host barrier: reserved
     ranks    one line per rank: state, pid, launch count, digest of the named signal regions
              (symmetry check of rt.signal_region), blocks of the current launch, heap top (low
-             31 bits; symmetry check of rt.alloc)
+             and high 32 bits; symmetry check of rt.alloc)
     agents   one line per (rank, slot); slot b < MAX_BLOCKS is block b, slot MAX_BLOCKS the
-             host thread: state, wait sequence number, waited signal (rank, offset, rows, cols,
-             row stride), comparison, expected value, wait start (ms since the run started),
-             wait kind, pending (queued pipe work not yet retired)
+             host thread: state, wait sequence number, waited signal (rank, offset as low and
+             high 32 bits, rows, cols, row stride), comparison, expected value, wait start (ms
+             since the run started), wait kind, pending (queued pipe work not yet retired), when
+             it last started or ended a wait (ms), its thread id, its last failed TTEST (ms)
     extra    ``extra_bytes`` for an execution model that coordinates across processes (schedule
              mode's turn, strategy state and record), 64-byte aligned at ``extra_base``
 
 Agents write their own line with atomics; the launcher only reads (a torn read costs at most one
-poll, since the deadlock verdict needs two identical polls). The segment is node-local shared
-memory, driven by CPU atomics whatever transport carries the windows.
+poll, since the deadlock verdict needs two identical polls), and never trusts what it reads: a
+rank may scribble over the segment, so the launcher range-checks every field it uses. The
+segment is node-local shared memory, driven by CPU atomics whatever transport carries the
+windows.
 """
 
 from __future__ import annotations
@@ -48,8 +51,10 @@ SLOTS = MAX_BLOCKS + 1
 _H_INFO, _H_ABORT, _H_REPORTER, _H_ACTIVE, _H_HOSTBAR = 0, 1, 2, 3, 4
 _HEADER_LINES = 6
 
-# agent states
-IDLE, RUNNING, WAITING, DONE, FAILED, JOINING = 0, 1, 2, 3, 4, 5
+# agent states; POLLING: its last instruction was a TTEST that found the condition false (a
+# TTEST loop counts as a wait while such tests keep coming, see A_POLL)
+IDLE, RUNNING, WAITING, DONE, FAILED, JOINING, POLLING = 0, 1, 2, 3, 4, 5, 6
+AGENT_STATES = ("idle", "running", "waiting", "done", "failed", "joining", "polling (TTEST)")
 # rank states
 R_STARTING, R_RUNNING, R_EXITED, R_FAILED = 0, 1, 2, 3
 
@@ -58,12 +63,16 @@ ABORT_NONE, ABORT_FAILURE, ABORT_DEADLOCK, ABORT_TIMEOUT, ABORT_INTERRUPT = 0, 1
 ABORT_NAMES = {ABORT_FAILURE: "a failure elsewhere in the run", ABORT_DEADLOCK: "a deadlock",
                ABORT_TIMEOUT: "the run timeout", ABORT_INTERRUPT: "an interrupt"}
 
-# fields of an agent line
-A_STATE, A_SEQ, A_SIG_RANK, A_SIG_OFF, A_ROWS, A_COLS, A_STRIDE, A_CMP, A_VALUE, A_START = range(10)
-A_KIND = 10  # 0 = signal wait (TWAIT), 1 = host barrier
-A_PENDING = 11  # queued pipe work a deferring model still has to retire (0 in eager mode)
+# fields of an agent line (A_SEQ .. A_KIND are written together at every registered wait)
+A_STATE, A_SEQ, A_SIG_RANK, A_SIG_OFF, A_SIG_OFF_HI, A_ROWS, A_COLS, A_STRIDE = range(8)
+A_CMP, A_VALUE, A_START = 8, 9, 10
+A_KIND = 11  # 0 = signal wait (TWAIT), 1 = host barrier, 2 = TTEST poll
+A_PENDING = 12  # queued pipe work a deferring model still has to retire (0 in eager mode)
+A_SINCE = 13  # ms when the agent last started running or ended a registered wait
+A_TID = 14  # the agent's thread id (the launcher reads its /proc state)
+A_POLL = 15  # ms of its last TTEST that found the condition false
 # fields of a rank line
-R_STATE, R_PID, R_LAUNCHES, R_SIGREGIONS, R_BLOCKS, R_HEAPTOP = range(6)
+R_STATE, R_PID, R_LAUNCHES, R_SIGREGIONS, R_BLOCKS, R_HEAPTOP, R_HEAPTOP_HI = range(7)
 
 
 class Control:
@@ -141,6 +150,10 @@ class Control:
     def agents_of(self, rank: int) -> np.ndarray:
         w = self.agent_word(rank, 0)
         return self.words[w:w + SLOTS * LINE].reshape(SLOTS, LINE).copy()
+
+    def offset_of(self, line: np.ndarray) -> int:
+        """The waited signal's byte offset of an agent line (stored as two 32-bit halves)."""
+        return (int(line[A_SIG_OFF]) & 0xFFFFFFFF) | (int(line[A_SIG_OFF_HI]) & 0xFFFFFFFF) << 32
 
     def now_ms(self) -> int:
         return int((time.monotonic() - self.t0) * 1000) & 0x7FFFFFFF

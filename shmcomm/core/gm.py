@@ -151,7 +151,9 @@ def _make(kind: PtrKind, offset: int, what: str) -> GMPtr:
         raise ArgumentError(f"{what}: offset {offset} lies outside rank {kind.rank}'s window "
                             f"[0, {kind.size}]")
     p = _new(GMPtr)
-    p.kind, p.offset, p._sig = kind, offset, None
+    _set_kind(p, kind)
+    _set_offset(p, offset)
+    _set_sig(p, None)
     if offset < kind.intern_end:
         kind.ptrs[offset] = p
     return p
@@ -168,10 +170,19 @@ class GMPtr:
 
     ``p + n`` moves by ``n`` elements, like ``__gm__ T*`` arithmetic; the result must stay inside
     the window (one past the end allowed). Pointers into the signal matrix are interned: equal
-    pointers made twice are the same object.
+    pointers made twice are the same object. Nothing can be assigned to a pointer after its
+    checks (its address is always its rank's window base plus the checked offset): assignment
+    raises ``AttributeError``.
     """
 
     __slots__ = ("kind", "offset", "_sig")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"GMPtr is immutable: cannot set {name!r} (make a new pointer: "
+                             "p + n, GetRemotePtr, p.cast)")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"GMPtr is immutable: cannot delete {name!r}")
 
     def __new__(cls, windows: Windows, rank: int, offset: int, dtype: Any = np.int32) -> GMPtr:
         dt = dtype if isinstance(dtype, np.dtype) and dtype in DTYPES else as_dtype(dtype)
@@ -247,6 +258,17 @@ class GMPtr:
 
     def __repr__(self) -> str:
         return f"GMPtr(rank={self.kind.rank}, offset={self.offset:#x}, {self.kind.dtype})"
+
+
+# the only writers of a pointer's slots: _make, and comm's Signal cache (set_signal)
+_set_kind = GMPtr.kind.__set__  # type: ignore[attr-defined]
+_set_offset = GMPtr.offset.__set__  # type: ignore[attr-defined]
+_set_sig = GMPtr._sig.__set__  # type: ignore[attr-defined]
+
+
+def set_signal(ptr: GMPtr, sig: Any) -> None:
+    """Cache ``sig`` as ``ptr``'s Signal (the one write a made pointer allows)."""
+    _set_sig(ptr, sig)
 
 
 class GlobalTensor:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config import MAX_BLOCKS, Config
+from ..config import MAX_BLOCKS, Config, check_block_threads
 from ..errors import Aborted, ArgumentError, ShmcommError
 from ..types import WaitCmp
 from . import control as C
@@ -111,12 +111,15 @@ class RankRuntime:
         self._regions_digest = 0  # of the rt.signal_region calls so far (their symmetry check)
         self.host_agent = Agent(self, C.HOST_SLOT, 0, seed=_seed(config.seed, rank, 0, C.HOST_SLOT))
         self.agents: list[Agent] = []
+        # blocks of this rank that failed on their own: the launcher reports them even when the
+        # host code caught the KernelError and went on (a run with a failed block never passes)
+        self.block_failures: list[KernelError] = []
         self._hostbar = WaitSite((windows.transport.control_word(ctl.hostbar_addr),), -1,
                                  ctl.hostbar_addr - ctl.base, kind=KIND_HOST_BARRIER,
                                  label="rt.barrier")
         self.model = model(self)  # after the fields above: a model may read them
         bind(self.host_agent)
-        self.host_agent.set_state(C.RUNNING)
+        self.host_agent.start_running()
 
     @property
     def seed(self) -> int:
@@ -143,20 +146,27 @@ class RankRuntime:
         size raises ``ArgumentError`` on every rank.
         """
         arr = self.heap.alloc(shape, dtype)
-        tops = self._compare(C.R_HEAPTOP, self.heap.top & 0x7FFFFFFF)
+        tops = self._compare(C.R_HEAPTOP, self.heap.top, C.R_HEAPTOP_HI)
         if len(set(tops)) != 1:
             raise ArgumentError(
                 f"alloc: allocations are not symmetric (heap tops per rank: {tops}); every "
                 "rank must allocate the same shapes and dtypes in the same order")
         return arr
 
-    def _compare(self, field: int, value: int) -> list[int]:
-        """Collective: publish ``value`` (int32) in this rank's control line and return every
-        rank's, after every rank has published (what this rank did before is visible to all)."""
+    def _compare(self, field: int, value: int, field_hi: int | None = None) -> list[int]:
+        """Collective: publish ``value`` in this rank's control line and return every rank's,
+        after every rank has published (what this rank did before is visible to all). ``value``
+        is int32, or 64 bits split over ``field`` and ``field_hi`` (heaps reach 16 GiB: a
+        31-bit compare would pass heaps that differ by 2 GiB)."""
         ctl = self.ctl
-        ctl.set_rank(self.rank, field, value)
+        ctl.set_rank(self.rank, field, _i32(value & 0xFFFFFFFF))
+        if field_hi is not None:
+            ctl.set_rank(self.rank, field_hi, _i32(value >> 32 & 0xFFFFFFFF))
         self.barrier()
-        values = [ctl.rank_field(r, field) for r in range(self.nranks)]
+        values = [ctl.rank_field(r, field) & 0xFFFFFFFF for r in range(self.nranks)]
+        if field_hi is not None:
+            values = [v | (ctl.rank_field(r, field_hi) & 0xFFFFFFFF) << 32
+                      for r, v in enumerate(values)]
         self.barrier()  # nobody publishes again before everybody compared
         return values
 
@@ -189,6 +199,7 @@ class RankRuntime:
         blocks = self.config.blocks if blocks is None else blocks
         if isinstance(blocks, bool) or not isinstance(blocks, int) or not 1 <= blocks <= MAX_BLOCKS:
             raise ArgumentError(f"launch: blocks must be an int in [1, {MAX_BLOCKS}], got {blocks!r}")
+        check_block_threads(self.nranks, blocks, "launch")
         if not isinstance(args, tuple):
             raise ArgumentError(f"launch: args must be a tuple, got {type(args).__name__}")
         if kwargs is not None and not isinstance(kwargs, dict):
@@ -220,18 +231,21 @@ class RankRuntime:
             for t in threads:
                 t.join()
         finally:
-            self.host_agent.set_state(C.RUNNING)
+            self.host_agent.start_running()
             self.agents = []
             self.model.launch_end()
         if errors:
             own = [e for e in errors if not isinstance(e[1], Aborted)]
             block, exc, tb = (own or errors)[0]
-            raise KernelError(self.rank, block, exc, tb)
+            err = KernelError(self.rank, block, exc, tb)
+            if own:
+                self.block_failures.append(err)
+            raise err
 
     def _block_main(self, agent: Agent, kernel: Callable, args: tuple, kwargs: dict,
                     errors: list) -> None:
         bind(agent)
-        agent.set_state(C.RUNNING)
+        agent.start_running()
         agent.set_active(True)
         try:
             agent.pipes.start()
@@ -270,6 +284,11 @@ class RankRuntime:
 
     def __repr__(self) -> str:
         return f"RankRuntime(rank={self.rank}/{self.nranks}, launches={self.launches})"
+
+
+def _i32(u32: int) -> int:
+    """An unsigned 32-bit value as the int32 a control word stores."""
+    return u32 - (1 << 32) if u32 >= 1 << 31 else u32
 
 
 def _seed(seed: int, rank: int, launch: int, slot: int) -> int:

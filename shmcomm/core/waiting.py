@@ -51,7 +51,10 @@ BUSY_SAMPLE_S = 0.01  # how often a rank process re-reads the box's runnable tas
 POLL_BATCH = 16  # polls between two looks at the clock, the abort flag and the model's idle
 _BATCH = range(POLL_BATCH)
 SLEEP_MAX_S = 0.02
-KIND_SIGNAL, KIND_HOST_BARRIER = 0, 1
+# a wait loop pass this late means the process was stopped (SIGSTOP, a suspended job) or starved:
+# that time does not count against wait_timeout
+STALLED_S = 1.0
+KIND_SIGNAL, KIND_HOST_BARRIER, KIND_TTEST = 0, 1, 2
 
 _fetch_add = at.fast_fetch_add  # control-segment words: c_void_p
 _busy = [-1.0, False]  # when the box was last sampled, and whether it was busy
@@ -123,6 +126,7 @@ def wait_until(agent: Agent, site: WaitSite, value: int, cmp: int) -> None:
     idle = None if pipes is None or type(pipes).idle is _IDLE else pipes.idle
     t0 = _perf()
     deadline = t0 + agent.wait_timeout
+    agent.stall_s = 0.0
     busy = policy == "adaptive" and _box_busy(ctl)
     if policy == "adaptive" and not busy:
         spin = agent.spin_s > 0 and _may_spin(agent)
@@ -143,6 +147,7 @@ def wait_until(agent: Agent, site: WaitSite, value: int, cmp: int) -> None:
         _yield_then_sleep(agent, site, fn, value, cmp, abort, idle, t0, deadline, yield_until,
                           YIELD_AWAY_S if policy == "adaptive" else deadline)
     finally:
+        agent.since_cell.value = ctl.now_ms()
         at.store(agent.state_addr, C.RUNNING)
 
 
@@ -179,8 +184,10 @@ def _poll_quietly(agent: Agent, site: WaitSite, fn, value: int, cmp: int, abort,
         if idle is not None:
             idle()
         now = _perf()
-        if now > until:
-            if now > t0 + agent.wait_timeout:
+        if now - last > STALLED_S:
+            agent.stall_s += now - last
+        if now > until + agent.stall_s:
+            if now > t0 + agent.wait_timeout + agent.stall_s:
                 _raise_timeout(agent, site, value, cmp, now - t0)
             return False
         if not spin and now - last > POLL_BATCH * YIELD_AWAY_S:
@@ -200,11 +207,14 @@ def _yield_then_sleep(agent: Agent, site: WaitSite, fn, value: int, cmp: int, ab
     sleep_s = SLEEP_MIN_S
     asleep = False
     last = _perf()
+    deadline += agent.stall_s  # time the quiet phase spent stopped
     try:
         while True:
             if abort.value:
                 _raise_aborted(agent, site, value, cmp, _perf() - t0)
             now = _perf()
+            if now - last > STALLED_S:
+                deadline += now - last
             if now > deadline:
                 _raise_timeout(agent, site, value, cmp, now - t0)
             if idle is not None:
@@ -287,12 +297,35 @@ def _box_busy(ctl) -> bool:
     return busy
 
 
-def _register(agent: Agent, site: WaitSite, value: int, cmp: int) -> None:
+def _register(agent: Agent, site: WaitSite, value: int, cmp: int, kind: int | None = None,
+              state: int = C.WAITING) -> None:
     """Publish the wait in the agent's control line (the deadlock watch reads it)."""
     agent.seq += 1
-    agent.wait_fields[:] = (agent.seq & 0x7FFFFFFF, site.sig_rank, site.sig_offset, site.rows,
-                            site.cols, site.stride, cmp, value, agent.ctl.now_ms(), site.kind)
-    at.store(agent.state_addr, C.WAITING)  # seq_cst: the fields above are visible first
+    off = site.sig_offset  # 64 bits as two halves: windows reach 16 GiB
+    agent.wait_fields[:] = (agent.seq & 0x7FFFFFFF, site.sig_rank, off & 0xFFFFFFFF, off >> 32,
+                            site.rows, site.cols, site.stride, cmp, value, agent.ctl.now_ms(),
+                            site.kind if kind is None else kind)
+    agent.polling = None
+    at.store(agent.state_addr, state)  # seq_cst: the fields above are visible first
+
+
+def note_poll(agent: Agent | None, site: WaitSite, value: int, cmp: int) -> None:
+    """A ``TTEST`` found its condition false: a loop of such tests is a wait in all but name,
+    so publish it like one (state ``POLLING``, the time of this test in ``A_POLL``). The deadlock
+    watch and the stuck-agent report count the agent as waiting while these tests keep coming;
+    the line is written at the second failed test in a row of the same condition, and rewritten
+    only when the agent tests something else."""
+    if agent is None:
+        return
+    key = (site, value, cmp)
+    prev = agent.polling
+    if prev is None or prev[0] != key:
+        agent.polling = (key, False)  # one failed test (then a TWAIT, say) is no loop yet
+        return
+    if not prev[1]:
+        _register(agent, site, value, cmp, KIND_TTEST, C.POLLING)
+        agent.polling = (key, True)
+    agent.poll_cell.value = agent.ctl.now_ms()
 
 
 def _message(agent: Agent, site: WaitSite, value: int, cmp: int, cur: int, idx: int,

@@ -23,6 +23,20 @@ MAX_ITERS = 10**6  # barrier iterations of the default job (~500 s at 8 x 4 here
 DEFAULT_ITERS = 200
 
 
+def _print(text: str) -> None:
+    """Print the results; a reader that stopped reading (``| head -1``) is no failure."""
+    if not text:
+        return
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        # the interpreter would flush again at exit and print a traceback: point stdout at
+        # /dev/null instead (as the Python docs advise for SIGPIPE)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     p = opt.parser(prog or opt.prog_name("launch"),
                    "Run a shmcomm host program once on N rank processes (default: the built-in "
@@ -115,9 +129,8 @@ def _run(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> int:
             results = run(host, **settings)
             if mpi and _quiet():
                 return opt.EXIT_OK
-            for rank, res in enumerate(results):
-                if res is not None:
-                    print(f"rank {rank}: {res!r}")
+            _print("\n".join(f"rank {rank}: {res!r}" for rank, res in enumerate(results)
+                             if res is not None))
             return opt.EXIT_OK
         from .programs import default_job, format_default
 
@@ -125,7 +138,7 @@ def _run(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> int:
         iters = DEFAULT_ITERS if ns.iters is None else ns.iters
         results = run(default_job, args=(iters,), **settings)
         if not mpi or not _quiet():
-            print(format_default(results, time.perf_counter() - t0))
+            _print(format_default(results, time.perf_counter() - t0))
         return opt.EXIT_OK if all(r["ok"] for r in results) else opt.EXIT_FAILED
     except opt.ProgramImportError as exc:
         return opt.report_import_error(prog, exc)

@@ -175,7 +175,9 @@ class _PoolRun(_Launcher):
     def _start(self) -> None:
         pool = self.pool
         self.ctl, self.transport = pool.ctl, pool.transport
-        tops = [self.ctl.rank_field(r, C.R_HEAPTOP) for r in range(pool.nranks)]
+        tops = [(self.ctl.rank_field(r, C.R_HEAPTOP) & 0xFFFFFFFF)  # 64 bits in two words
+                | (self.ctl.rank_field(r, C.R_HEAPTOP_HI) & 0xFFFFFFFF) << 32
+                for r in range(pool.nranks)]
         pool._reset(tops)
         self._prepare_model()
         job = (self.config, self.host, self.args, self.model)

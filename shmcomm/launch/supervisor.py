@@ -17,18 +17,20 @@ Ranks that do not stop within ``STOP_GRACE_S`` of an abort are killed. Ranks get
 
 from __future__ import annotations
 
+import faulthandler
 import os
-import pickle
 import signal
 import sys
+import tempfile
 import threading
 import time
 import traceback
 from collections.abc import Callable
 from multiprocessing.connection import Connection, Pipe, wait
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
-from ..config import Config
+from ..config import MAX_BLOCKS, Config
 from ..core import control as C
 from ..core.gm import Windows
 from ..core.model import RankModel
@@ -41,16 +43,24 @@ from ..errors import (
     RaceReport,
     RunError,
     RunTimeout,
+    ShmcommError,
 )
 from ..exec import model_for
 from ..exec.trace import finalize
 from ..kernels.host import RankRuntime
 from ..transports.shm import ShmTransport
 from ..transports.shm import atomics as at
-from .deadlock import DeadlockWatch
+from .deadlock import CorruptControl, DeadlockWatch
+from .resources import death_hint, oom_kills
+from .stuck import STACK_SIGNAL, WaitLog, stuck_report
+from .tracefile import TraceFile
 
 POLL_S = 0.02
 STOP_GRACE_S = 1.0
+REAP_GRACE_S = 5.0  # after the kill: a rank not reaped by then is left to _stop_all
+STALLED_S = 1.0  # a supervision poll this late means the launcher itself was stopped
+WAITLOG_S = 0.25  # how often the launcher notes who waits on what (for the stuck report)
+MAX_REPORT_BYTES = 1 << 30  # a rank's report larger than this is refused, not read
 
 
 def run(host: Callable[..., Any], nranks: int | None = None, *, blocks: int | None = None,
@@ -114,16 +124,23 @@ class _Launcher:
         self.transport: ShmTransport | None = None
         self.stopping = False  # set once teardown starts: signals then wait for it to finish
         self.signum: int | None = None  # the signal that interrupted the run, if any
+        self.stacks: dict[int, Any] = {}  # rank -> unlinked file its stack dumps go to
+        self.waitlog: WaitLog | None = None
+        self.oom_before = oom_kills()  # a rank SIGKILLed after this count grew: out of memory
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def run(self) -> list[Any]:
+        trace = TraceFile(self.config.trace) if self.config.trace else None
+        if trace is not None:  # ranks write beside the path; the file moves there at the end
+            self.config = self.config.replace(trace=trace.aside)
         cfg = self.config
         restore = self._catch_signals()
         try:
             try:
                 self._start()
                 self._supervise()
+                self._check_complete()
             except (_Interrupted, KeyboardInterrupt) as exc:
                 self.stopping = True
                 self.signum = getattr(exc, "signum", signal.SIGINT)
@@ -138,13 +155,17 @@ class _Launcher:
                 self._release()
         finally:
             restore()
-            if cfg.trace and cfg.mode != "schedule":  # schedule mode writes its own trace
-                self._finish_trace()
+            if trace is not None:
+                if cfg.mode != "schedule":  # schedule mode writes its own trace
+                    self._finish_trace()  # in the file beside the path, before it moves there
+                problem = trace.finish()
+                if problem:
+                    self.failures.append(Failure(None, None, "exception", problem))
         if self.failures:
             first = self.failures[0].kind
             cls = {"deadlock": DeadlockError, "timeout": RunTimeout,
                    "race": RaceReport}.get(first, RunError)
-            err = cls(self.failures, cfg.seed, self.secondary)
+            err = cls(self.failures, self.config.seed, self.secondary)
             err.signum = self.signum  # type: ignore[attr-defined]  # the CLI's exit status 128+n
             err.schedule = getattr(self.model, "schedule", None)  # type: ignore[attr-defined]
             hint = getattr(self.model, "hint", None)  # how to replay it (schedule mode)
@@ -174,6 +195,13 @@ class _Launcher:
         self._prepare_model()
         self.transport = ShmTransport(cfg.nranks, cfg.signal_bytes, cfg.heap_bytes)
         for rank in range(cfg.nranks):
+            try:
+                self.stacks[rank] = tempfile.TemporaryFile(prefix="shmcomm-stacks-")
+            except OSError as exc:  # EMFILE, or no writable temporary directory
+                raise ShmcommError(
+                    f"cannot start rank {rank}: no file for its stack dumps: {exc} (raise the "
+                    "open-files limit, ulimit -n, or lower nranks)") from None
+        for rank in range(cfg.nranks):
             self._spawn(rank)
 
     def _prepare_model(self) -> None:
@@ -194,12 +222,26 @@ class _Launcher:
             self._collect_model()
             self.ctl.close()
 
+    def _check_complete(self) -> None:
+        """No false pass: a run that was aborted, or in which a rank did not report success,
+        fails even when no rank reported a failure (a host that caught everything)."""
+        if self.failures:
+            return
+        reason = self.ctl.aborted()
+        missing = [r for r in range(self.config.nranks) if r not in self.results]
+        if reason or self.secondary or missing:
+            why = (f"the run was aborted ({C.ABORT_NAMES.get(reason, f'reason {reason}')})"
+                   if reason else "the run was aborted")
+            self.failures.append(Failure(None, None, "exception", (
+                f"{why} but no rank reported the cause; {self.secondary} agent(s) stopped by "
+                f"the abort{', no report from ranks ' + str(missing) if missing else ''}")))
+
     def _catch_signals(self) -> Callable[[], None]:
         """Turn SIGINT / SIGTERM into one clean teardown; returns the function restoring the old
         handlers. Only the main thread may set handlers: elsewhere Ctrl-C stays KeyboardInterrupt."""
         if threading.current_thread() is not threading.main_thread():
             return lambda: None
-        old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+        old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGTSTP)}
 
         def handler(signum: int, frame: Any) -> None:
             if self.stopping:
@@ -207,8 +249,18 @@ class _Launcher:
             self.stopping = True
             raise _Interrupted(signum)
 
+        def suspend(signum: int, frame: Any) -> None:
+            # Ctrl-Z: the ranks lead their own process groups, so the terminal stops only us;
+            # stop them too, then ourselves; on SIGCONT (fg, bg) continue them
+            groups = [pid for r, pid in self.pids.items() if r not in self.exited]
+            for pid in groups:
+                _signal_group(pid, signal.SIGSTOP)
+            os.kill(os.getpid(), signal.SIGSTOP)
+            for pid in groups:
+                _signal_group(pid, signal.SIGCONT)
+
         for s in old:
-            signal.signal(s, handler)
+            signal.signal(s, suspend if s == signal.SIGTSTP else handler)
 
         def restore() -> None:
             for s, h in old.items():
@@ -217,52 +269,92 @@ class _Launcher:
         return restore
 
     def _spawn(self, rank: int) -> None:
-        reader, writer = Pipe(duplex=False)
+        try:
+            reader, writer = Pipe(duplex=False)
+        except OSError as exc:  # EMFILE / ENFILE: too many open files
+            raise ShmcommError(f"cannot start rank {rank}: no pipe for its report: {exc} "
+                               "(raise the open-files limit, ulimit -n, or lower nranks)") from None
         parent = os.getpid()
-        pid = fork_rank(lambda: _rank_main(rank, parent, self.config, self.transport, self.ctl,
-                                           writer, self.host, self.args, self.model),
-                        [reader, *self.conns])
+        try:
+            pid = fork_rank(lambda: _rank_main(rank, parent, self.config, self.transport, self.ctl,
+                                               writer, self.host, self.args, self.model,
+                                               self.stacks[rank]),
+                            [reader, *self.conns])
+        except ShmcommError:
+            reader.close()
+            writer.close()
+            raise
         writer.close()
         self.pids[rank] = pid
         self.conns[reader] = rank
 
     def _supervise(self) -> None:
         cfg = self.config
-        start = time.monotonic()
+        start = last = time.monotonic()
         abort_at: float | None = None
         deadlock = DeadlockWatch(self.ctl, self.transport, cfg.deadlock_grace)
-        while self.conns:
+        self.waitlog = WaitLog(self.ctl, self.transport)
+        logged = start
+        while self.conns or any(r not in self.exited and r not in self.results
+                                for r in self.pids):
             # a model that reports from the launcher (the race detector) has its own pipes
             observed = list(getattr(self.model, "conns", ()))
-            for conn in wait(list(self.conns) + observed, timeout=POLL_S):
-                if conn in self.conns:
-                    self._receive(conn)  # type: ignore[arg-type]
-                else:
-                    self.failures.extend(self.model.receive(conn))  # type: ignore[attr-defined]
+            if self.conns or observed:
+                for conn in wait(list(self.conns) + observed, timeout=POLL_S):
+                    if conn in self.conns:
+                        self._receive(conn)  # type: ignore[arg-type]
+                    elif conn in observed:
+                        self.failures.extend(self.model.receive(conn))  # type: ignore[attr-defined]
+            else:
+                time.sleep(POLL_S)
+            self._poll_exits()
             now = time.monotonic()
+            if now - last > STALLED_S:  # the launcher was stopped (SIGSTOP, Ctrl-Z): not run time
+                start += now - last - POLL_S
+                deadlock.key = None  # judge what the ranks do after the resume, not before
+            last = now
+            if abort_at is None and now - logged > WAITLOG_S:
+                self.waitlog.record([r for r in self.pids if r not in self.exited])
+                logged = now
             if abort_at is None:
                 if self.failures:
+                    if self.failures[0].kind == "exception" and "WaitTimeout" in \
+                            self.failures[0].message:
+                        self.failures[0].traceback += self._diagnose("a wait timed out")
                     self.ctl.abort(C.ABORT_FAILURE)
                     abort_at = now
                 elif now - start > cfg.timeout:
+                    message = (f"the run did not finish within timeout={cfg.timeout:g} s"
+                               + self._still_running())
+                    self.failures.append(Failure(None, None, "timeout", message,
+                                                 self._diagnose("the run timed out")))
                     self.ctl.abort(C.ABORT_TIMEOUT)
-                    self.failures.append(Failure(
-                        None, None, "timeout",
-                        f"the run did not finish within timeout={cfg.timeout:g} s"
-                        + self._still_running()))
                     abort_at = now
                 else:
-                    live = [r for r in self.conns.values() if r not in self.results]
-                    report = deadlock.check(now, live, sorted(self.results))
+                    live = [r for r in self.pids if r not in self.results and r not in self.exited]
+                    try:
+                        report = deadlock.check(now, live, sorted(self.results))
+                    except CorruptControl as exc:
+                        self.failures.append(Failure(exc.rank, exc.block, "corrupt", str(exc)))
+                        report = None
                     if report:
                         self.ctl.abort(C.ABORT_DEADLOCK)
                         self.failures.insert(0, Failure(None, None, "deadlock", report))
                         abort_at = now
             elif now - abort_at > STOP_GRACE_S:
-                for conn, rank in list(self.conns.items()):
+                for rank in self.pids:
                     self._kill(rank)
-                    self.secondary += 1
-                    self._close(conn)
+                if now - abort_at > STOP_GRACE_S + REAP_GRACE_S:
+                    break  # unkillable (uninterruptible sleep): _stop_all tries once more
+
+    def _diagnose(self, why: str) -> str:
+        """The stuck-agent report: wait-for table, agents not waiting and their state, stacks."""
+        live = {r: pid for r, pid in self.pids.items() if r not in self.exited}
+        try:
+            return "\n" + stuck_report(self.ctl, self.transport, live, self.stacks, why,
+                                        self.waitlog)
+        except Exception as exc:  # noqa: BLE001 -- a diagnosis must never hide the failure
+            return f"\n(no stuck-agent diagnosis: {type(exc).__name__}: {exc})"
 
     def _observed_end(self) -> None:
         """A model that reports from the launcher reports what it found at the end of the run:
@@ -276,16 +368,16 @@ class _Launcher:
     def _receive(self, conn: Connection) -> None:
         rank = self.conns[conn]
         try:
-            msg = conn.recv()
-        except (EOFError, OSError):
-            status = self._reap(rank, block=True)
-            if rank not in self.results:
-                self._record_death(rank, status)
+            data = conn.recv_bytes(MAX_REPORT_BYTES)
+        except (EOFError, OSError):  # the rank exited (or closed its pipe): _poll_exits reaps it
             self._close(conn)
             return
-        except Exception as exc:  # a result that does not unpickle here
+        try:
+            msg = _loads_bounded(data, max(1.0, self.config.timeout))
+        except Exception as exc:  # noqa: BLE001 -- a result that does not unpickle here
             self.failures.append(Failure(rank, None, "exception",
-                                         f"its result could not be received: {exc!r}"))
+                                         f"its result could not be received: {exc}"))
+            self.results[rank] = None
             return
         kind, payload = msg
         if kind == "ok":
@@ -294,8 +386,30 @@ class _Launcher:
             self.secondary += 1
             self.results[rank] = None
         else:
-            self.failures.append(Failure(**payload))
+            self.failures.append(_failure_from(rank, payload))
             self.results[rank] = None
+
+    def _poll_exits(self) -> None:
+        """Reap every rank that exited; kill what it left in its process group first (a rank
+        is finished when it is reaped, not when its pipe closes: a forked child may hold it)."""
+        for rank, pid in self.pids.items():
+            if rank in self.exited:
+                continue
+            try:
+                gone = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                gone = True
+            if gone is None:
+                continue
+            _kill_group(pid)  # while the zombie still holds the group's id
+            status = self._reap(rank, block=True)
+            for conn, r in list(self.conns.items()):
+                if r == rank:
+                    while conn in self.conns and conn.poll(0):  # what it sent before exiting
+                        self._receive(conn)
+                    self._close(conn)
+            if rank not in self.results:
+                self._record_death(rank, status)
 
     def _record_death(self, rank: int, status: int | None) -> None:
         if self.ctl.aborted() and self.failures:
@@ -306,14 +420,15 @@ class _Launcher:
             why = "exited without a report"
         elif os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)
-            why = f"died from signal {signal.Signals(sig).name}"
+            why = f"died from signal {signal.Signals(sig).name}" + death_hint(sig, self.oom_before)
         else:
             why = f"exited with status {os.WEXITSTATUS(status)} without a report"
         self.failures.append(Failure(rank, None, "crash", f"rank process (pid {self.pids[rank]}) {why}"))
         self.results[rank] = None
 
     def _still_running(self) -> str:
-        return "; ranks still running: " + ", ".join(str(r) for r in sorted(self.conns.values()))
+        live = sorted(r for r in self.pids if r not in self.exited)
+        return "; ranks still running: " + ", ".join(str(r) for r in live)
 
     def _reap(self, rank: int, block: bool) -> int | None:
         if rank in self.exited:
@@ -340,46 +455,117 @@ class _Launcher:
         conn.close()
 
     def _stop_all(self) -> None:
-        """Whatever happened: no rank process outlives the launcher's return."""
+        """Whatever happened: no rank process, nor anything it forked, outlives the launcher's
+        return."""
         if any(r not in self.exited for r in self.pids):
-            self.ctl.abort(C.ABORT_INTERRUPT)
+            if self.ctl is not None:
+                self.ctl.abort(C.ABORT_INTERRUPT)
             deadline = time.monotonic() + STOP_GRACE_S
-            while time.monotonic() < deadline and any(
-                    self._reap(r, block=False) is None and r not in self.exited for r in self.pids):
+            while time.monotonic() < deadline and any(r not in self.exited for r in self.pids):
+                self._poll_exits()  # reaps each exited rank after killing its group
                 time.sleep(0.01)
             for r in self.pids:
+                if r not in self.exited:
+                    _kill_group(self.pids[r])
                 self._kill(r)
             for r in self.pids:
                 self._reap(r, block=True)
         for conn in list(self.conns):
             self._close(conn)
+        for f in self.stacks.values():
+            f.close()
+
+
+def _kill_group(pgid: int) -> None:
+    _signal_group(pgid, signal.SIGKILL)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except OSError:  # ESRCH: nothing left in it; EPERM: not ours (never joined it)
+        pass
+
+
+def _loads_bounded(data: bytes, limit: float) -> tuple[str, Any]:
+    """Unpickle a rank's report within ``limit`` seconds, and check its shape.
+
+    Unpickling runs the result's own reconstruction code: it happens in a daemon thread so that
+    a result which stalls there costs the launcher ``limit`` seconds, never a hang."""
+    box: list[Any] = []
+
+    def load() -> None:
+        try:
+            box.append(("ok", ForkingPickler.loads(data)))
+        except BaseException as exc:  # noqa: BLE001 -- reported to the user below
+            box.append(("err", exc))
+
+    t = threading.Thread(target=load, name="shmcomm-unpickle", daemon=True)
+    t.start()
+    t.join(limit)
+    if not box:
+        raise ShmcommError(f"unpickling it did not finish within {limit:g} s")
+    how, value = box[0]
+    if how == "err":
+        raise ShmcommError(f"unpickling it raised {type(value).__name__}: {str(value)[:500]}")
+    if not (isinstance(value, tuple) and len(value) == 2 and value[0] in ("ok", "aborted", "error")):
+        raise ShmcommError("its report is not a shmcomm report (garbled pipe data)")
+    return value
+
+
+def _failure_from(rank: int, payload: Any) -> Failure:
+    """The Failure a rank reported, checked field by field (rank data is never trusted)."""
+    if not isinstance(payload, dict):
+        return Failure(rank, None, "exception", f"garbled failure report: {payload!r:.200}")
+    block = payload.get("block")
+    if block is not None and (type(block) is not int or not 0 <= block < MAX_BLOCKS):
+        block = None
+    text = {k: payload.get(k) if isinstance(payload.get(k), str) else "" for k in
+            ("kind", "message", "traceback")}
+    kind = text["kind"] if text["kind"] in ("exception", "crash") else "exception"  # a rank
+    return Failure(rank, block, kind, text["message"] or "(no message)",  # cannot claim to be
+                   text["traceback"])                                     # a deadlock or timeout
 
 
 # --- the rank process ---------------------------------------------------------------------------
 
 def fork_rank(body: Callable[[], int], close: list[Connection]) -> int:
     """Fork a rank process that closes ``close`` (the parent's ends) and exits with ``body()``'s
-    status; returns its pid."""
+    status; returns its pid. The process leads its own process group, so that whatever it forks
+    can be killed with it."""
     sys.stdout.flush()
     sys.stderr.flush()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError as exc:  # EAGAIN: the process limit (ulimit -u, a cgroup's pids.max)
+        raise ShmcommError(f"cannot start a rank process: fork failed: {exc} (the user's or the "
+                           "cgroup's process limit is reached; lower nranks)") from None
     if pid == 0:  # the rank process; never returns
         code = 1
         try:
+            os.setpgid(0, 0)
             for c in close:
                 c.close()
             code = body()
         finally:
             os._exit(code)
+    try:
+        os.setpgid(pid, pid)  # also here: no race with a kill of the group right after fork
+    except OSError:
+        pass  # it already did (or is gone): either way it is set
     return pid
 
 
 def _rank_main(rank: int, parent: int, config: Config, transport: ShmTransport, ctl: C.Control,
                conn: Connection, host: Callable, args: tuple,
-               model: Callable[[RankRuntime], RankModel]) -> int:
+               model: Callable[[RankRuntime], RankModel], stacks: Any) -> int:
     """Body of one rank process. Returns its exit status."""
     if not rank_process_setup(parent):
         return 1
+    faulthandler.register(STACK_SIGNAL, file=stacks, all_threads=True, chain=False)
+    # a process the kernel or host forks must not hold the report pipe open (the launcher would
+    # wait for its EOF) nor report in the rank's name; the launcher kills it with the rank
+    os.register_at_fork(after_in_child=conn.close)
     return serve_run(rank, config, transport, ctl, conn, host, args, model)
 
 
@@ -412,21 +598,43 @@ def serve_run(rank: int, config: Config, transport: ShmTransport, ctl: C.Control
         msg = _failure_msg(rank, exc.block, exc.exc, exc.tb)
     except BaseException as exc:
         msg = _failure_msg(rank, None, exc, traceback.format_exc())
+    if rt is not None and rt.block_failures and msg[0] != "error":
+        # the host caught a block's failure (and returned, or was aborted later): still a failure
+        first = rt.block_failures[0]
+        msg = _failure_msg(rank, first.block, first.exc, first.tb
+                           + "(the host code caught this KernelError; the run still fails)\n")
     if msg[0] == "error":
         ctl.abort(C.ABORT_FAILURE)
     if rt is not None:
         rt.model.close()
-    try:
-        conn.send(msg)
-    except (pickle.PicklingError, TypeError, AttributeError) as exc:
-        conn.send(_failure_msg(rank, None, exc, f"host() returned an object that cannot be "
-                               f"pickled back to the launcher: {exc!r}"))
+    data = _pickled(rank, msg)
+    if data is None:  # the result does not pickle: report why instead
         ctl.abort(C.ABORT_FAILURE)
-        return 1
-    except (BrokenPipeError, OSError):
+        data = _pickled(rank, ("error", dict(
+            rank=rank, block=None, kind="exception",
+            message=f"host() returned an object that cannot be pickled back to the launcher: "
+                    f"{_PICKLE_ERROR[0]}")))
+        msg = ("error", None)
+    try:
+        conn.send_bytes(data)  # type: ignore[arg-type]
+    except OSError:  # the launcher is gone or closed our pipe
         return 1
     at.store(ctl.rank_addr(rank, C.R_STATE), C.R_EXITED if msg[0] == "ok" else C.R_FAILED)
     return 0 if msg[0] == "ok" else 1
+
+
+_PICKLE_ERROR = [""]
+
+
+def _pickled(rank: int, msg: tuple[str, Any]) -> bytes | None:
+    """``msg`` as the bytes ``Connection.recv`` unpickles, or ``None`` (why: ``_PICKLE_ERROR``).
+    Any exception counts (``ValueError``, ``RecursionError`` from ``__reduce__``, not only
+    ``PicklingError``): a result that cannot travel must be reported, never swallowed."""
+    try:
+        return bytes(ForkingPickler.dumps(msg))
+    except BaseException as exc:  # noqa: BLE001 -- user __reduce__ may raise anything
+        _PICKLE_ERROR[0] = f"{type(exc).__name__}: {str(exc)[:500]}"
+        return None
 
 
 def _failure_msg(rank: int, block: int | None, exc: BaseException, tb: str) -> tuple[str, Any]:

@@ -29,7 +29,7 @@ import numpy as np
 from ...errors import Aborted, ArgumentError, WaitTimeout
 from .. import Transport, Word
 from . import atomics as at
-from .segments import SHM_DIR, Segment, shm_free_bytes
+from .segments import SHM_DIR, Segment, memory_room, page_round, shm_free_bytes
 
 # On x86-64 (TSO) a plain aligned load is an acquire load and a locked read-modify-write or a
 # seq_cst store is a full barrier, so a plain ctypes read may stand for an atomic one.
@@ -65,11 +65,24 @@ class ShmWord(Word):
 
     def __init__(self, rank: int, offset: int, addr: int,
                  waiters: tuple[Any, Any] | None) -> None:
-        self.rank, self.offset, self.addr = rank, offset, addr
-        self.cp = self.handle = ctypes.c_void_p(addr)  # what libatomic's functions take
-        self.cell = ctypes.c_int32.from_address(addr) if TSO else _AtomicCell(self.cp)
+        init = object.__setattr__  # immutable once made: its address is its window's + offset
+        cp = ctypes.c_void_p(addr)  # what libatomic's functions take
+        init(self, "rank", rank)
+        init(self, "offset", offset)
+        init(self, "addr", addr)
+        init(self, "cp", cp)
+        init(self, "handle", cp)
+        init(self, "cell", ctypes.c_int32.from_address(addr) if TSO else _AtomicCell(cp))
         # the window's sleeper count (plain-read view, atomic address); None: always wake
-        self.waiters, self.waiters_cp = waiters if waiters is not None else (_ALWAYS, None)
+        w = waiters if waiters is not None else (_ALWAYS, None)
+        init(self, "waiters", w[0])
+        init(self, "waiters_cp", w[1])
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"ShmWord is immutable: cannot set {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"ShmWord is immutable: cannot delete {name!r}")
 
     def add(self, value: int) -> int:
         old = _fetch_add(self.cp, value, _SEQ)
@@ -121,12 +134,17 @@ class ShmTransport(Transport):
         self.heap_bytes = heap_bytes
         self.size = signal_bytes + heap_bytes
         seg_bytes = self.size + _TAIL_BYTES
+        need = nranks * page_round(seg_bytes)  # whole pages: what tmpfs really hands out
+        what = (f"windows: nranks={nranks} x (signal_bytes + heap_bytes = {self.size}, "
+                f"{page_round(seg_bytes)} bytes in whole pages) = {need} bytes")
         free = shm_free_bytes()
-        if free is not None and nranks * seg_bytes > free:  # tmpfs past its size: SIGBUS on touch
-            raise ArgumentError(
-                f"windows: nranks={nranks} x (signal_bytes + heap_bytes = {self.size}) = "
-                f"{nranks * self.size} bytes exceed the {free} bytes free in {SHM_DIR}; lower "
-                "heap_bytes or nranks")
+        if free is not None and need > free:  # the reservation would fail: say why up front
+            raise ArgumentError(f"{what} exceed the {free} bytes free in {SHM_DIR}; lower "
+                                "heap_bytes or nranks")
+        room = memory_room()
+        if room is not None and need > room[0]:
+            raise ArgumentError(f"{what} exceed {room[1]} ({room[0]} bytes); lower heap_bytes "
+                                "or nranks")
         self.segments: list[Segment] = []
         try:
             for r in range(nranks):

@@ -1,15 +1,23 @@
-"""POSIX shared-memory segments: created exclusive, mapped, unlinked at once.
+"""POSIX shared-memory segments: created exclusive, reserved, mapped between guard pages,
+unlinked at once.
 
 Segments are created exclusive with mode 0600 under a random name (96 random bits) that carries
 the creating process id, mapped, and unlinked at once, before any rank process starts: the ranks
 inherit the mappings through ``fork``, so no name stays in ``/dev/shm`` while a run goes on and
 no other process can attach. Should the creator die in the few microseconds between create and
 unlink, ``python -m shmcomm.launch.cleanup`` finds the name by its dead pid.
+
+Every page of a segment is reserved with ``posix_fallocate`` before it is mapped (as Open MPI
+does): a full ``/dev/shm`` (filled by anyone, or by two runs that each fit alone) is an error
+here, in the caller, instead of a SIGBUS at the first touch of a page tmpfs cannot supply. Each
+mapping sits between two ``PROT_NONE`` guard regions, so a write running off the end of one
+window faults instead of landing silently in the next rank's.
 """
 
 from __future__ import annotations
 
 import ctypes
+import errno
 import mmap
 import os
 import secrets
@@ -35,6 +43,40 @@ _c_mmap.restype = ctypes.c_void_p
 _c_munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 _c_munmap.restype = ctypes.c_int
 _MAP_FAILED = ctypes.c_void_p(-1).value
+_PROT_NONE, _MAP_FIXED, _MAP_NORESERVE = 0, 0x10, 0x4000
+PAGE = mmap.PAGESIZE
+GUARD_BYTES = 1 << 20  # PROT_NONE address space (no memory) on each side of every segment
+
+
+def page_round(n: int) -> int:
+    """``n`` rounded up to whole pages: what a segment of ``n`` bytes really takes."""
+    return -(-n // PAGE) * PAGE
+
+
+def memory_room() -> tuple[int, str] | None:
+    """``(bytes, what)``: the memory a run's segments may still take, the tighter of the box's
+    available memory and this cgroup's limit minus its usage (v2 or v1); ``None`` if unknown."""
+    rooms = []
+    try:
+        import psutil
+
+        rooms.append((psutil.virtual_memory().available, "available memory"))
+    except Exception:  # noqa: BLE001 -- psutil missing or /proc unreadable: skip this bound
+        pass
+    for limit_f, usage_f in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                             ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                              "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+        try:
+            with open(limit_f) as f:
+                limit = f.read().strip()
+            with open(usage_f) as f:
+                usage = int(f.read().strip())
+        except (OSError, ValueError):
+            continue
+        if limit.isdigit() and int(limit) < 1 << 60:  # "max" or a huge v1 value: no limit
+            rooms.append((max(int(limit) - usage, 0), f"the cgroup's memory limit ({limit_f})"))
+        break
+    return min(rooms) if rooms else None
 
 
 def shm_free_bytes() -> int | None:
@@ -61,26 +103,40 @@ class Segment:
         if size <= 0:
             raise ArgumentError(f"segment size must be > 0, got {size}")
         self.size = size
+        self.mapped = page_round(size)
         self.name = segment_name(tag)
         try:
-            shm = posix_ipc.SharedMemory(self.name, posix_ipc.O_CREX, mode=0o600, size=size)
+            shm = posix_ipc.SharedMemory(self.name, posix_ipc.O_CREX, mode=0o600)
         except posix_ipc.ExistentialError:  # exclusive create: never attach to someone else's
             raise ShmcommError(
                 f"shared-memory segment {self.name} already exists; refusing to attach to memory "
                 "this run did not create (another process took the name)") from None
         except (OSError, posix_ipc.Error) as exc:  # EMFILE, ENOSPC, EACCES on /dev/shm ...
             raise ShmcommError(f"cannot create shared-memory segment {self.name} of {size} "
-                               f"bytes: {exc}") from None
+                               f"bytes: {exc}{_emfile_hint(exc)}") from None
+        reserve = addr = None
+        err = 0
         try:
-            addr = _c_mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, shm.fd, 0)
+            _reserve(shm.fd, self.mapped, self.name)
+            # address space for the segment and its guards, then the segment in the middle
+            reserve = _c_mmap(None, self.mapped + 2 * GUARD_BYTES, _PROT_NONE,
+                              mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE, -1, 0)
             err = ctypes.get_errno()
+            if reserve not in (None, _MAP_FAILED):
+                addr = _c_mmap(reserve + GUARD_BYTES, self.mapped,
+                               mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED | _MAP_FIXED,
+                               shm.fd, 0)
+                err = ctypes.get_errno()
         finally:
             shm.close_fd()  # the mapping keeps the memory; no fd is left to borrow
             shm.unlink()  # nothing left to attach to: ranks inherit the mapping through fork
         if addr is None or addr == _MAP_FAILED:
+            if reserve not in (None, _MAP_FAILED):
+                _c_munmap(reserve, self.mapped + 2 * GUARD_BYTES)
             raise ShmcommError(f"cannot map shared-memory segment {self.name} of {size} bytes: "
                                f"{os.strerror(err)}")
         self.base = addr
+        self._reservation = reserve
         # every numpy view of the segment holds a reference to this buffer: close() counts them
         self._buf: Any = (ctypes.c_uint8 * size).from_address(addr)
         self.array = np.frombuffer(self._buf, dtype=np.uint8)
@@ -94,4 +150,31 @@ class Segment:
         if sys.getrefcount(buf) > 2:  # a user still holds a view: the mapping dies with the process
             return
         del buf
-        _c_munmap(self.base, self.size)
+        _c_munmap(self._reservation, self.mapped + 2 * GUARD_BYTES)
+
+
+def _reserve(fd: int, size: int, name: str) -> None:
+    """Give the segment every page it will use now (ENOSPC here, not SIGBUS at first touch)."""
+    while True:
+        try:
+            os.posix_fallocate(fd, 0, size)
+            return
+        except InterruptedError:
+            continue
+        except OSError as exc:
+            if exc.errno in (errno.EOPNOTSUPP, errno.ENOSYS):  # not tmpfs: size it at least
+                os.ftruncate(fd, size)
+                return
+            free = shm_free_bytes()
+            raise ShmcommError(
+                f"cannot reserve {size} bytes of shared memory for segment {name}: "
+                f"{os.strerror(exc.errno or 0)} ({SHM_DIR} has "
+                f"{'an unknown number of' if free is None else free} bytes free; another run or "
+                "user may be filling it); lower heap_bytes or nranks, or free space in "
+                f"{SHM_DIR}") from None
+
+
+def _emfile_hint(exc: BaseException) -> str:
+    if getattr(exc, "errno", None) in (errno.EMFILE, errno.ENFILE):
+        return " (too many open files: raise the limit, ulimit -n)"
+    return ""

@@ -1,0 +1,46 @@
+"""What a rank's death by a signal most likely means, for the report: out of memory (SIGKILL
+with the kernel's OOM-kill count grown), out of shared memory (SIGBUS), a stray access
+(SIGSEGV: the guard pages around every window catch overruns)."""
+
+from __future__ import annotations
+
+import signal
+
+from ..transports.shm.segments import SHM_DIR, memory_room
+
+_OOM_FILES = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control",
+              "/proc/vmstat")
+
+
+def oom_kills() -> int | None:
+    """How many processes the OOM killer has killed (this cgroup's count where it can be read,
+    else the system's); ``None`` when no count is readable."""
+    for path in _OOM_FILES:
+        try:
+            with open(path) as f:
+                for line in f:
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill":
+                        return int(value)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def death_hint(sig: int, oom_before: int | None) -> str:
+    """A short explanation to append to "died from signal X" (empty when there is none)."""
+    if sig == signal.SIGKILL:
+        now = oom_kills()
+        room = memory_room()
+        free = f"; {room[0]} bytes left by {room[1]}" if room else ""
+        if now is not None and oom_before is not None and now > oom_before:
+            return (" - the kernel's OOM killer ran during this run: the box or its cgroup "
+                    f"ran out of memory (lower heap_bytes, nranks or the data of the run{free})")
+        return (" (not by shmcomm; if no one else sent it, the likeliest sender is the OOM "
+                f"killer: see dmesg{free})")
+    if sig == signal.SIGBUS:
+        return f" (a shared-memory page could not be supplied: is {SHM_DIR} full?)"
+    if sig == signal.SIGSEGV:
+        return (" (an access outside the mapped memory: a raw-address or as_strided write past "
+                "a window hits the guard pages between windows)")
+    return ""

@@ -1,0 +1,60 @@
+"""The trace file of a run, made safe: checked at the start, written aside, renamed at the end.
+
+A run asked for ``trace=PATH`` never opens ``PATH`` itself. At the start the launcher creates a
+fresh file beside it (``O_CREAT | O_EXCL | O_NOFOLLOW``, so no symlink is followed and no existing
+file is truncated or appended to) and the ranks write the trace there; at the end the file is
+renamed over ``PATH``, which replaces the name only: a symlink at ``PATH`` is replaced, never
+followed, and the content of a file someone else owns is never touched. A path that cannot work
+(a missing directory, a directory, another user's file) is an error before any rank starts.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+
+from ..errors import ArgumentError
+
+
+class TraceFile:
+    """``aside``: where the ranks write; :meth:`finish` moves it to ``path``."""
+
+    def __init__(self, path: str) -> None:
+        self.path = os.path.abspath(path)
+        folder, name = os.path.split(self.path)
+        try:
+            st = os.lstat(self.path)
+        except FileNotFoundError:
+            st = None
+        except OSError as exc:
+            raise ArgumentError(f"trace: cannot use {path!r}: {exc.strerror}") from None
+        if st is not None and os.path.isdir(self.path) and not os.path.islink(self.path):
+            raise ArgumentError(f"trace: {path!r} is a directory; name a file")
+        if st is not None and st.st_uid != os.geteuid():
+            raise ArgumentError(f"trace: {path!r} belongs to another user (uid {st.st_uid}); "
+                                "shmcomm does not replace it: name another file")
+        self.aside = os.path.join(folder, f".{name}.shmcomm-{os.getpid()}-"
+                                          f"{secrets.token_hex(4)}.tmp")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            os.close(os.open(self.aside, flags, 0o644))
+        except OSError as exc:
+            raise ArgumentError(f"trace: cannot create a file in {folder!r}: {exc.strerror}") \
+                from None
+
+    def finish(self) -> str | None:
+        """Move the trace to its path (nothing if no rank wrote one); an error message or None."""
+        try:
+            if os.stat(self.aside, follow_symlinks=False).st_size == 0:
+                os.unlink(self.aside)
+                return None
+            os.rename(self.aside, self.path)
+        except OSError as exc:
+            return f"trace: could not move the trace to {self.path!r}: {exc.strerror}"
+        return None
+
+    def discard(self) -> None:
+        try:
+            os.unlink(self.aside)
+        except OSError:
+            pass
