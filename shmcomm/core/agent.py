@@ -35,16 +35,19 @@ class Agent:
                  "seq", "policy", "spin_s", "wait_timeout", "pipes", "hooks", "fences", "rng", "ub_used",
                  "is_host", "active", "kernel", "wait_fields", "__weakref__")
 
-    def __init__(self, rt: RankRuntime, slot: int, block_num: int, seed: int) -> None:
+    def __init__(self, rt: RankRuntime, slot: int, block_num: int, seed: int,
+                 block_idx: int | None = None) -> None:
         self.rt = rt
         self.rank = rt.rank
         self.slot = slot
         self.is_host = slot == C.HOST_SLOT
-        self.block_idx = -1 if self.is_host else slot
+        # a launch's blocks take consecutive free slots: block_idx counts from 0 in its launch
+        self.block_idx = -1 if self.is_host else (slot if block_idx is None else block_idx)
         self.block_num = block_num
         self.ctl = rt.ctl
         self.line = rt.ctl.agent_addr(rt.rank, slot)
         self.state_addr = self.line + 4 * C.A_STATE
+        at.store(self.line + 4 * C.A_BLOCK, self.block_idx)
         # the wait fields of the control line (A_SEQ .. A_KIND), written at every registered wait
         self.wait_fields = (ctypes.c_int32 * (C.A_KIND - C.A_SEQ + 1)).from_address(
             self.line + 4 * C.A_SEQ)

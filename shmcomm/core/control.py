@@ -10,12 +10,12 @@ each group starting on its own 64-byte line so hot words do not share a line)::
     line 4   host barrier arrivals (monotonic; rt.barrier() derives its round from it)
     line 5   host barrier: reserved
     ranks    one line per rank: state, pid, launch count, digest of the named signal regions
-             (symmetry check of rt.signal_region), blocks of the current launch, heap top (low
-             31 bits; symmetry check of rt.alloc)
+             (symmetry check of rt.signal_region), blocks of the running launches, heap top (low
+             31 bits; symmetry check of rt.alloc), the bit mask of their slots (two words)
     agents   one line per (rank, slot); slot b < MAX_BLOCKS is block b, slot MAX_BLOCKS the
              host thread: state, wait sequence number, waited signal (rank, offset, rows, cols,
              row stride), comparison, expected value, wait start (ms since the run started),
-             wait kind, pending (queued pipe work not yet retired)
+             wait kind, pending (queued pipe work not yet retired), block index in its launch
 
 Agents write their own line with atomics; the launcher only reads (a torn read costs at most one
 poll, since the deadlock verdict needs two identical polls). The segment is node-local shared
@@ -57,8 +57,11 @@ ABORT_NAMES = {ABORT_FAILURE: "a failure elsewhere in the run", ABORT_DEADLOCK: 
 A_STATE, A_SEQ, A_SIG_RANK, A_SIG_OFF, A_ROWS, A_COLS, A_STRIDE, A_CMP, A_VALUE, A_START = range(10)
 A_KIND = 10  # 0 = signal wait (TWAIT), 1 = host barrier
 A_PENDING = 11  # queued pipe work a deferring model still has to retire (0 in eager mode)
+A_BLOCK = 12  # block index in its launch (a launch's blocks take any free consecutive slots)
 # fields of a rank line
 R_STATE, R_PID, R_LAUNCHES, R_SIGREGIONS, R_BLOCKS, R_HEAPTOP = range(6)
+# which slots belong to running launches: bit s of (R_SLOTS_HI << 32 | R_SLOTS_LO)
+R_SLOTS_LO, R_SLOTS_HI = 6, 7
 
 
 class Control:
@@ -129,6 +132,12 @@ class Control:
     def agents_of(self, rank: int) -> np.ndarray:
         w = self.agent_word(rank, 0)
         return self.words[w:w + SLOTS * LINE].reshape(SLOTS, LINE).copy()
+
+    def running_slots(self, rank: int) -> list[int]:
+        """The slots of ``rank``'s running launches."""
+        m = (self.rank_field(rank, R_SLOTS_HI) & 0xFFFFFFFF) << 32 | (
+            self.rank_field(rank, R_SLOTS_LO) & 0xFFFFFFFF)
+        return [s for s in range(MAX_BLOCKS) if m >> s & 1]
 
     def now_ms(self) -> int:
         return int((time.monotonic() - self.t0) * 1000) & 0x7FFFFFFF

@@ -56,19 +56,21 @@ class DeadlockWatch:
         for r in live:
             agents = ctl.agents_of(r)
             host = agents[C.HOST_SLOT]
-            if host[C.A_STATE] == C.WAITING:
+            hstate = host[C.A_STATE]
+            if hstate == C.WAITING:
                 waits.append((r, None, host))
-            elif host[C.A_STATE] == C.JOINING:
-                nb = ctl.rank_field(r, C.R_BLOCKS)
-                states = agents[:nb, C.A_STATE]
-                if (states == C.RUNNING).any() or (states == C.IDLE).any():
-                    return None
-                blocked = [(r, b, agents[b]) for b in range(nb) if states[b] == C.WAITING]
-                if not blocked:
-                    return None
-                waits.extend(blocked)
-            else:
+            elif hstate != C.JOINING:
                 return None
+            # the blocks of every launch running on this rank (streams run several at once)
+            slots = ctl.running_slots(r)
+            states = agents[slots, C.A_STATE]
+            if (states == C.RUNNING).any() or (states == C.IDLE).any():
+                return None
+            blocked = [(r, int(agents[s, C.A_BLOCK]), agents[s]) for s in slots
+                       if agents[s, C.A_STATE] == C.WAITING]
+            if hstate == C.JOINING and not blocked:
+                return None
+            waits.extend(blocked)
         for _r, _b, line in waits:
             if line[C.A_PENDING] or self._satisfied(line):
                 return None

@@ -320,6 +320,7 @@ def _rank_main(rank: int, parent: int, config: Config, transport: ShmTransport, 
         transport.attach(rank)
         rt = RankRuntime(rank, config, Windows(transport), ctl, model)
         result = host(rt, *args)
+        rt.synchronize()  # launches left running on streams finish (and report) before we exit
         msg = ("ok", result)
     except KernelError as exc:
         msg = _failure_msg(rank, exc.block, exc.exc, exc.tb)
