@@ -34,6 +34,7 @@ from .core.tile import Tile
 from .core.waiting import WaitSite, wait_until
 from .errors import ArgumentError
 from .group import TBROADCAST, TGATHER, TREDUCE, TSCATTER, ParallelGroup
+from .pipe import wait_events as _wait_events
 from .types import (
     CMP_FUNCS,
     INT32_MAX,
@@ -53,6 +54,8 @@ __all__ = [
 
 _tls = _agent._tls
 _hooked = _agent.HOOKED  # [bool]: does any block of this process have model hooks?
+_fenced = _agent.FENCED  # [bool]: does any block of this process act on fences?
+_read_add = _agent.SET_READ_ADD  # [bool]: Set is read-then-add (Config.set_semantics)
 _new = object.__new__
 _ADD, _SET = NotifyOp.AtomicAdd, NotifyOp.Set
 _GE = WaitCmp.GE
@@ -241,18 +244,26 @@ def _holds(cells: tuple, value: int, cmp: int) -> bool:
     return True
 
 
-def TNOTIFY(sig: Signal | Signal2D, value: int, op: NotifyOp = NotifyOp.AtomicAdd) -> None:
+def TNOTIFY(sig: Signal | Signal2D, value: int, op: NotifyOp | None = None, *events: Any) -> None:
     """Atomically add ``value`` to (``AtomicAdd``) or store it into (``Set``) the signal.
 
-    Local or remote signals alike (the seed notifies local counters too). No fence before the
-    store: earlier TSTOREs may still be in flight (hazard mode shows it).
+    ``op`` is required, as in PTO. Local or remote signals alike. As on a2a3 the notify waits for
+    ``events`` first, writes the word (``Set``: a store, or a read then an atomic add under
+    ``set_semantics="read-add"``), fences that one store, then ends with ``pipe_barrier(PIPE_ALL)``:
+    work issued *before* it is drained only after the signal is out, so data must still be
+    drained and fenced before the notify (hazard mode shows it).
     """
+    if events:
+        _wait_events(events, "TNOTIFY")
     t = type(sig)
     if t is not Signal and t is not Signal2D:
         _check_sig(sig, "TNOTIFY")
     if type(value) is not int or not -0x80000000 <= value <= 0x7FFFFFFF:
         value = _check_i32(value, "TNOTIFY")
     if op is not _ADD and op is not _SET:  # ints 0/1 pass; another enum (WaitCmp.NE) does not
+        if op is None:
+            raise ArgumentError("TNOTIFY: op is required, as in PTO: NotifyOp.AtomicAdd (0) or "
+                                "NotifyOp.Set (1)")
         op = NotifyOp(check_enum(NotifyOp, op, "TNOTIFY: op"))
     if _hooked[0]:
         hooks = _hooks()
@@ -260,10 +271,16 @@ def TNOTIFY(sig: Signal | Signal2D, value: int, op: NotifyOp = NotifyOp.AtomicAd
             hooks.notify(sig, value, op)
     if op is _ADD:
         sig.fetch_add(sig.handle, value, 5)  # 5: seq_cst
+    elif _read_add[0]:  # pto-isa's proposed Set: read, then add the difference (two steps)
+        sig.fetch_add(sig.handle, (value - sig.load() + 0x80000000) % 0x100000000 - 0x80000000, 5)
     else:
         sig.exchange(sig.handle, value, 5)  # a read-modify-write: orders the waiters read below
     if sig.waiters.value:
         sig.wake()
+    if _fenced[0]:  # a2a3's TNOTIFY ends with pipe_barrier(PIPE_ALL)
+        fences = _tls.agent.fences
+        if fences is not None:
+            fences.notify_drain()
 
 
 def TWAIT(sig: Signal | Signal2D, value: int, cmp: WaitCmp) -> None:
@@ -346,6 +363,9 @@ def _check_copy(op: str, dst: Any, src: Any, tiles: tuple) -> None:
             raise ArgumentError(f"{op}: {name} must be a GlobalTensor, got {type(g).__name__}")
     if (dst.rows, dst.cols) != (src.rows, src.cols):
         raise ArgumentError(f"{op}: dst is {dst.rows}x{dst.cols} but src is {src.rows}x{src.cols}")
+    if dst.shape5 != src.shape5 and (dst.row_stride is None or src.row_stride is None):
+        raise ArgumentError(f"{op}: dst shape {dst.shape} and src shape {src.shape} differ, and "
+                            "one of them is strided in its outer dimensions; give both one shape")
     if dst.dtype != src.dtype:
         raise ArgumentError(f"{op}: dst dtype {dst.dtype} differs from src dtype {src.dtype}")
     for t in tiles:
@@ -356,7 +376,8 @@ def _check_copy(op: str, dst: Any, src: Any, tiles: tuple) -> None:
 
 
 def TPUT(dst: GlobalTensor, src: GlobalTensor, tile: Tile, *more: Any) -> None:
-    """Copy local ``src`` to (usually remote) ``dst`` through UB, chunked by the tile's shape.
+    """Copy local ``src`` to (usually remote) ``dst`` through UB, chunked as pto-isa's a2a3 backend
+    (by the tile's valid region, looping the outer dimensions; see :mod:`shmcomm.core.copy`).
 
     Forms, as PTO's overloads: ``TPUT(dst, src, tile)``, ``TPUT(dst, src, tile, atomic)`` with
     ``AtomicType.AtomicAdd`` for an atomic accumulate into ``dst``, and the ping-pong form
@@ -387,7 +408,7 @@ def _copy(op: str, dst: GlobalTensor, src: GlobalTensor, tiles: tuple, atomic: i
     hooks = agent.hooks
     if hooks is not None:
         hooks.copy_begin(op, dst, src)
-    copy_through(agent.pipes, (dst,), src, tiles, atomic)
+    copy_through(agent.pipes, (dst,), src, tiles, atomic, op)
     if hooks is not None:
         hooks.copy_end(op)
 

@@ -21,6 +21,8 @@ WAIT_POLICIES = ("adaptive", "spin", "yield", "futex")
 MODES = ("eager", "hazard")
 # hazard-mode sub-models (shmcomm.exec.hazard); "all" turns every one on
 HAZARDS = ("pipes", "visibility", "lines", "jitter", "checkers")
+# what TNOTIFY(..., NotifyOp.Set) does: a2a3's plain store, or pto-isa's proposed read-then-add
+SET_SEMANTICS = ("store", "read-add")
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 
 
@@ -41,6 +43,10 @@ class Config:
     ``hazards``: the hazard-mode sub-models, ``"all"`` or a comma list of ``HAZARDS``.
     ``hazard_delay``: mean seconds a queued pipe op or an unfenced remote store stays pending.
     ``trace``: hazard mode writes a Chrome trace JSON (Perfetto) to this path ("" = none).
+    ``set_semantics``: ``TNOTIFY``'s ``Set``: ``"store"`` (a2a3: a plain store of the word, whose
+    cache line the ``lines`` hazard model writes back whole) or ``"read-add"`` (pto-isa's
+    proposed change: read the word, then atomically add the difference; not atomic against
+    another writer between the two).
     """
 
     nranks: int = 8
@@ -59,6 +65,7 @@ class Config:
     hazards: str = "all"
     hazard_delay: float = 0.002
     trace: str = ""
+    set_semantics: str = "store"
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -108,6 +115,7 @@ _FIELDS: dict[str, tuple] = {
     "hazards": (str, None),
     "hazard_delay": (float, 0.0, 60.0),
     "trace": (str, None),
+    "set_semantics": (str, SET_SEMANTICS),
 }
 
 

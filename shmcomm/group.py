@@ -149,7 +149,7 @@ def _move(op: str, dsts: Sequence[GlobalTensor], src: GlobalTensor, tiles: tuple
     if hooks is not None:
         for d in dsts:
             hooks.copy_begin(op, d, src)
-    copy_through(agent.pipes, dsts, src, tiles)
+    copy_through(agent.pipes, dsts, src, tiles, 0, op)
     if hooks is not None:
         for _ in dsts:
             hooks.copy_end(op)

@@ -26,6 +26,11 @@ _tls = threading.local()
 # Whether any block of this process has model hooks (set at the first such launch, never
 # cleared): until then TNOTIFY / TWAIT skip the thread-local lookup entirely.
 HOOKED = [False]
+# Whether any block of this process acts on fences (set at the first such launch): TNOTIFY's
+# internal pipe_barrier(PIPE_ALL) is skipped entirely until then.
+FENCED = [False]
+# Config.set_semantics == "read-add" (set once per rank process).
+SET_READ_ADD = [False]
 
 
 class Agent:

@@ -90,6 +90,11 @@ class BlockModel:
     def dsb(self, mode: int) -> None:
         pass
 
+    def notify_drain(self) -> None:
+        """The ``pipe_barrier(PIPE_ALL)`` that ends every ``TNOTIFY`` (a2a3): it runs after the
+        signal is out, so a model may let queued work finish at its own pace here."""
+        self.barrier(PIPE_ALL)
+
     def dcci(self, ptr: Any, mode: int) -> None:
         pass
 

@@ -25,7 +25,7 @@ from ..config import MAX_BLOCKS, Config
 from ..errors import Aborted, ArgumentError, ShmcommError
 from ..types import WaitCmp
 from . import control as C
-from .agent import HOOKED, Agent, bind
+from .agent import FENCED, HOOKED, SET_READ_ADD, Agent, bind
 from .gm import GMPtr, Windows, as_dtype
 from .heap import SymmetricArray, SymmetricHeap
 from .model import RankModel
@@ -119,6 +119,7 @@ class RankRuntime:
         self._hostbar = WaitSite((windows.transport.control_word(ctl.hostbar_addr),), -1,
                                  ctl.hostbar_addr - ctl.base, kind=KIND_HOST_BARRIER,
                                  label="rt.barrier")
+        SET_READ_ADD[0] = config.set_semantics == "read-add"
         self.model = model(self)  # after the fields above: a model may read them
         bind(self.host_agent)
         self.host_agent.set_state(C.RUNNING)
@@ -353,6 +354,8 @@ class Launch:
                     a.fences = a.pipes if a.pipes.acts_on_fences else None
                     if a.hooks is not None:
                         HOOKED[0] = True
+                    if a.fences is not None:
+                        FENCED[0] = True
             except BaseException:
                 rt._running -= 1
                 rt._release_slots(first, self.blocks)

@@ -103,6 +103,7 @@ class HazardBlockModel(BlockModel):
         self.rng = random.Random(agent.rng.getrandbits(64))  # due times: one stream
         self.vis = RemoteStores(self._apply) if "visibility" in models else None
         self.lines = LineModel(agent.rt.windows, self._clobber) if "lines" in models else None
+        self.set_read_add = cfg.set_semantics == "read-add"
         # jitter and idle draw from their own stream: how often a wait idles depends on timing
         self.jitter = Jitter(random.Random(agent.rng.getrandbits(64))) if "jitter" in models else None
         self.tracer = (Tracer(cfg.trace, agent.ctl.segment.name, agent.rank, agent.block_idx)
@@ -206,6 +207,16 @@ class HazardBlockModel(BlockModel):
         if pipe in (PIPE_ALL, PIPE_MTE3):
             self._after_sync(PIPE_MTE3)
         self._sync_pending()
+
+    def notify_drain(self) -> None:
+        """TNOTIFY's closing barrier: the queued copies finish when their DMA would (their due
+        times), not the instant the signal went out, so a notify issued before its data is
+        drained still races with the data (as on the NPU)."""
+        due = max((item[1] for p in _QUEUED for item in self.queues[p]), default=0.0)
+        wait = due - _perf()
+        if wait > 0:
+            time.sleep(min(wait, 10 * self.delay + 0.01))
+        self.barrier(PIPE_ALL)
 
     def dsb(self, mode: int) -> None:
         if self.jitter:
@@ -318,7 +329,7 @@ class HazardBlockModel(BlockModel):
         for f in self.on["notify"]:
             f(sig, value, op)
         if self.lines:
-            if op:
+            if op and not self.set_read_add:  # a read-add Set is an atomic at the memory
                 self.lines.fill(ptr.rank, ptr.offset, value,
                                 _perf() + self.delay * (0.5 + self.rng.random()),
                                 kernel_site(self.agent) if self.m_check else "")
