@@ -22,6 +22,7 @@ either order. Take your words from the free range with ``rt.signal_region(name, 
 
 from __future__ import annotations
 
+from enum import IntEnum
 from typing import Any
 
 import numpy as np
@@ -31,14 +32,17 @@ from .core.copy import copy_through
 from .core.gm import I32, GlobalTensor, GMPtr
 from .core.regions import OWNER as _owner
 from .core.tile import Tile
+from .core.waiting import KIND_SYNCALL as _KIND_SYNCALL
 from .core.waiting import WaitSite, wait_until
 from .errors import ArgumentError
 from .group import TBROADCAST, TGATHER, TREDUCE, TSCATTER, ParallelGroup
 from .pipe import wait_events as _wait_events
 from .types import (
     CMP_FUNCS,
+    DSB_DDR,
     INT32_MAX,
     INT32_MIN,
+    PIPE_MTE3,
     AtomicType,
     NotifyOp,
     ReduceOp,
@@ -47,6 +51,8 @@ from .types import (
 )
 
 __all__ = [
+    "gm_load", "gm_store", "gm_atomic_store", "gm_atomic_add", "st_atomic", "SYNCALL",
+    "TPUT_ASYNC", "TGET_ASYNC", "AsyncSession", "AsyncEvent", "BuildAsyncSession", "DmaEngine",
     "Signal", "Signal2D", "NotifyOp", "WaitCmp", "ReduceOp", "AtomicType", "GlobalTensor",
     "TNOTIFY", "TWAIT", "TTEST", "TPUT", "TGET", "GetRemotePtr", "GMPtr", "get_block_idx",
     "get_block_num", "ParallelGroup", "TBROADCAST", "TSCATTER", "TGATHER", "TREDUCE",
@@ -412,3 +418,241 @@ def _copy(op: str, dst: GlobalTensor, src: GlobalTensor, tiles: tuple, atomic: i
     if hooks is not None:
         hooks.copy_end(op)
 
+
+
+# --- scalar GM access ---------------------------------------------------------------------------
+#
+# A kernel that reads or writes single GM elements (``ptr[i] = v``, ``st_atomic``) goes through
+# these rather than a numpy view, so the execution model sees the access (``gm_access``): hazard
+# mode, the race detector and the schedule explorer all learn of it.
+
+def _scalar(op: str, ptr: Any) -> GMPtr:
+    if not isinstance(ptr, GMPtr):
+        raise ArgumentError(f"{op}: ptr must be a GM pointer (GMPtr), got {type(ptr).__name__}")
+    if ptr.offset % ptr.itemsize:
+        raise ArgumentError(f"{op}: ptr must be aligned to its {ptr.itemsize}-byte dtype, got "
+                            f"offset {ptr.offset:#x}")
+    ptr.windows.check_extent(ptr.rank, ptr.offset, ptr.itemsize, op)
+    hooks = _agent.current().hooks
+    if hooks is not None:
+        hooks.gm_access(op, ptr, ptr.itemsize, op != "gm_load", op.startswith(("gm_atomic", "st_")))
+    return ptr
+
+
+def _elem(ptr: GMPtr) -> np.ndarray:
+    return ptr.windows.view(ptr.rank, ptr.offset, (1,), ptr.dtype)
+
+
+def _value(op: str, ptr: GMPtr, value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ArgumentError(f"{op}: value must be a number, got {value!r}")
+    if ptr.dtype.kind in "iu":
+        if not isinstance(value, (int, np.integer)):
+            raise ArgumentError(f"{op}: value must be an int for a {ptr.dtype} pointer, got {value!r}")
+        info = np.iinfo(ptr.dtype)
+        if not info.min <= value <= info.max:
+            raise ArgumentError(f"{op}: value must be in [{info.min}, {info.max}] for {ptr.dtype}, "
+                                f"got {value}")
+    return value
+
+
+def gm_load(ptr: GMPtr) -> Any:
+    """Read one element at ``ptr`` (``value = *ptr``); int32 words read atomically."""
+    ptr = _scalar("gm_load", ptr)
+    if ptr.dtype == I32:
+        return ptr.windows.transport.word(ptr.rank, ptr.offset).load()
+    return _elem(ptr)[0].item()
+
+
+def gm_store(ptr: GMPtr, value: Any) -> None:
+    """Write one element at ``ptr`` (``*ptr = value``): a plain store, no fence."""
+    ptr = _scalar("gm_store", ptr)
+    _elem(ptr)[0] = _value("gm_store", ptr, value)
+
+
+def gm_atomic_store(ptr: GMPtr, value: Any) -> None:
+    """Atomically store one element (int32: a hardware atomic that wakes its waiters; other
+    dtypes under the transport's data lock)."""
+    ptr = _scalar("gm_atomic_store", ptr)
+    value = _value("gm_atomic_store", ptr, value)
+    if ptr.dtype == I32:
+        ptr.windows.transport.word(ptr.rank, ptr.offset).set(int(value))
+        return
+    _locked(ptr, lambda a: a.__setitem__(0, value))
+
+
+def gm_atomic_add(ptr: GMPtr, value: Any) -> Any:
+    """Atomically add ``value`` to the element at ``ptr``; return the old value (int32: the
+    hardware atomic, which wakes waiters; other dtypes under the transport's data lock)."""
+    ptr = _scalar("gm_atomic_add", ptr)
+    value = _value("gm_atomic_add", ptr, value)
+    if ptr.dtype == I32:
+        return ptr.windows.transport.word(ptr.rank, ptr.offset).add(int(value))
+    old: list = []
+
+    def add(a: np.ndarray) -> None:
+        old.append(a[0].item())
+        np.add(a, np.asarray(value, dtype=a.dtype), out=a, casting="unsafe")
+    _locked(ptr, add)
+    return old[0]
+
+
+def st_atomic(value: Any, ptr: GMPtr) -> None:
+    """PTO's ``st_atomic<T>(value, ptr)`` after ``set_st_atomic_cfg(..., ATOMIC_SUM)``: an
+    atomic add at ``ptr`` (argument order as in PTO)."""
+    gm_atomic_add(ptr, value)
+
+
+def _locked(ptr: GMPtr, fn: Any) -> None:
+    agent = _agent.current()
+    transport = ptr.windows.transport
+    with transport.data_lock(ptr.rank, ptr.offset, ptr.itemsize, agent.wait_timeout,
+                             agent.ctl.aborted):
+        fn(_elem(ptr))
+
+
+# --- SYNCALL ------------------------------------------------------------------------------------
+
+def SYNCALL(workspace: Any = None, used_cores: int = 0) -> None:
+    """Cross-core barrier of the blocks of this launch (PTO's ``SYNCALL``).
+
+    ``SYNCALL()`` is the hardware form: every block of the launch arrives, then all go on.
+    ``SYNCALL(workspace, used_cores)`` is the soft form: the first int32 of ``workspace`` (a
+    ``GlobalTensor`` / ``Signal`` / int32 ``GMPtr``, zeroed before first use) counts arrivals of
+    ``used_cores`` blocks (0: all of the launch); every participant must call it equally often.
+    As in PTO it orders arrival only: it neither drains pipes nor fences data.
+    """
+    agent = _agent.current()
+    n = agent.block_num if not used_cores else used_cores
+    if isinstance(used_cores, bool) or not isinstance(used_cores, int) \
+            or not 0 <= used_cores <= agent.block_num:
+        raise ArgumentError(f"SYNCALL: used_cores must be an int in [0, {agent.block_num}] "
+                            f"(0: every block of the launch), got {used_cores!r}")
+    if workspace is None:
+        from .core import control as C  # the launch's counter lives in its control line
+
+        addr = agent.ctl.agent_addr(agent.rank, agent.first_slot) + 4 * C.A_SYNCALL
+        word = agent.rt.windows.transport.control_word(addr)
+        site = WaitSite((word,), -1, addr - agent.ctl.base, kind=_KIND_SYNCALL, label="SYNCALL")
+    else:
+        ptr = workspace.ptr if isinstance(workspace, (GlobalTensor, Signal)) else workspace
+        sig = Signal(_check_signal_ptr(ptr, "SYNCALL: workspace", 4))
+        word, site = sig.word, sig.site
+    arrived = word.add(1) + 1
+    target = ((arrived - 1) // n + 1) * n
+    wait_until(agent, site, target, WaitCmp.GE)
+
+
+# --- TPUT_ASYNC / TGET_ASYNC ----------------------------------------------------------------------
+
+class DmaEngine(IntEnum):
+    """The engine of an asynchronous copy (PTO's ``DmaEngine``); every engine is a CPU copy here."""
+
+    SDMA = 0
+    URMA = 1
+    RDMA = 2
+
+
+class AsyncSession:
+    """What ``TPUT_ASYNC`` / ``TGET_ASYNC`` run in (PTO's ``AsyncSession``): the engine and the
+    block's DMA staging buffer. Build it with :func:`BuildAsyncSession`."""
+
+    __slots__ = ("engine", "tile", "valid", "rank", "block")
+
+    def __repr__(self) -> str:
+        return f"AsyncSession({self.engine.name}, rank {self.rank} block {self.block})"
+
+
+def BuildAsyncSession(ctx: Any, engine: DmaEngine = DmaEngine.SDMA,
+                      block_bytes: int = 64 * 1024) -> AsyncSession:
+    """A session for this block's asynchronous copies (PTO's ``BuildAsyncSession<engine>``).
+
+    ``block_bytes`` is the engine's transfer unit (its staging buffer, outside UB).
+    """
+    engine = DmaEngine(check_enum(DmaEngine, engine, "BuildAsyncSession: engine"))
+    if isinstance(block_bytes, bool) or not isinstance(block_bytes, int) \
+            or not 64 <= block_bytes <= 16 << 20:
+        raise ArgumentError(f"BuildAsyncSession: block_bytes must be an int in [64, {16 << 20}], "
+                            f"got {block_bytes!r}")
+    agent = _agent.current()
+    s = AsyncSession()
+    s.engine, s.tile, s.valid = engine, None, block_bytes
+    s.rank, s.block = agent.rank, agent.block_idx
+    return s
+
+
+class AsyncEvent:
+    """Handle of an asynchronous copy (PTO's ``AsyncEvent``): ``Wait(session)`` blocks until
+    the copy has landed in ``dst``; ``Test(session)`` says whether it has, without blocking.
+    As an event argument of another instruction it is waited for first."""
+
+    __slots__ = ("session", "mark", "done")
+
+    def Wait(self, session: AsyncSession | None = None) -> None:
+        self._check(session, "AsyncEvent.Wait")
+        if not self.done:
+            agent = _agent.current()
+            agent.pipes.barrier(PIPE_MTE3)
+            if agent.fences is not None:  # landed: visible at the destination, as the engine's
+                agent.fences.dsb(DSB_DDR)  # completion record says
+            self.done = True
+
+    def Test(self, session: AsyncSession | None = None) -> bool:
+        self._check(session, "AsyncEvent.Test")
+        if not self.done:
+            self.done = _agent.current().pipes.completed(PIPE_MTE3, self.mark)
+        return self.done
+
+    def wait(self) -> None:  # as an event argument of another instruction
+        self.Wait()
+
+    def _check(self, session: Any, what: str) -> None:
+        if session is not None and session is not self.session:
+            raise ArgumentError(f"{what}: session is not the one this copy was issued in")
+
+    def __repr__(self) -> str:
+        return f"AsyncEvent({'done' if self.done else 'in flight'})"
+
+
+def _async(op: str, dst: Any, src: Any, session: Any, events: tuple) -> AsyncEvent:
+    if events:
+        _wait_events(events, op)
+    if not isinstance(session, AsyncSession):
+        raise ArgumentError(f"{op}: session must be an AsyncSession from BuildAsyncSession(), "
+                            f"got {type(session).__name__}")
+    agent = _agent.current()
+    if (session.rank, session.block) != (agent.rank, agent.block_idx):
+        raise ArgumentError(f"{op}: session belongs to rank {session.rank} block {session.block}, "
+                            f"not to the calling {agent.where()}")
+    _check_copy(op, dst, src, ())
+    if session.tile is None or session.tile.dtype != dst.dtype:
+        cols = max(1, session.valid // dst.dtype.itemsize)
+        session.tile = Tile((1, cols), dst.dtype)  # the engine's own buffer, not UB
+    tile = session.tile
+    if dst.cols <= tile.cols:
+        tile.set_valid(1, dst.cols)
+    hooks = agent.hooks
+    if hooks is not None:
+        hooks.copy_begin(op, dst, src)
+    copy_through(agent.pipes, (dst,), src, (tile,), 0, op)
+    if hooks is not None:
+        hooks.copy_end(op)
+    ev = AsyncEvent()
+    ev.session, ev.mark, ev.done = session, agent.pipes.mark(PIPE_MTE3), False
+    return ev
+
+
+def TPUT_ASYNC(dst: GlobalTensor, src: GlobalTensor, session: AsyncSession,
+               *events: Any) -> AsyncEvent:
+    """Start copying local ``src`` to (usually remote) ``dst`` GM to GM; returns at once.
+
+    The copy lands when ``ev.Wait(session)`` returns (or ``ev.Test(session)`` says so); until
+    then ``dst`` may hold old data (hazard mode keeps it in flight). It uses no UB tile.
+    """
+    return _async("TPUT_ASYNC", dst, src, session, events)
+
+
+def TGET_ASYNC(dst: GlobalTensor, src: GlobalTensor, session: AsyncSession,
+               *events: Any) -> AsyncEvent:
+    """Start copying (usually remote) ``src`` to local ``dst`` GM to GM; see ``TPUT_ASYNC``."""
+    return _async("TGET_ASYNC", dst, src, session, events)

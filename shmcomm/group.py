@@ -73,6 +73,23 @@ class ParallelGroup:
             raise ArgumentError(f"ParallelGroup: root must be an int in [0, {nranks}), got {root!r}")
         self.tensors, self.nranks, self.root = tensors, nranks, root
 
+    def GetRootIdx(self) -> int:
+        """The root's index in ``tensors`` (PTO's ``GetRootIdx``)."""
+        return self.root
+
+    def GetSize(self) -> int:
+        """The number of members (PTO's ``GetSize``)."""
+        return self.nranks
+
+    def __getitem__(self, i: int) -> GlobalTensor:
+        """Member ``i``'s tensor (PTO's ``parallelGroup[i]``)."""
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < self.nranks:
+            raise ArgumentError(f"ParallelGroup[i]: i must be an int in [0, {self.nranks}), got {i!r}")
+        return self.tensors[i]
+
+    def __len__(self) -> int:
+        return self.nranks
+
     @property
     def root_rank(self) -> int:
         """The rank whose window holds the root's tensor (the only rank that may call)."""

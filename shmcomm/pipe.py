@@ -21,7 +21,7 @@ from typing import Any
 
 from .core import agent as _agent
 from .core.gm import GlobalTensor, GMPtr
-from .core.tile import Tile
+from .core.tile import Tile, assign, block_ub
 from .errors import ArgumentError
 from .types import (
     CACHELINE_OUT,
@@ -58,7 +58,7 @@ __all__ = [
     "EVENT_ID7", "DSB_ALL", "DSB_DDR", "DSB_UB", "SINGLE_CACHE_LINE", "ENTIRE_DATA_CACHE",
     "CACHELINE_OUT", "AtomicType", "Tile", "TLOAD", "TSTORE", "TSTORE_IMPL", "set_flag",
     "wait_flag", "pipe_barrier", "dsb", "dcci", "Event", "RecordEvent", "RECORD",
-    "get_subblockid", "get_subblockdim",
+    "get_subblockid", "get_subblockdim", "TASSIGN",
 ]
 _tls = _agent._tls
 
@@ -241,3 +241,14 @@ def get_subblockdim() -> int:
     """Vector cores per block (``get_subblockdim``): 1 in shmcomm (one thread per block)."""
     _agent.current()
     return 1
+
+
+def TASSIGN(tile: Tile, addr: int) -> None:
+    """Place ``tile`` at byte ``addr`` of this block's UB (PTO's ``TASSIGN``).
+
+    Tiles placed over the same bytes share them, as on the NPU: a ``TLOAD`` into one while a
+    queued ``TSTORE`` still reads the other is a real UB overlap race (hazard mode shows it).
+    """
+    if not isinstance(tile, Tile):
+        raise ArgumentError(f"TASSIGN: tile must be a Tile from ctx.tile(), got {type(tile).__name__}")
+    assign(tile, block_ub(_agent.current()), addr)

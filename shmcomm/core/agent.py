@@ -38,7 +38,7 @@ class Agent:
 
     __slots__ = ("rt", "rank", "slot", "block_idx", "block_num", "ctl", "line", "state_addr",
                  "seq", "policy", "spin_s", "wait_timeout", "pipes", "hooks", "fences", "rng", "ub_used",
-                 "is_host", "active", "kernel", "wait_fields", "__weakref__")
+                 "is_host", "active", "kernel", "wait_fields", "ub", "first_slot", "__weakref__")
 
     def __init__(self, rt: RankRuntime, slot: int, block_num: int, seed: int,
                  block_idx: int | None = None) -> None:
@@ -53,6 +53,8 @@ class Agent:
         self.line = rt.ctl.agent_addr(rt.rank, slot)
         self.state_addr = self.line + 4 * C.A_STATE
         at.store(self.line + 4 * C.A_BLOCK, self.block_idx)
+        if self.block_idx == 0:
+            at.store(self.line + 4 * C.A_SYNCALL, 0)  # a fresh launch's SYNCALL rounds
         # the wait fields of the control line (A_SEQ .. A_KIND), written at every registered wait
         self.wait_fields = (ctypes.c_int32 * (C.A_KIND - C.A_SEQ + 1)).from_address(
             self.line + 4 * C.A_SEQ)
@@ -63,6 +65,8 @@ class Agent:
         self.wait_timeout = cfg.wait_timeout
         self.rng = random.Random(seed)
         self.ub_used = 0
+        self.ub: Any = None  # the block's UB as bytes, made at the first TASSIGN
+        self.first_slot = slot - max(self.block_idx, 0)  # the launch's block 0 (SYNCALL counter)
         self.active = False
         self.pipes: Any = None  # the block's BlockModel (shmcomm.core.model)
         self.hooks: Any = None  # the same model when it observes scalar instructions, else None

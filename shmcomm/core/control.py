@@ -58,6 +58,7 @@ A_STATE, A_SEQ, A_SIG_RANK, A_SIG_OFF, A_ROWS, A_COLS, A_STRIDE, A_CMP, A_VALUE,
 A_KIND = 10  # 0 = signal wait (TWAIT), 1 = host barrier
 A_PENDING = 11  # queued pipe work a deferring model still has to retire (0 in eager mode)
 A_BLOCK = 12  # block index in its launch (a launch's blocks take any free consecutive slots)
+A_SYNCALL = 13  # in the line of a launch's block 0: the launch's SYNCALL arrival counter
 # fields of a rank line
 R_STATE, R_PID, R_LAUNCHES, R_SIGREGIONS, R_BLOCKS, R_HEAPTOP = range(6)
 # which slots belong to running launches: bit s of (R_SLOTS_HI << 32 | R_SLOTS_LO)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from ..errors import ArgumentError
@@ -32,17 +33,21 @@ from .regions import SignalRegions
 
 ALIGN = 64  # cache line: allocations and the signal matrix start on one
 
-# dtypes a GM pointer may carry (PTO's data types that numpy has)
+# dtypes a GM pointer may carry: PTO's data types that numpy has, and bfloat16 (numpy has none;
+# ml_dtypes, the JAX project's package, gives numpy a real bfloat16 with its ufuncs)
+BF16 = np.dtype(ml_dtypes.bfloat16)
 DTYPES = tuple(
     np.dtype(t)
     for t in (np.float32, np.float16, np.int32, np.int16, np.int8, np.uint8, np.uint16, np.uint32,
               np.int64, np.uint64, np.float64)
-)
+) + (BF16,)
 I32 = np.dtype(np.int32)
 
 
 def as_dtype(dtype: Any, what: str = "dtype") -> np.dtype:
     """Normalize ``dtype`` and check that shmcomm supports it."""
+    if isinstance(dtype, str) and dtype == "bfloat16":
+        return BF16
     try:
         dt = np.dtype(dtype)
     except TypeError:

@@ -90,6 +90,15 @@ class BlockModel:
     def dsb(self, mode: int) -> None:
         pass
 
+    def mark(self, pipe: int) -> Any:
+        """A mark of the work issued to ``pipe`` so far (``completed`` takes it)."""
+        return None
+
+    def completed(self, pipe: int, mark: Any) -> bool:
+        """Whether the work issued to ``pipe`` up to ``mark`` has completed (a model that
+        completes work at issue: always)."""
+        return True
+
     def notify_drain(self) -> None:
         """The ``pipe_barrier(PIPE_ALL)`` that ends every ``TNOTIFY`` (a2a3): it runs after the
         signal is out, so a model may let queued work finish at its own pace here."""

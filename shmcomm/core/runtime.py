@@ -29,7 +29,7 @@ from .agent import FENCED, HOOKED, SET_READ_ADD, Agent, bind
 from .gm import GMPtr, Windows, as_dtype
 from .heap import SymmetricArray, SymmetricHeap
 from .model import RankModel
-from .tile import Tile, tile_shape
+from .tile import Tile, assign, block_ub, tile_shape
 from .waiting import KIND_HOST_BARRIER, WaitSite, wait_until
 
 
@@ -50,17 +50,26 @@ class DeviceContext:
         self.signal_base = rt.signal_base
         self.windows = rt.windows
 
-    def tile(self, shape: Any, dtype: Any) -> Tile:
-        """A block-local UB tile; all tiles of a block together fit ``ub_bytes``."""
+    def tile(self, shape: Any, dtype: Any, valid: Any = None, addr: int | None = None) -> Tile:
+        """A block-local UB tile; all tiles of a block together fit ``ub_bytes``.
+
+        ``valid=(valid_row, valid_col)`` sets its valid region (PTO's dynamic ``ValidRow`` /
+        ``ValidCol``; default the whole tile). ``addr`` places it at that byte offset of the
+        block's UB, as ``TASSIGN(tile, addr)``: tiles placed over the same bytes share them.
+        """
         rows, cols = tile_shape(shape)
-        need = rows * cols * as_dtype(dtype, "tile dtype").itemsize  # checked before allocating
         agent = self._agent
+        if addr is not None:
+            t = Tile((rows, cols), dtype, valid)
+            assign(t, block_ub(agent), addr, "ctx.tile: addr")
+            return t
+        need = rows * cols * as_dtype(dtype, "tile dtype").itemsize  # checked before allocating
         cap = agent.rt.config.ub_bytes
         if agent.ub_used + need > cap:
             raise ArgumentError(
                 f"ctx.tile: {need} bytes requested but only {cap - agent.ub_used} of "
                 f"ub_bytes={cap} are left in {agent.where()}'s UB")
-        t = Tile((rows, cols), dtype)
+        t = Tile((rows, cols), dtype, valid)
         agent.ub_used += t.nbytes
         return t
 

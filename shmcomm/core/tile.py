@@ -84,3 +84,28 @@ class Tile:
         at = "" if self.ub_offset < 0 else f" at UB {self.ub_offset:#x}"
         return (f"Tile({self.rows}x{self.cols} {self.dtype}{at}{vr}, "
                 f"loaded={self.valid[0]}x{self.valid[1]})")
+
+
+UB_ALIGN = 32  # UB addresses of tiles are 32-byte aligned on A2/A3
+
+
+def block_ub(agent: Any) -> np.ndarray:
+    """The block's UB as ``ub_bytes`` bytes (made at its first placed tile)."""
+    if agent.ub is None:
+        agent.ub = np.zeros(agent.rt.config.ub_bytes, dtype=np.uint8)
+    return agent.ub
+
+
+def assign(tile: Tile, ub: np.ndarray, addr: Any, what: str = "TASSIGN: addr") -> None:
+    """Place ``tile`` at byte ``addr`` of the block's UB (``TASSIGN``): from now on its data are
+    those bytes, shared with every other tile placed over them."""
+    nbytes = tile.rows * tile.cols * tile.dtype.itemsize
+    if isinstance(addr, bool) or not isinstance(addr, (int, np.integer)):
+        raise ArgumentError(f"{what} must be an int (a byte offset in UB), got {addr!r}")
+    addr = int(addr)
+    if addr % UB_ALIGN or not 0 <= addr <= ub.nbytes - nbytes:
+        raise ArgumentError(
+            f"{what} must be a multiple of {UB_ALIGN} in [0, {ub.nbytes - nbytes}] for a "
+            f"{nbytes}-byte tile in a {ub.nbytes}-byte UB (ub_bytes); got {addr:#x}")
+    tile.array = ub[addr:addr + nbytes].view(tile.dtype).reshape(tile.rows, tile.cols)
+    tile.ub_offset = addr

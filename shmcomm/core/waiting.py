@@ -51,7 +51,7 @@ BUSY_SAMPLE_S = 0.01  # how often a rank process re-reads the box's runnable tas
 POLL_BATCH = 16  # polls between two looks at the clock, the abort flag and the model's idle
 _BATCH = range(POLL_BATCH)
 SLEEP_MAX_S = 0.02
-KIND_SIGNAL, KIND_HOST_BARRIER = 0, 1
+KIND_SIGNAL, KIND_HOST_BARRIER, KIND_SYNCALL = 0, 1, 2
 
 _fetch_add = at.fast_fetch_add  # control-segment words: c_void_p
 _busy = [-1.0, False]  # when the box was last sampled, and whether it was busy
@@ -82,6 +82,7 @@ class WaitSite:
 
     def describe(self, index: int = 0) -> str:
         where = ("the host barrier" if self.kind == KIND_HOST_BARRIER else
+                 "SYNCALL (the blocks of this launch)" if self.kind == KIND_SYNCALL else
                  f"signal rank {self.sig_rank} offset {self.sig_offset:#x}")
         if self.rows * self.cols > 1:
             where += f" (element [{index // self.cols}, {index % self.cols}] of {self.rows}x{self.cols})"

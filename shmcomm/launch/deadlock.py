@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..core import control as C
-from ..core.waiting import KIND_HOST_BARRIER, first_unsatisfied
+from ..core.waiting import KIND_HOST_BARRIER, KIND_SYNCALL, first_unsatisfied
 from ..transports import Transport, Word
 from ..types import CMP_FUNCS, CMP_SYMBOLS
 
@@ -101,6 +101,8 @@ class DeadlockWatch:
             idx, cur = first_unsatisfied(words, CMP_FUNCS[cmp], value)
             if line[C.A_KIND] == KIND_HOST_BARRIER:
                 what = "host barrier (rt.barrier)"
+            elif line[C.A_KIND] == KIND_SYNCALL:
+                what = "SYNCALL (blocks of one launch)"
             else:
                 what = f"signal rank {int(line[C.A_SIG_RANK])} offset {int(line[C.A_SIG_OFF]):#x}"
                 if len(words) > 1:

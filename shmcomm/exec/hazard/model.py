@@ -208,6 +208,13 @@ class HazardBlockModel(BlockModel):
             self._after_sync(PIPE_MTE3)
         self._sync_pending()
 
+    def mark(self, pipe: int) -> Any:
+        return self.issued[pipe]
+
+    def completed(self, pipe: int, mark: Any) -> bool:
+        self._tick()  # retire what is due by now
+        return self.retired[pipe] >= mark
+
     def notify_drain(self) -> None:
         """TNOTIFY's closing barrier: the queued copies finish when their DMA would (their due
         times), not the instant the signal went out, so a notify issued before its data is
