@@ -234,8 +234,8 @@ def TREDUCE(group: ParallelGroup, dst: GlobalTensor, acc: Tile, recv: Tile, *mor
     ufunc = _UFUNCS[op]
     root = group.tensors[group.root]
     others = [g for i, g in enumerate(group.tensors) if i != group.root]
-    trows = min(t.rows for t in tiles)
-    tcols = min(t.cols for t in tiles)
+    trows = min(t.valid_row for t in tiles)  # chunks from the tiles' valid region, as pto-isa
+    tcols = min(t.valid_col for t in tiles)
     j = 0
     for r0, r1, c0, c1 in chunks(dst.rows, dst.cols, trows, tcols):
         TLOAD(acc, root.chunk(r0, r1, c0, c1))
