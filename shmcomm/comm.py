@@ -36,6 +36,7 @@ from .core.waiting import KIND_SYNCALL as _KIND_SYNCALL
 from .core.waiting import WaitSite, wait_until
 from .errors import ArgumentError
 from .group import TBROADCAST, TGATHER, TREDUCE, TSCATTER, ParallelGroup
+from .pipe import RECORD, RecordEvent
 from .pipe import wait_events as _wait_events
 from .types import (
     CMP_FUNCS,
@@ -381,32 +382,54 @@ def _check_copy(op: str, dst: Any, src: Any, tiles: tuple) -> None:
             raise ArgumentError(f"{op}: staging tile dtype {t.dtype} differs from the data's {dst.dtype}")
 
 
-def TPUT(dst: GlobalTensor, src: GlobalTensor, tile: Tile, *more: Any) -> None:
+def _split_events(more: tuple) -> tuple[tuple, tuple]:
+    """``(arguments, events)``: PTO's trailing ``WaitEvents&...`` (anything with ``wait()``)."""
+    k = len(more)
+    while k and not isinstance(more[k - 1], (Tile, int)) and callable(getattr(more[k - 1], "wait", None)):
+        k -= 1
+    return more[:k], more[k:]
+
+
+def TPUT(dst: GlobalTensor, src: GlobalTensor, tile: Tile, *more: Any) -> RecordEvent:
     """Copy local ``src`` to (usually remote) ``dst`` through UB, chunked as pto-isa's a2a3 backend
     (by the tile's valid region, looping the outer dimensions; see :mod:`shmcomm.core.copy`).
 
     Forms, as PTO's overloads: ``TPUT(dst, src, tile)``, ``TPUT(dst, src, tile, atomic)`` with
     ``AtomicType.AtomicAdd`` for an atomic accumulate into ``dst``, and the ping-pong form
-    ``TPUT(dst, src, ping, pong[, atomic])``. Ends without draining MTE3.
+    ``TPUT(dst, src, ping, pong[, atomic])``; trailing ``Event`` tokens are waited for first.
+    Ends without draining MTE3. Returns ``RECORD`` (PTO's ``RecordEvent``).
     """
+    more, events = _split_events(more)
+    if events:
+        _wait_events(events, "TPUT")
     tiles: tuple = (tile,)
     atomic: Any = AtomicType.AtomicNone
     if more and isinstance(more[0], Tile):
         tiles, more = (tile, more[0]), more[1:]
     if len(more) > 1:
-        raise ArgumentError("TPUT: expected (dst, src, tile[, pong][, atomic])")
+        raise ArgumentError("TPUT: expected (dst, src, tile[, pong][, atomic][, *events])")
     if more:
         atomic = more[0]
     atomic = check_enum(AtomicType, atomic, "TPUT: atomic")
     _check_copy("TPUT", dst, src, tiles)
     _copy("TPUT", dst, src, tiles, atomic)
+    return RECORD
 
 
-def TGET(dst: GlobalTensor, src: GlobalTensor, tile: Tile, pong: Tile | None = None) -> None:
-    """Copy (usually remote) ``src`` to local ``dst`` through UB; ``pong`` for ping-pong."""
-    tiles = (tile,) if pong is None else (tile, pong)
+def TGET(dst: GlobalTensor, src: GlobalTensor, tile: Tile, *more: Any) -> RecordEvent:
+    """Copy (usually remote) ``src`` to local ``dst`` through UB: ``TGET(dst, src, tile)`` or the
+    ping-pong form ``TGET(dst, src, ping, pong)``; trailing ``Event`` tokens are waited for
+    first. Returns ``RECORD``."""
+    more, events = _split_events(more)
+    if events:
+        _wait_events(events, "TGET")
+    if len(more) > 1 or (more and not isinstance(more[0], Tile) and more[0] is not None):
+        raise ArgumentError("TGET: expected (dst, src, tile[, pong][, *events]); the pong tile "
+                            f"must be a Tile, got {type(more[0]).__name__}")
+    tiles = (tile,) if not more or more[0] is None else (tile, more[0])
     _check_copy("TGET", dst, src, tiles)
     _copy("TGET", dst, src, tiles, AtomicType.AtomicNone)
+    return RECORD
 
 
 def _copy(op: str, dst: GlobalTensor, src: GlobalTensor, tiles: tuple, atomic: int) -> None:
