@@ -290,11 +290,14 @@ def TNOTIFY(sig: Signal | Signal2D, value: int, op: NotifyOp | None = None, *eve
             fences.notify_drain()
 
 
-def TWAIT(sig: Signal | Signal2D, value: int, cmp: WaitCmp) -> None:
-    """Block until every element of ``sig`` satisfies ``element <cmp> value``.
+def TWAIT(sig: Signal | Signal2D, value: int, cmp: WaitCmp, *events: Any) -> None:
+    """Block until every element of ``sig`` satisfies ``element <cmp> value`` (after waiting for
+    the event tokens ``events``).
 
     Raises ``WaitTimeout`` after ``wait_timeout`` and ``Aborted`` when the run aborts.
     """
+    if events:
+        _wait_events(events, "TWAIT")
     t = type(sig)
     if t is not Signal and t is not Signal2D:
         _check_sig(sig, "TWAIT")
@@ -318,8 +321,11 @@ def TWAIT(sig: Signal | Signal2D, value: int, cmp: WaitCmp) -> None:
     wait_until(_agent.current(), sig.site, value, cmp)
 
 
-def TTEST(sig: Signal | Signal2D, value: int, cmp: WaitCmp) -> bool:
-    """One sweep: True if every element of ``sig`` satisfies ``element <cmp> value`` now."""
+def TTEST(sig: Signal | Signal2D, value: int, cmp: WaitCmp, *events: Any) -> bool:
+    """One sweep: True if every element of ``sig`` satisfies ``element <cmp> value`` now (after
+    waiting for the event tokens ``events``)."""
+    if events:
+        _wait_events(events, "TTEST")
     t = type(sig)
     if t is not Signal and t is not Signal2D:
         _check_sig(sig, "TTEST")
