@@ -103,16 +103,22 @@ def copy_through(pipes: BlockModel, dsts: Sequence[GlobalTensor], src: GlobalTen
             _once(pipes, ds, s, ping, atomic, p2p)
 
 
+def _store(pipes: BlockModel, dsts: Sequence[GlobalTensor], tile: Tile, event: int, atomic: int,
+           barrier: bool) -> None:
+    """Wait for the tile's load (MTE2 -> MTE3 on ``event``), [pipe_barrier], then the TSTOREs."""
+    pipes.wait_flag(PIPE_MTE2, PIPE_MTE3, event)
+    if barrier:
+        pipes.barrier(PIPE_ALL)
+    for d in dsts:
+        pipes.store(d, tile, atomic)
+
+
 def _once(pipes: BlockModel, dsts: Sequence[GlobalTensor], src: GlobalTensor, tile: Tile,
           atomic: int, barrier: bool) -> None:
     """One transfer: TLOAD, MTE2 -> MTE3 on EVENT_ID0, [pipe_barrier], TSTOREs, MTE3 -> MTE2."""
     pipes.load(tile, src)
     pipes.set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0)
-    pipes.wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0)
-    if barrier:
-        pipes.barrier(PIPE_ALL)
-    for d in dsts:
-        pipes.store(d, tile, atomic)
+    _store(pipes, dsts, tile, EVENT_ID0, atomic, barrier)
     pipes.set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0)
     pipes.wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0)
 
@@ -127,11 +133,7 @@ def _pingpong(pipes: BlockModel, work: list, ping: Tile, pong: Tile, atomic: int
         tile, ev = (ping, EVENT_ID0) if use_ping else (pong, EVENT_ID1)
         if pending is not None:
             pdsts, ptile, pev = pending
-            pipes.wait_flag(PIPE_MTE2, PIPE_MTE3, pev)
-            if barrier:
-                pipes.barrier(PIPE_ALL)
-            for d in pdsts:
-                pipes.store(d, ptile, atomic)
+            _store(pipes, pdsts, ptile, pev, atomic, barrier)
             pipes.load(tile, src)
             pipes.set_flag(PIPE_MTE3, PIPE_MTE2, pev)
             pipes.set_flag(PIPE_MTE2, PIPE_MTE3, ev)
@@ -143,10 +145,6 @@ def _pingpong(pipes: BlockModel, work: list, ping: Tile, pong: Tile, atomic: int
         use_ping = not use_ping
     if pending is not None:
         pdsts, ptile, pev = pending
-        pipes.wait_flag(PIPE_MTE2, PIPE_MTE3, pev)
-        if barrier:
-            pipes.barrier(PIPE_ALL)
-        for d in pdsts:
-            pipes.store(d, ptile, atomic)
+        _store(pipes, pdsts, ptile, pev, atomic, barrier)
         pipes.set_flag(PIPE_MTE3, PIPE_MTE2, pev)
         pipes.wait_flag(PIPE_MTE3, PIPE_MTE2, pev)
