@@ -138,6 +138,11 @@ class RankRuntime:
         return self.config.seed
 
     @property
+    def running_launches(self) -> int:
+        """Launches of this rank running now (streams and host threads run several at once)."""
+        return self._running
+
+    @property
     def signals(self) -> np.ndarray:
         """This rank's signal matrix as an int32 numpy view (read it; write with TNOTIFY)."""
         return self.windows.view(self.rank, 0, (self.config.signal_bytes // 4,), np.dtype(np.int32))

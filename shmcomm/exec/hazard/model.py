@@ -79,8 +79,9 @@ class HazardRankModel(RankModel):
         sigs = rt.signals.copy()  # peers may write while we look: scan a copy
         stale = {int(i) * 4: int(sigs[i]) for i in sigs.nonzero()[0]}
         ctl = rt.ctl
-        clean = all(ctl.load_rank(r, C.R_LAUNCHES) < rt.launches
-                    for r in range(rt.nranks) if r != rt.rank)
+        # another launch of this rank running now (a stream) may have notified already
+        clean = rt.running_launches <= 1 and all(
+            ctl.load_rank(r, C.R_LAUNCHES) < rt.launches for r in range(rt.nranks) if r != rt.rank)
         self.launch = LaunchState(rt.launches, stale if clean else None)
 
     def block(self, agent: Agent) -> BlockModel:
