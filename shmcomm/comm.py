@@ -121,6 +121,11 @@ class Signal:
         """The word's current value (an acquire read)."""
         return self.cell.value
 
+    @property
+    def tensor(self) -> GlobalTensor:
+        """The signal as PTO sees it: a 1-element int32 ``GlobalTensor`` (``TLOAD`` takes it)."""
+        return GlobalTensor(self.ptr, (1,))
+
     def __repr__(self) -> str:
         return f"Signal(rank={self.ptr.rank}, offset={self.ptr.offset:#x}, value={self.value})"
 
@@ -212,6 +217,11 @@ class Signal2D:
         return self._site
 
     @property
+    def tensor(self) -> GlobalTensor:
+        """The signals as an int32 ``rows x cols`` ``GlobalTensor`` (``TLOAD`` takes it)."""
+        return GlobalTensor(self.ptr, (self.rows, self.cols), row_stride=self.row_stride)
+
+    @property
     def values(self) -> np.ndarray:
         return np.array([w.load() for w in self.words], dtype=np.int32).reshape(self.rows, self.cols)
 
@@ -220,9 +230,29 @@ class Signal2D:
                 f"{self.rows}x{self.cols}, stride={self.row_stride})")
 
 
-def _check_sig(sig: Any, op: str) -> None:
-    if type(sig) is not Signal and type(sig) is not Signal2D:
-        raise ArgumentError(f"{op}: expected a Signal or Signal2D, got {type(sig).__name__}")
+def _check_sig(sig: Any, op: str, first: bool = False) -> Signal | Signal2D:
+    """``sig`` as a Signal / Signal2D: an int32 ``GlobalTensor`` is one too (PTO's signals are
+    GlobalTensors): one element, or an N-D block whose rows are evenly strided (``first``: only
+    its element [0] matters, as for TNOTIFY)."""
+    if type(sig) is Signal or type(sig) is Signal2D:
+        return sig
+    if isinstance(sig, GlobalTensor):
+        if sig.dtype != I32:
+            raise ArgumentError(f"{op}: a signal tensor must be int32, got {sig.dtype}")
+        if sig.size == 1 or (first and sig.size):
+            return Signal(sig.ptr)
+        if sig.size == 0 or sig.row_stride is None:
+            raise ArgumentError(f"{op}: a signal tensor needs at least one element and evenly "
+                                f"strided rows; got {sig!r}")
+        return Signal2D(sig.ptr, sig.rows, sig.cols, sig.row_stride)
+    raise ArgumentError(f"{op}: expected a Signal, Signal2D or int32 GlobalTensor, got "
+                        f"{type(sig).__name__}")
+
+
+def _nd_signal(sig: Any) -> bool:
+    """An int32 N-D signal tensor whose outer dimensions are not one evenly strided run of rows."""
+    return isinstance(sig, GlobalTensor) and sig.dtype == I32 and sig.size > 0 \
+        and sig.row_stride is None
 
 
 def _check_i32(value: Any, op: str) -> int:
@@ -264,7 +294,8 @@ def TNOTIFY(sig: Signal | Signal2D, value: int, op: NotifyOp | None = None, *eve
         _wait_events(events, "TNOTIFY")
     t = type(sig)
     if t is not Signal and t is not Signal2D:
-        _check_sig(sig, "TNOTIFY")
+        sig = _check_sig(sig, "TNOTIFY", first=True)
+        t = type(sig)
     if type(value) is not int or not -0x80000000 <= value <= 0x7FFFFFFF:
         value = _check_i32(value, "TNOTIFY")
     if op is not _ADD and op is not _SET:  # ints 0/1 pass; another enum (WaitCmp.NE) does not
@@ -300,7 +331,12 @@ def TWAIT(sig: Signal | Signal2D, value: int, cmp: WaitCmp, *events: Any) -> Non
         _wait_events(events, "TWAIT")
     t = type(sig)
     if t is not Signal and t is not Signal2D:
-        _check_sig(sig, "TWAIT")
+        if _nd_signal(sig):  # an N-D block: the sequential sweep, one 2-D slab after another
+            for slab in sig.slabs():
+                TWAIT(slab, value, cmp)
+            return
+        sig = _check_sig(sig, "TWAIT")
+        t = type(sig)
     if type(value) is not int or not -0x80000000 <= value <= 0x7FFFFFFF:
         value = _check_i32(value, "TWAIT")
     if type(cmp) is not WaitCmp:
@@ -328,7 +364,10 @@ def TTEST(sig: Signal | Signal2D, value: int, cmp: WaitCmp, *events: Any) -> boo
         _wait_events(events, "TTEST")
     t = type(sig)
     if t is not Signal and t is not Signal2D:
-        _check_sig(sig, "TTEST")
+        if _nd_signal(sig):
+            return all(TTEST(slab, value, cmp) for slab in sig.slabs())
+        sig = _check_sig(sig, "TTEST")
+        t = type(sig)
     if type(value) is not int or not -0x80000000 <= value <= 0x7FFFFFFF:
         value = _check_i32(value, "TTEST")
     if type(cmp) is not WaitCmp:

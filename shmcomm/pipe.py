@@ -90,6 +90,12 @@ def _check_event(event: Any, what: str) -> int:
     return event
 
 
+def _as_tensor(g: Any) -> Any:
+    """A Signal / Signal2D is a GlobalTensor in PTO: ``TLOAD`` / ``TSTORE`` take its tensor."""
+    return g if isinstance(g, GlobalTensor) or not isinstance(
+        getattr(type(g), "tensor", None), property) else g.tensor
+
+
 def _check_fit(op: str, tile: Any, g: Any) -> None:
     if not isinstance(tile, Tile):
         raise ArgumentError(f"{op}: tile must be a Tile from ctx.tile(), got {type(tile).__name__}")
@@ -109,6 +115,7 @@ def _check_fit(op: str, tile: Any, g: Any) -> None:
 
 def TLOAD(tile: Tile, src: GlobalTensor) -> None:
     """Issue a GM -> UB copy of ``src`` into ``tile`` on ``PIPE_MTE2`` (viewed as rows x cols)."""
+    src = _as_tensor(src)
     _check_fit("TLOAD", tile, src)
     _pipes().load(tile, src)
 
@@ -119,6 +126,7 @@ def TSTORE(dst: GlobalTensor, tile: Tile, atomic: AtomicType = AtomicType.Atomic
     ``AtomicType.AtomicAdd`` accumulates (``dst += tile``) atomically against every other
     AtomicAdd on the same memory, from any block or rank.
     """
+    dst = _as_tensor(dst)
     _check_fit("TSTORE", tile, dst)
     atomic = check_enum(AtomicType, atomic, "TSTORE: atomic")
     _pipes().store(dst, tile, atomic)

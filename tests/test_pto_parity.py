@@ -16,6 +16,7 @@ from shmcomm.comm import (
     TNOTIFY,
     TPUT,
     TPUT_ASYNC,
+    TTEST,
     TWAIT,
     BuildAsyncSession,
     GetRemotePtr,
@@ -41,6 +42,7 @@ from shmcomm.pipe import (
     RECORD,
     TASSIGN,
     TLOAD,
+    TSTORE,
     Event,
     set_flag,
     wait_flag,
@@ -307,3 +309,60 @@ def test_parallel_group_accessors_and_bfloat16():
     (out, is_bf16), _ = shmcomm.run(host, nranks=2, timeout=60)
     assert out[0] == (1, 2, 0, 1, "bfloat16") and "ParallelGroup[i]: i must be" in out[1]
     assert is_bf16
+
+
+# --- signals are GlobalTensors; UB overlap shows in hazard mode ------------------------------
+
+def k_signal_tensors(ctx, words, out):
+    sig = Signal(words)
+    TNOTIFY(GlobalTensor(words + 1, (1,)), 5, NotifyOp.Set)  # a 1-element int32 tensor
+    block = GlobalTensor(words + 16, (2, 2, 3), (16, 4, 1))  # an N-D signal block, strided
+    for i in range(2):
+        for j in range(2):
+            for k in range(3):
+                TNOTIFY(Signal(words + 16 + 16 * i + 4 * j + k), 1, NotifyOp.AtomicAdd)
+    TWAIT(block, 1, WaitCmp.EQ)  # every element of the block
+    out.append(TTEST(GlobalTensor(words + 1, (1,)), 5, WaitCmp.EQ))
+    t = ctx.tile((1, 8), np.int32)
+    TLOAD(t, sig)  # TLOAD of a signal word, as in PTO
+    set_flag(PIPE_MTE2, PIPE_S, 0)
+    wait_flag(PIPE_MTE2, PIPE_S, 0)
+    out.append(int(t.array[0, 0]))
+    try:
+        TWAIT(GlobalTensor(words.cast(np.float32), (1,)), 1, WaitCmp.EQ)
+    except ArgumentError as exc:
+        out.append(str(exc))
+
+
+def test_signals_are_int32_global_tensors():
+    def host(rt):
+        words = rt.signal_region("s", 64)
+        TNOTIFY(Signal(words), 42, NotifyOp.Set)
+        out: list = []
+        rt.launch(k_signal_tensors, blocks=1, args=(words, out))
+        return out
+
+    out = shmcomm.run(host, nranks=1, mode="hazard", timeout=60)[0]
+    assert out[:2] == [True, 42] and "signal tensor must be int32" in out[2]
+
+
+def k_ub_overlap(ctx, src, dst):
+    a, b = ctx.tile((1, 16), np.float32), ctx.tile((1, 16), np.float32)
+    TASSIGN(a, 0x0)
+    TASSIGN(b, 0x0)  # the same UB bytes: a bug a kernel can write on the NPU
+    TLOAD(a, GlobalTensor(src, (1, 16)))
+    set_flag(PIPE_MTE2, PIPE_MTE3, 0)
+    wait_flag(PIPE_MTE2, PIPE_MTE3, 0)
+    TSTORE(GlobalTensor(dst, (1, 16)), a)
+    TLOAD(b, GlobalTensor(src + 16, (1, 16)))  # no MTE3 -> MTE2 wait: overwrites a under the store
+
+
+@pytest.mark.parametrize("mode,clobbered", [("eager", False), ("hazard", True)])
+def test_overlapping_live_tiles_race_in_hazard_mode(mode, clobbered):
+    def host(rt):
+        src, dst = rt.alloc((32,), np.float32), rt.alloc((16,), np.float32)
+        src[:] = np.arange(32)
+        rt.launch(k_ub_overlap, blocks=1, args=(src.ptr, dst.ptr))
+        return bool(np.array_equal(dst, np.arange(16, 32)))
+
+    assert shmcomm.run(host, nranks=1, mode=mode, seed=2, timeout=60) == [clobbered]
