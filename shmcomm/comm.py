@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from .core import agent as _agent
+from .core.control import A_SYNCALL as _A_SYNCALL
 from .core.copy import copy_through
 from .core.gm import I32, GlobalTensor, GMPtr
 from .core.regions import OWNER as _owner
@@ -591,15 +592,13 @@ def SYNCALL(workspace: Any = None, used_cores: int = 0) -> None:
     As in PTO it orders arrival only: it neither drains pipes nor fences data.
     """
     agent = _agent.current()
-    n = agent.block_num if not used_cores else used_cores
     if isinstance(used_cores, bool) or not isinstance(used_cores, int) \
             or not 0 <= used_cores <= agent.block_num:
         raise ArgumentError(f"SYNCALL: used_cores must be an int in [0, {agent.block_num}] "
                             f"(0: every block of the launch), got {used_cores!r}")
-    if workspace is None:
-        from .core import control as C  # the launch's counter lives in its control line
-
-        addr = agent.ctl.agent_addr(agent.rank, agent.first_slot) + 4 * C.A_SYNCALL
+    n = used_cores or agent.block_num
+    if workspace is None:  # the launch's own counter, in its block 0's control line
+        addr = agent.ctl.agent_addr(agent.rank, agent.first_slot) + 4 * _A_SYNCALL
         word = agent.rt.windows.transport.control_word(addr)
         site = WaitSite((word,), -1, addr - agent.ctl.base, kind=_KIND_SYNCALL, label="SYNCALL")
     else:
