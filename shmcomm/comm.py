@@ -1,17 +1,24 @@
-"""PTO communication instructions: signals, ``TNOTIFY`` / ``TWAIT`` / ``TTEST``, ``TPUT`` / ``TGET``.
+"""PTO communication instructions: signals, ``TNOTIFY`` / ``TWAIT`` / ``TTEST``, ``TPUT`` / ``TGET``,
+their asynchronous forms, ``SYNCALL`` and scalar GM access.
 
 What each instruction does and does not order (PTO A2/A3 semantics):
 
 * ``TNOTIFY(sig, v, op)`` updates element [0] of ``sig`` at once on the scalar pipe: a hardware
-  atomic add (``AtomicAdd``) or an atomic store (``Set``). It fences its own store, **not** earlier
-  data: to publish data first run ``pipe_barrier(PIPE_ALL)`` and ``dsb(DSB_DDR)``.
+  atomic add (``AtomicAdd``) or an atomic store (``Set``; ``Config.set_semantics="read-add"``:
+  a read, then an atomic add). It fences its own store, **not** earlier data: to publish data
+  first run ``pipe_barrier(PIPE_ALL)`` and ``dsb(DSB_DDR)``. As on a2a3 it ends with
+  ``pipe_barrier(PIPE_ALL)``, after the signal is out.
 * ``TWAIT(sig, v, cmp)`` blocks until every element satisfies ``element <cmp> v``, checked as a
   sequential sweep (not an atomic snapshot); ``TTEST`` is one sweep, returning a bool. Unlike the
   hardware (which spins forever) a wait that cannot be satisfied raises after ``wait_timeout``
   or when the run aborts, naming the signal, the comparison, and the value it holds.
 * ``TPUT`` / ``TGET`` move data through a UB staging tile: ``TLOAD`` on MTE2, an MTE2 -> MTE3
-  event, ``TSTORE`` on MTE3, chunked when the data is larger than the tile. They order MTE2
-  against MTE3 only and do not drain before a following ``TNOTIFY``.
+  event, ``TSTORE`` on MTE3, chunked as pto-isa's a2a3 backend (:mod:`shmcomm.core.copy`). They
+  do not drain at the end: a following ``TNOTIFY`` may overtake their data.
+* ``TPUT_ASYNC`` / ``TGET_ASYNC`` return an ``AsyncEvent``; the data has landed when its
+  ``Wait(session)`` returns. ``SYNCALL`` is a barrier of one launch's blocks (arrival only).
+* ``gm_load`` / ``gm_store`` / ``gm_atomic_store`` / ``gm_atomic_add`` access one GM element
+  through the execution model (``gm_access``), where a numpy view would go unseen.
 
 Signals are int32, 4-byte aligned, and may live anywhere in a window (the signal matrix at
 ``ctx.signal_base``, or a symmetric allocation). The library's kernels use fixed regions of the
