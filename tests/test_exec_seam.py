@@ -472,10 +472,10 @@ def test_custom_model_receives_every_hook():
         for b in (0, 1):
             w = W * (b + 1)
             own, remote = (rank, w, 1), (peer, w + 1, 1)
-            # one piece (fits the tile): pto-isa has no pipe_barrier on this path
+            # one piece (fits the tile): pto-isa's TPUT has no pipe_barrier on this path, TGET has
             put = [("copy_begin", "TPUT", peer, rank), ("load", rank),
                    ("store", peer, 0), ("copy_end", "TPUT")]
-            get = [("copy_begin", "TGET", rank, rank), ("load", rank),
+            get = [("copy_begin", "TGET", rank, rank), ("load", rank), ("barrier", PIPE_ALL),
                    ("store", rank, 0), ("copy_end", "TGET")]
             assert res["logs"][b] == [
                 ("start",),

@@ -6,7 +6,8 @@ As pto-isa's a2a3 backend (``include/pto/comm/a2a3/TPut.hpp`` / ``TGet.hpp``):
   its physical shape; the outer dimensions (DIM_0..DIM_2) are looped and each ``(DIM_3, DIM_4)``
   slab is cut into chunks;
 * data that fits the valid region in one piece moves in one ``TLOAD`` / ``TSTORE`` with the
-  MTE2 -> MTE3 and MTE3 -> MTE2 events on ``EVENT_ID0`` and **no** ``pipe_barrier``;
+  MTE2 -> MTE3 and MTE3 -> MTE2 events on ``EVENT_ID0``, with no ``pipe_barrier`` for TPUT and
+  one before the store for TGET (and for either's ping-pong form);
 * a chunked single-tile move runs each chunk the same way with a ``pipe_barrier(PIPE_ALL)``
   before its store, except that a whole-tile chunk of a move of 8-16 chunks (TPUT; 8 or more for
   TGET) splits the tile in two halves and ping-pongs them on ``EVENT_ID0`` / ``EVENT_ID1``;
@@ -85,8 +86,8 @@ def copy_through(pipes: BlockModel, dsts: Sequence[GlobalTensor], src: GlobalTen
         _pingpong(pipes, [(s, ds) for s, ds, _, _ in _chunk_list(dsts, src, vr, vc)], ping,
                   tiles[1], atomic, p2p)
         return
-    if one_piece:
-        _once(pipes, dsts, src, ping, atomic, False)
+    if one_piece:  # TPUT inlines this path without a barrier; TGET's goes through TransferOnce
+        _once(pipes, dsts, src, ping, atomic, op == "TGET")
         return
     work = _chunk_list(dsts, src, vr, vc)
     lo, hi = INTRA_PINGPONG_CHUNKS.get(op, (0, -1))
