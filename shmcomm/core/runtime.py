@@ -125,6 +125,7 @@ class RankRuntime:
         self._running = 0  # launches running now
         self._joiners = 0  # host threads waiting for a launch
         self._streams: list[Stream] = []
+        self._issued = 0  # launches issued so far (their blocks' seeds derive from the count)
         self._hostbar = WaitSite((windows.transport.control_word(ctl.hostbar_addr),), -1,
                                  ctl.hostbar_addr - ctl.base, kind=KIND_HOST_BARRIER,
                                  label="rt.barrier")
@@ -238,6 +239,9 @@ class RankRuntime:
             raise ArgumentError(f"launch: stream must be a Stream from this rank's rt.stream(), "
                                 f"got {stream!r}")
         job = Launch(self, kernel, blocks, args, dict(kwargs or {}))
+        with self._lock:  # seeds follow the host's issue order, not the streams' start order
+            self._issued += 1
+            job.seq = self._issued
         if stream is None:
             job.start()
             job.wait()
@@ -340,6 +344,7 @@ class Launch:
         self.threads: list[threading.Thread] = []
         self.errors: list[tuple[int, BaseException, str]] = []
         self.started = False
+        self.seq = 0  # issue number on this rank (rt.launch sets it)
         self._ended = False
         self._go = threading.Event()  # set once started, or when its stream gave up on it
 
@@ -355,11 +360,10 @@ class Launch:
             self.first = first
             rt.launches += 1
             rt._running += 1
-            launch_no = rt.launches
             try:
                 rt.model.launch_start()  # before peers can see this launch's count
                 agents = [Agent(rt, first + b, self.blocks,
-                                _seed(rt.config.seed, rt.rank, launch_no, b), block_idx=b)
+                                _seed(rt.config.seed, rt.rank, self.seq, b), block_idx=b)
                           for b in range(self.blocks)]
                 for a in agents:
                     a.set_state(C.IDLE)
