@@ -2,7 +2,7 @@
 
 Ranks are processes, blocks are threads, signal matrices live in POSIX shared memory and change
 only through hardware atomics. Kernels import their instructions from :mod:`shmcomm.comm` and
-:mod:`shmcomm.pipe`; hosts start with :func:`shmcomm.run`.
+:mod:`shmcomm.pipe`; hosts start with :func:`shmcomm.run` (or :class:`shmcomm.Pool` for many runs).
 """
 
 from .comm import GMPtr as GMPtr
@@ -22,6 +22,7 @@ from .errors import ShmcommError as ShmcommError
 from .errors import SignalOverlapError as SignalOverlapError
 from .errors import WaitTimeout as WaitTimeout
 from .kernels.host import RankRuntime as RankRuntime
+from .launch.pool import Pool as Pool
 from .launch.supervisor import run as run
 
 __version__ = "0.1.0"

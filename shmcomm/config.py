@@ -18,7 +18,10 @@ from .errors import ArgumentError
 MAX_RANKS = 64  # as pto-isa's CommDeviceContext (kMaxRankNum)
 MAX_BLOCKS = 64
 WAIT_POLICIES = ("adaptive", "spin", "yield", "futex")
-MODES = ("eager", "hazard")
+MODES = ("eager", "hazard", "schedule")
+# schedule-mode strategies (shmcomm.exec.schedule.strategies); "pct" takes an optional depth
+STRATEGIES = ("random", "pct", "replay", "exhaustive")
+MAX_PCT_DEPTH = 16
 # hazard-mode sub-models (shmcomm.exec.hazard); "all" turns every one on
 HAZARDS = ("pipes", "visibility", "lines", "jitter", "checkers")
 # what TNOTIFY(..., NotifyOp.Set) does: a2a3's plain store, or pto-isa's proposed read-then-add
@@ -42,7 +45,13 @@ class Config:
     ``seed``: the run's seed (jitter and hazard models draw from it). ``mode``: eager or hazard.
     ``hazards``: the hazard-mode sub-models, ``"all"`` or a comma list of ``HAZARDS``.
     ``hazard_delay``: mean seconds a queued pipe op or an unfenced remote store stays pending.
-    ``trace``: hazard mode writes a Chrome trace JSON (Perfetto) to this path ("" = none).
+    ``trace``: hazard mode writes a Chrome trace JSON (Perfetto) to this path ("" = none); in
+    schedule mode the schedule's trace (one event per scheduling step).
+    ``strategy``: schedule mode's choice of the next agent: ``random``, ``pct`` / ``pct:D``
+    (depth D, default 3) or ``replay`` (needs ``replay``). ``replay``: a schedule file to run
+    (implies ``strategy="replay"``). ``record``: write the run's schedule to this file.
+    ``schedule_delay``: mean scheduling steps per live agent that queued pipe work or an unfenced
+    remote store stays pending in schedule mode (the step clock replaces ``hazard_delay``).
     ``set_semantics``: ``TNOTIFY``'s ``Set``: ``"store"`` (a2a3: a plain store of the word, whose
     cache line the ``lines`` hazard model writes back whole) or ``"read-add"`` (pto-isa's
     proposed change: read the word, then atomically add the difference; not atomic against
@@ -65,6 +74,10 @@ class Config:
     hazards: str = "all"
     hazard_delay: float = 0.002
     trace: str = ""
+    strategy: str = "random"
+    replay: str = ""
+    record: str = ""
+    schedule_delay: int = 16
     set_semantics: str = "store"
 
     def __post_init__(self) -> None:
@@ -115,6 +128,10 @@ _FIELDS: dict[str, tuple] = {
     "hazards": (str, None),
     "hazard_delay": (float, 0.0, 60.0),
     "trace": (str, None),
+    "strategy": (str, None),
+    "replay": (str, None),
+    "record": (str, None),
+    "schedule_delay": (int, 1, 1_000_000),
     "set_semantics": (str, SET_SEMANTICS),
 }
 
@@ -126,6 +143,9 @@ def _check(name: str, value: Any, label: str) -> None:
             raise ArgumentError(f"{label} must be a str; got {value!r}")
         if name == "hazards":
             parse_hazards(value, label)
+            return
+        if name == "strategy":
+            parse_strategy(value, label)
             return
         if spec[1] is not None and value not in spec[1]:
             raise ArgumentError(f"{label} must be one of {', '.join(spec[1])}; got {value!r}")
@@ -150,6 +170,37 @@ def parse_hazards(value: str, label: str = "hazards") -> frozenset[str]:
         raise ArgumentError(f"{label} must be 'all' or a comma list of {', '.join(HAZARDS)}; "
                             f"got {value!r}")
     return frozenset(names)
+
+
+def parse_strategy(value: str, label: str = "strategy") -> tuple[str, int, int]:
+    """``(name, depth, steps)`` of a strategy spec: ``random``, ``replay``, ``pct``, ``pct:D``
+    or ``pct:D:K`` (depth D, default 3; K the steps a run is expected to take, 0 = default), or
+    ``exhaustive[:K]`` (depth: the preemption bound K, default 1)."""
+    name, _, rest = value.strip().partition(":")
+    args = rest.split(":") if rest else []
+    if name == "pct" and len(args) <= 2:
+        try:
+            depth = int(args[0]) if args else 3
+            steps = int(args[1]) if len(args) > 1 else 0
+        except ValueError:
+            depth = steps = -1
+        if not 1 <= depth <= MAX_PCT_DEPTH or not 0 <= steps <= 10**8:
+            raise ArgumentError(f"{label}: pct:D[:K] takes a depth D in [1, {MAX_PCT_DEPTH}] and "
+                                f"an expected step count K in [1, 1e8]; got {value!r}")
+        return name, depth, steps
+    if name == "exhaustive" and len(args) <= 1:
+        try:
+            bound = int(args[0]) if args else 1
+        except ValueError:
+            bound = -1
+        if not 0 <= bound <= 8:
+            raise ArgumentError(f"{label}: exhaustive:K takes a preemption bound K in [0, 8]; "
+                                f"got {value!r}")
+        return name, bound, 0
+    if name not in STRATEGIES or args or name in ("pct", "exhaustive"):
+        raise ArgumentError(f"{label} must be one of random, pct, pct:D, pct:D:K (D in [1, "
+                            f"{MAX_PCT_DEPTH}]), exhaustive[:K] or replay; got {value!r}")
+    return name, 0, 0
 
 
 def _parse_env(name: str, raw: str) -> Any:

@@ -90,6 +90,9 @@ class RunError(ShmcommError):
             lines.append(f"({self.secondary} other agents stopped by the abort)")
         if self.seed is not None:
             lines.append(f"seed: {self.seed}")
+        hint = getattr(self, "hint", "")  # set by the launcher when the mode can replay the run
+        if hint:
+            lines.append(hint)
         return "\n".join(lines)
 
 

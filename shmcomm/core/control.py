@@ -16,6 +16,8 @@ each group starting on its own 64-byte line so hot words do not share a line)::
              host thread: state, wait sequence number, waited signal (rank, offset, rows, cols,
              row stride), comparison, expected value, wait start (ms since the run started),
              wait kind, pending (queued pipe work not yet retired), block index in its launch
+    extra    ``extra_bytes`` for an execution model that coordinates across processes (schedule
+             mode's turn, strategy state and record), 64-byte aligned at ``extra_base``
 
 Agents write their own line with atomics; the launcher only reads (a torn read costs at most one
 poll, since the deadlock verdict needs two identical polls). The segment is node-local shared
@@ -68,13 +70,15 @@ R_SLOTS_LO, R_SLOTS_HI = 6, 7
 class Control:
     """The mapped control segment of one run (created by the launcher, inherited by ranks)."""
 
-    def __init__(self, nranks: int, ncores: int | None = None) -> None:
+    def __init__(self, nranks: int, ncores: int | None = None, extra_bytes: int = 0) -> None:
         self.nranks = nranks
         self.ncores = ncores or len(os.sched_getaffinity(0))
         self._rank_line = _HEADER_LINES
         self._agent_line = self._rank_line + nranks
         words = (self._agent_line + nranks * SLOTS) * LINE
-        self.segment = Segment("ctl", words * 4)
+        self.extra_bytes = -(-extra_bytes // 64) * 64
+        self.segment = Segment("ctl", words * 4 + self.extra_bytes)
+        self.extra_base = self.segment.base + words * 4
         self.words = self.segment.array.view(np.int32)
         self.base = self.segment.base
         self.t0 = time.monotonic()

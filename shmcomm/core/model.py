@@ -138,7 +138,12 @@ class BlockModel:
 
 
 class RankModel:
-    """The execution model in one rank process: launch-level state and the block factory."""
+    """The execution model in one rank process: launch-level state and the block factory.
+
+    ``concurrent_launches``: whether launches of one rank may run at the same time (streams,
+    several host threads); a model that runs one agent at a time says no."""
+
+    concurrent_launches = True
 
     def __init__(self, rt: RankRuntime) -> None:
         self.rt = rt
@@ -152,6 +157,16 @@ class RankModel:
     def block(self, agent: Agent) -> BlockModel:
         """The block model of ``agent``; also sets ``agent.hooks`` if it wants scalar hooks."""
         raise NotImplementedError
+
+    def host_join(self) -> None:
+        """The host started the launch's block threads and is about to join them."""
+
+    def host_wait(self, site: Any, value: int, cmp: int) -> None:
+        """The host is about to wait (``rt.barrier``) until ``site``'s words ``<cmp> value``."""
+
+    def close(self) -> None:
+        """The host function returned or raised (after the run's abort flag, if it failed): the
+        rank's last act in the run."""
 
 
 def atomic_add(agent: Agent, dst: GlobalTensor, data: np.ndarray) -> None:

@@ -238,13 +238,20 @@ class RankRuntime:
         if stream is not None and (not isinstance(stream, Stream) or stream.rt is not self):
             raise ArgumentError(f"launch: stream must be a Stream from this rank's rt.stream(), "
                                 f"got {stream!r}")
+        if not self.model.concurrent_launches and (stream is not None or self._running):
+            raise ArgumentError(
+                f"launch: the {self.config.mode} mode runs one launch of a rank at a time; "
+                "launch without a stream, from one host thread (or use eager / hazard mode)")
         job = Launch(self, kernel, blocks, args, dict(kwargs or {}))
         with self._lock:  # seeds follow the host's issue order, not the streams' start order
             self._issued += 1
             job.seq = self._issued
         if stream is None:
             job.start()
-            job.wait()
+            try:
+                self.model.host_join()
+            finally:
+                job.wait()
         else:
             stream.enqueue(job)
         return job
@@ -311,6 +318,7 @@ class RankRuntime:
         n = self.nranks
         arrived = self._hostbar.words[0].add(1)  # and wakes the sleepers
         target = (arrived // n + 1) * n
+        self.model.host_wait(self._hostbar, target, WaitCmp.GE)
         wait_until(self.host_agent, self._hostbar, target, WaitCmp.GE)
 
     def reset_signals(self) -> None:

@@ -2,6 +2,8 @@
 
 ``eager``: everything completes at issue, as pto-isa's CPU simulator. ``hazard``: queued pipes,
 delayed visibility, the line model, jitter and the checkers (:mod:`shmcomm.exec.hazard`).
+``schedule``: the hazard models run one agent at a time under a replayable strategy
+(:mod:`shmcomm.exec.schedule`).
 :func:`model_for` picks the run's model from its configuration, once, in the launcher.
 """
 
@@ -12,11 +14,19 @@ from collections.abc import Callable
 from ..config import Config
 from ..core.model import RankModel
 from ..core.runtime import RankRuntime
+from ..errors import ArgumentError
 from .eager import EagerRankModel
 
 
 def model_for(config: Config) -> Callable[[RankRuntime], RankModel]:
     """The factory of the run's execution model (called in each rank process with its ``rt``)."""
+    if config.replay and config.mode != "schedule":
+        raise ArgumentError(f"replay: a schedule file runs only in mode 'schedule'; mode must be "
+                            f"'schedule' with replay, got mode {config.mode!r}")
+    if config.mode == "schedule":
+        from .schedule import ScheduleMode
+
+        return ScheduleMode(config)
     if config.mode == "hazard":
         from .hazard import HazardRankModel
 

@@ -50,14 +50,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--iters", type=int, default=200, help="barrier iterations of the default job")
     p.add_argument("--timeout", type=float, default=None, help="seconds for the whole run (exit 124)")
     p.add_argument("--seed", type=int, default=None, help="seed of the run's randomness")
-    p.add_argument("--mode", choices=("eager", "hazard"), default=None, help="eager (default) or hazard")
+    p.add_argument("--mode", choices=("eager", "hazard", "schedule"), default=None,
+                   help="eager (default), hazard or schedule")
     p.add_argument("--wait-policy", choices=("adaptive", "spin", "yield", "futex"), default=None)
     p.add_argument("--hazards", default=None, metavar="LIST",
                    help="hazard-mode sub-models: all (default) or a comma list of "
                         "pipes,visibility,lines,jitter,checkers")
     p.add_argument("--trace", default=None, metavar="PATH",
                    help="hazard mode: write a Chrome trace JSON (open it in Perfetto)")
+    add_schedule_options(p)
     return p
+
+
+def add_schedule_options(p: argparse.ArgumentParser) -> None:
+    """Schedule mode's options (one block, shared by the launch and stress command lines)."""
+    g = p.add_argument_group("schedule mode")
+    g.add_argument("--strategy", default=None, metavar="random|pct[:D[:K]]",
+                   help="who runs each step: random (default) or PCT with depth D (default 3) "
+                        "for runs of about K steps (default 400); the stress harness also takes "
+                        "exhaustive[:K], every schedule with at most K preemptions")
+    g.add_argument("--replay", default=None, metavar="FILE",
+                   help="run the schedule recorded in FILE (implies --mode schedule)")
+    g.add_argument("--record", default=None, metavar="FILE",
+                   help="write the run's schedule to FILE (for --replay)")
+    g.add_argument("--schedule-delay", type=int, default=None, metavar="STEPS",
+                   help="mean steps per live agent that unsynchronized work stays pending "
+                        "(default 16)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,8 +87,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--iters must be in [1, {MAX_ITERS}], got {ns.iters}")
     try:
         settings = dict(nranks=ns.nranks, blocks=ns.blocks, timeout=ns.timeout, seed=ns.seed,
-                        mode=ns.mode, wait_policy=ns.wait_policy, hazards=ns.hazards,
-                        trace=ns.trace)
+                        mode="schedule" if ns.replay and ns.mode is None else ns.mode,
+                        wait_policy=ns.wait_policy, hazards=ns.hazards, trace=ns.trace,
+                        strategy=ns.strategy, replay=ns.replay, record=ns.record,
+                        schedule_delay=ns.schedule_delay)
         if ns.program:
             host = load_program(ns.program)
             results = run(host, **settings)

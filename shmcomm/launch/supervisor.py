@@ -97,6 +97,7 @@ class _Launcher:
         self.host = host
         self.args = args
         self.model = model_for(config) if model is None else model  # chosen once, here
+        self.config = getattr(self.model, "config", config)  # a replay brings its recorded seed
         self.pids: dict[int, int] = {}
         self.conns: dict[Connection, int] = {}
         self.results: dict[int, Any] = {}
@@ -115,10 +116,7 @@ class _Launcher:
         restore = self._catch_signals()
         try:
             try:
-                self.ctl = C.Control(cfg.nranks)
-                self.transport = ShmTransport(cfg.nranks, cfg.signal_bytes, cfg.heap_bytes)
-                for rank in range(cfg.nranks):
-                    self._spawn(rank)
+                self._start()
                 self._supervise()
             except (_Interrupted, KeyboardInterrupt) as exc:
                 self.stopping = True
@@ -130,10 +128,7 @@ class _Launcher:
             finally:
                 self.stopping = True  # a second Ctrl-C must not cut the teardown short
                 self._stop_all()
-                if self.transport is not None:
-                    self.transport.close()
-                if self.ctl is not None:
-                    self.ctl.close()
+                self._release()
         finally:
             restore()
         if self.failures:
@@ -141,8 +136,41 @@ class _Launcher:
             cls = {"deadlock": DeadlockError, "timeout": RunTimeout}.get(first, RunError)
             err = cls(self.failures, cfg.seed, self.secondary)
             err.signum = self.signum  # type: ignore[attr-defined]  # the CLI's exit status 128+n
+            err.schedule = getattr(self.model, "schedule", None)  # type: ignore[attr-defined]
+            hint = getattr(self.model, "hint", None)  # how to replay it (schedule mode)
+            if hint is not None:
+                err.hint = hint(self.host, self.args)  # type: ignore[attr-defined]
             raise err
         return [self.results[r] for r in range(cfg.nranks)]
+
+    def _start(self) -> None:
+        """Map the run's memory and start its rank processes."""
+        cfg = self.config
+        # a model that coordinates across processes keeps its shared state in the control
+        # segment (``shared_bytes``), set up by ``prepare`` before the ranks start
+        self.ctl = C.Control(cfg.nranks, extra_bytes=getattr(self.model, "shared_bytes", 0))
+        self._prepare_model()
+        self.transport = ShmTransport(cfg.nranks, cfg.signal_bytes, cfg.heap_bytes)
+        for rank in range(cfg.nranks):
+            self._spawn(rank)
+
+    def _prepare_model(self) -> None:
+        prepare = getattr(self.model, "prepare", None)
+        if prepare is not None:
+            prepare(self.ctl)
+
+    def _collect_model(self) -> None:
+        collect = getattr(self.model, "collect", None)
+        if collect is not None and self.ctl is not None:  # what the model learnt (the schedule)
+            collect(self.ctl, self.failures)
+
+    def _release(self) -> None:
+        """Unmap the run's memory (after the model has read what it needs from it)."""
+        if self.transport is not None:
+            self.transport.close()
+        if self.ctl is not None:
+            self._collect_model()
+            self.ctl.close()
 
     def _catch_signals(self) -> Callable[[], None]:
         """Turn SIGINT / SIGTERM into one clean teardown; returns the function restoring the old
@@ -169,19 +197,9 @@ class _Launcher:
     def _spawn(self, rank: int) -> None:
         reader, writer = Pipe(duplex=False)
         parent = os.getpid()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:  # the rank process; never returns
-            code = 1
-            try:
-                reader.close()
-                for other in self.conns:
-                    other.close()
-                code = _rank_main(rank, parent, self.config, self.transport, self.ctl, writer,
-                                  self.host, self.args, self.model)
-            finally:
-                os._exit(code)
+        pid = fork_rank(lambda: _rank_main(rank, parent, self.config, self.transport, self.ctl,
+                                           writer, self.host, self.args, self.model),
+                        [reader, *self.conns])
         writer.close()
         self.pids[rank] = pid
         self.conns[reader] = rank
@@ -303,19 +321,52 @@ class _Launcher:
 
 # --- the rank process ---------------------------------------------------------------------------
 
+def fork_rank(body: Callable[[], int], close: list[Connection]) -> int:
+    """Fork a rank process that closes ``close`` (the parent's ends) and exits with ``body()``'s
+    status; returns its pid."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the rank process; never returns
+        code = 1
+        try:
+            for c in close:
+                c.close()
+            code = body()
+        finally:
+            os._exit(code)
+    return pid
+
+
 def _rank_main(rank: int, parent: int, config: Config, transport: ShmTransport, ctl: C.Control,
                conn: Connection, host: Callable, args: tuple,
                model: Callable[[RankRuntime], RankModel]) -> int:
     """Body of one rank process. Returns its exit status."""
+    if not rank_process_setup(parent):
+        return 1
+    return serve_run(rank, config, transport, ctl, conn, host, args, model)
+
+
+def rank_process_setup(parent: int) -> bool:
+    """A new rank process: die with the launcher, leave Ctrl-C to it. False if it is gone."""
     at.set_parent_death_signal(signal.SIGKILL)
     if os.getppid() != parent:  # the launcher died before prctl took effect
-        return 1
+        return False
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher handles Ctrl-C for everyone
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    return True
+
+
+def serve_run(rank: int, config: Config, transport: ShmTransport, ctl: C.Control,
+              conn: Connection, host: Callable, args: tuple,
+              model: Callable[[RankRuntime], RankModel]) -> int:
+    """One run's work in a rank process: ``host(rt, *args)``, its result or failure sent to the
+    launcher. Returns the rank's exit status."""
     sys.setswitchinterval(config.switch_interval)
     ctl.set_rank(rank, C.R_PID, os.getpid())
     ctl.set_rank(rank, C.R_STATE, C.R_RUNNING)
     msg: tuple[str, Any]
+    rt: RankRuntime | None = None
     try:
         transport.attach(rank)
         rt = RankRuntime(rank, config, Windows(transport), ctl, model)
@@ -328,6 +379,8 @@ def _rank_main(rank: int, parent: int, config: Config, transport: ShmTransport, 
         msg = _failure_msg(rank, None, exc, traceback.format_exc())
     if msg[0] == "error":
         ctl.abort(C.ABORT_FAILURE)
+    if rt is not None:
+        rt.model.close()
     try:
         conn.send(msg)
     except (pickle.PicklingError, TypeError, AttributeError) as exc:

@@ -24,7 +24,9 @@ import json
 import os
 import sys
 
+from ..config import MODES, parse_hazards, parse_strategy
 from ..errors import ArgumentError
+from ..launch.cli import add_schedule_options
 from . import catalogue
 from .harness import (
     DEFAULT_BLOCKS,
@@ -51,9 +53,10 @@ def _int_list(text: str) -> tuple[int, ...]:
 
 def _mode_list(text: str) -> tuple[str, ...]:
     values = tuple(v.strip() for v in text.split(",") if v.strip())
-    bad = [v for v in values if v not in ("eager", "hazard")]
+    bad = [v for v in values if v not in MODES]
     if bad or not values:
-        raise argparse.ArgumentTypeError(f"modes must be eager and/or hazard, got {text!r}")
+        raise argparse.ArgumentTypeError(f"modes must be a comma list of {', '.join(MODES)}, "
+                                         f"got {text!r}")
     return values
 
 
@@ -72,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--nranks", type=_int_list, default=None, help="rank counts, e.g. 2,4,8")
     p.add_argument("--blocks", type=_int_list, default=None, help="block counts, e.g. 1,2,4")
     p.add_argument("--size", type=_int_list, default=None, help="problem sizes (elements)")
-    p.add_argument("--mode", type=_mode_list, default=None, help="eager, hazard or eager,hazard")
+    p.add_argument("--mode", type=_mode_list, default=None, help="eager, hazard, schedule or a comma list")
     p.add_argument("--seed", type=int, default=0, help="seed of the first run (run i: seed + i)")
     p.add_argument("--runs", type=int, default=None, help="number of runs (per entry with --catalogue)")
     p.add_argument("--seconds", type=float, default=None,
@@ -87,6 +90,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trace-dir", default=Settings.trace_dir,
                    help="where hazard runs write traces; a failing run's is kept (default %(default)s)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--hazards", default="all", metavar="LIST",
+                   help="hazard and schedule modes' sub-models: all (default) or a comma list of "
+                        "pipes,visibility,lines,jitter,checkers")
+    p.add_argument("--no-pool", action="store_true",
+                   help="fork the rank processes for every run instead of reusing a pool")
+    add_schedule_options(p)
     return p
 
 
@@ -104,7 +113,24 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--runs must be at most 1e9")
     if ns.seed < 0:
         parser.error(f"--seed must be >= 0, got {ns.seed}")
-    settings = Settings(ns.wait_timeout, ns.deadlock_grace, ns.run_timeout, ns.trace_dir)
+    if ns.record is not None or ns.schedule_delay is not None:
+        parser.error("--record and --schedule-delay belong to python -m shmcomm.launch; the stress "
+                     "harness keeps every failing run's schedule")
+    try:
+        parse_strategy(ns.strategy or "random", "--strategy")
+    except ArgumentError as exc:
+        parser.error(str(exc))
+    settings = Settings(ns.wait_timeout, ns.deadlock_grace, ns.run_timeout, ns.trace_dir,
+                        strategy=ns.strategy or "random", replay=ns.replay or "",
+                        hazards=ns.hazards)
+    try:
+        parse_hazards(ns.hazards, "--hazards")
+    except ArgumentError as exc:
+        parser.error(str(exc))
+    if ns.replay:
+        if ns.mode not in (None, ("schedule",)):
+            parser.error("--replay runs in schedule mode only")
+        ns.mode = ("schedule",)
     progress = not ns.no_progress
     try:
         if ns.catalogue:
@@ -114,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error(f"--only: unknown entries {', '.join(unknown)}")
             budget = 60.0 if ns.seconds is None else ns.seconds
             kills, reports = kill_matrix(budget, ns.runs, ns.seed, settings, names,
-                                         progress=progress)
+                                         progress=progress, modes=ns.mode, pool=not ns.no_pool)
             print(format_kill_matrix(kills, reports, settings))
             if ns.json:
                 extra = dict(kill_matrix=[dict(
@@ -137,8 +163,10 @@ def main(argv: list[str] | None = None) -> int:
                        ns.blocks or (entry.blocks if entry else DEFAULT_BLOCKS),
                        ns.size or (entry.sizes if entry else DEFAULT_SIZES), modes)
         runs = ns.runs if ns.runs is not None or ns.seconds is not None else 100
+        if settings.strategy.startswith("exhaustive"):
+            return _exhaustive(host, cfgs, ns, settings)
         rep = sweep(host, cfgs, seed=ns.seed, runs=runs, seconds=ns.seconds, settings=settings,
-                    program=ns.program, progress=progress)
+                    program=ns.program, progress=progress, pool=not ns.no_pool)
         print(format_report(rep, settings))
         if ns.json:
             _write_json(ns.json, report_json([rep], settings))
@@ -149,6 +177,36 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("shmcomm.stress: interrupted", file=sys.stderr)
         return 130
+
+
+def _exhaustive(host, cfgs, ns: argparse.Namespace, settings: Settings) -> int:
+    """``--strategy exhaustive:K``: every schedule with at most K preemptions, per configuration
+    (at most ``--runs`` runs each, default 1000), until one fails."""
+    from ..config import Config
+    from .explore import explore
+    from .harness import _with_size
+
+    bound = parse_strategy(settings.strategy)[1]
+    failed = False
+    for nranks, blocks, size, _mode in dict.fromkeys((n, b, s, "schedule") for n, b, s, _m in cfgs):
+        cfg = Config.from_kwargs(nranks=nranks, blocks=blocks, seed=ns.seed, hazards=ns.hazards,
+                                 **settings.config())
+        found = explore(host, cfg, (size,) if _with_size(host) else (), bound, ns.runs or 1000)
+        label = f"nranks={nranks} blocks={blocks} size={size}"
+        if found.failure is None:
+            print(f"{label}: {found.runs} schedules with <= {bound} preemptions, no failure"
+                  + ("" if found.complete else " (stopped at the run budget: not all tried)"))
+            continue
+        failed = True
+        path = os.path.abspath(os.path.join(settings.schedule_dir or ".",
+                            f"{ns.program.replace(':', '_')}-{nranks}x{blocks}-n{size}-exhaustive.json"))
+        found.schedule.save(path)
+        print(f"{label}: schedule {found.runs} failed: {found.failure.failures[0]}".splitlines()[0])
+        print(f"replay: python -m shmcomm.stress --program {ns.program} --nranks {nranks} "
+              f"--blocks {blocks} --size {size} --mode schedule --runs 1 --replay {path}"
+              + (f" --hazards {ns.hazards}" if ns.hazards != "all" else ""))
+        break
+    return 1 if failed else 0
 
 
 def _write_json(path: str, doc: dict) -> None:

@@ -14,9 +14,11 @@ or the runtime's own pipe checks); ``error`` (anything else, e.g. a bad argument
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import itertools
 import os
+import pickle
 import re
 import sys
 import time
@@ -27,6 +29,7 @@ from typing import Any
 from ..config import Config
 from ..errors import ArgumentError, RunError
 from ..exec.hazard import HazardReport
+from ..launch.pool import Pool
 from ..launch.supervisor import run
 from . import catalogue
 
@@ -64,6 +67,9 @@ class Outcome:
     seconds: float
     message: str = ""
     trace: str | None = None
+    value: str | None = None  # what the program returned (repr of the per-rank results), if ok
+    schedule: str | None = None  # schedule mode: the failing run's schedule file (--replay)
+    shrunk: tuple[int, int] | None = None  # preemptions of the schedule before and after shrinking
 
 
 @dataclass
@@ -80,10 +86,23 @@ class Settings:
     deadlock_grace: float = 0.3
     run_timeout: float = 30.0
     trace_dir: str = os.path.join("results", "stress-traces")  # hazard runs; kept on failure
+    strategy: str = "random"  # schedule mode's strategy
+    hazards: str = "all"  # hazard and schedule modes' sub-models
+    replay: str = ""  # schedule mode: run this schedule file
+    schedule_dir: str = os.path.join("results", "stress-schedules")  # failing schedules
+    shrink_tries: int = 10  # runs spent shrinking a sweep's first failing schedule (0: none)
 
     def config(self) -> dict[str, float]:
         return dict(wait_timeout=self.wait_timeout, deadlock_grace=self.deadlock_grace,
                     timeout=self.run_timeout)
+
+    def mode_config(self, mode: str) -> dict[str, Any]:
+        """The settings only ``mode`` takes."""
+        if mode == "hazard":
+            return dict(hazards=self.hazards)
+        if mode != "schedule":
+            return {}
+        return dict(strategy=self.strategy, replay=self.replay, hazards=self.hazards)
 
 
 @dataclass
@@ -181,12 +200,37 @@ def _trace_path(program: str, spec: RunSpec, settings: Settings) -> str | None:
         settings.trace_dir, f"{name}-{spec.nranks}x{spec.blocks}-n{spec.size}-seed{spec.seed}.json"))
 
 
+class Pools:
+    """One :class:`~shmcomm.launch.pool.Pool` per rank count, kept for a whole sweep: runs reuse
+    the rank processes instead of forking them (a failed run replaces its pool)."""
+
+    def __init__(self) -> None:
+        self.pools: dict[int, Pool] = {}
+
+    def runner(self, host: Callable[..., Any], nranks: int) -> Callable[..., list[Any]]:
+        try:
+            pickle.dumps(host)
+        except Exception:  # a local function cannot cross the pool's pipe: fork per run
+            return functools.partial(run, host, nranks=nranks)
+        pool = self.pools.get(nranks)
+        if pool is None:
+            pool = self.pools[nranks] = Pool(nranks)
+        return functools.partial(pool.run, host)
+
+    def close(self) -> None:
+        for p in self.pools.values():
+            p.close()
+        self.pools = {}
+
+
 def run_one(host: Callable[..., Any], spec: RunSpec, settings: Settings,
-            program: str = "") -> Outcome:
+            program: str = "", pools: Pools | None = None, shrink_first: bool = False) -> Outcome:
     """Run ``host`` once under ``spec``; never raises for a failing run (only for Ctrl-C).
 
     A hazard run writes a trace file; it is deleted when the run passes and kept (its path in
-    ``Outcome.trace``) when it fails.
+    ``Outcome.trace``) when it fails. ``pools``: run on persistent rank processes.
+    ``shrink_first``: a failing schedule-mode run's schedule is shrunk to fewer preemptions
+    (``settings.shrink_tries`` more runs) before it is kept.
     """
     args = (spec.size,) if _with_size(host) else ()
     extra: dict[str, Any] = {}
@@ -194,19 +238,65 @@ def run_one(host: Callable[..., Any], spec: RunSpec, settings: Settings,
     if trace is not None:
         os.makedirs(os.path.dirname(trace), exist_ok=True)
         extra["trace"] = trace
+    extra.update(settings.mode_config(spec.mode))
     t0 = time.perf_counter()
     try:
-        run(host, nranks=spec.nranks, blocks=spec.blocks, seed=spec.seed, mode=spec.mode,
-            args=args, **settings.config(), **extra)
+        call = (functools.partial(run, host, nranks=spec.nranks) if pools is None
+                else pools.runner(host, spec.nranks))
+        call = functools.partial(call, blocks=spec.blocks, seed=spec.seed, mode=spec.mode,
+                                 args=args, **settings.config())
+        results = call(**extra)
     except RunError as exc:
         kind, message = classify(exc)
         kept = trace if trace and os.path.isfile(trace) else _trace_of(str(exc))
-        return Outcome(spec, kind, time.perf_counter() - t0, message, kept)
+        out = Outcome(spec, kind, time.perf_counter() - t0, message, kept)
+        out.schedule = settings.replay or _keep_schedule(exc, program, spec, settings)
+        if out.schedule and settings.shrink_tries and shrink_first and not settings.replay:
+            _shrink_outcome(out, exc, call, args, extra, settings)
+        return out
     except ArgumentError as exc:
         return Outcome(spec, "error", time.perf_counter() - t0, f"ArgumentError: {exc}")
     if trace is not None and os.path.isfile(trace):
         os.unlink(trace)
-    return Outcome(spec, "ok", time.perf_counter() - t0)
+    return Outcome(spec, "ok", time.perf_counter() - t0, value=value_of(results))
+
+
+def _shrink_outcome(out: Outcome, exc: RunError, call: Callable[..., Any], args: tuple,
+                    extra: dict[str, Any], settings: Settings) -> None:
+    """Replace a failing run's kept schedule by a shrunk one with fewer preemptions, if found."""
+    from .shrink import shrink, signature
+
+    schedule = exc.schedule  # type: ignore[attr-defined]
+    opts = {k: v for k, v in extra.items() if k not in ("replay", "trace", "strategy")}
+    smaller = shrink(functools.partial(call, **opts), schedule, signature(out.kind, out.message),
+                     classify, settings.shrink_tries)
+    if smaller is not None and out.schedule:
+        smaller.save(out.schedule)
+        out.shrunk = (schedule.preemptions, smaller.preemptions)
+
+
+def value_of(results: Sequence[Any]) -> str | None:
+    """The outcome value of a passing run for the histogram: the ranks' results, or ``None``
+    when every rank returned ``None``."""
+    if all(r is None for r in results):
+        return None
+    text = repr(results[0]) if all(r == results[0] for r in results) else repr(list(results))
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _keep_schedule(exc: RunError, program: str, spec: RunSpec, settings: Settings) -> str | None:
+    """Write a failing schedule-mode run's schedule where ``--replay`` can take it."""
+    schedule = getattr(exc, "schedule", None)
+    if schedule is None or not settings.schedule_dir:
+        return None
+    name = re.sub(r"[^\w.-]+", "_", program or "program")
+    path = os.path.abspath(os.path.join(
+        settings.schedule_dir, f"{name}-{spec.nranks}x{spec.blocks}-n{spec.size}-seed{spec.seed}.json"))
+    try:
+        schedule.save(path)
+    except OSError:
+        return None
+    return path
 
 
 def configs(nranks: Sequence[int], blocks: Sequence[int], sizes: Sequence[int],
@@ -224,13 +314,16 @@ def specs(cfgs: Sequence[tuple[int, int, int, str]], seed: int) -> Iterator[RunS
 
 def sweep(host: Callable[..., Any], cfgs: Sequence[tuple[int, int, int, str]], *, seed: int = 0,
           runs: int | None = None, seconds: float | None = None, settings: Settings | None = None,
-          stop_at_first: bool = False, program: str = "", progress: bool = False) -> Report:
-    """Run ``host`` over ``cfgs`` for ``runs`` runs or ``seconds`` (whichever ends first)."""
+          stop_at_first: bool = False, program: str = "", progress: bool = False,
+          pool: bool = True) -> Report:
+    """Run ``host`` over ``cfgs`` for ``runs`` runs or ``seconds`` (whichever ends first);
+    ``pool``: on persistent rank processes (one pool per rank count) rather than a fork per run."""
     if runs is None and seconds is None:
         runs = len(cfgs)
     settings = settings or Settings()
     report = Report(program)
     bar = _progress(program, runs, progress)
+    pools = Pools() if pool else None
     t0 = time.perf_counter()
     try:
         for i, spec in enumerate(specs(cfgs, seed)):
@@ -238,7 +331,8 @@ def sweep(host: Callable[..., Any], cfgs: Sequence[tuple[int, int, int, str]], *
                 break
             if seconds is not None and time.perf_counter() - t0 >= seconds:
                 break
-            out = run_one(host, spec, settings, program)
+            out = run_one(host, spec, settings, program, pools,
+                          shrink_first=not report.failures)
             report.outcomes.append(out)
             if bar is not None:
                 bar.update(1)
@@ -247,6 +341,8 @@ def sweep(host: Callable[..., Any], cfgs: Sequence[tuple[int, int, int, str]], *
                 break
     finally:
         report.seconds = time.perf_counter() - t0
+        if pools is not None:
+            pools.close()
         if bar is not None:
             bar.close()
     return report

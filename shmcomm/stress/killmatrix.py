@@ -35,25 +35,34 @@ class Kill:
         return idx, sum(o.seconds for o in self.report.outcomes[:idx])
 
 
-def entry_configs(entry: catalogue.Entry, modes: Sequence[str]) -> list[tuple[int, int, int, str]]:
-    """The sweep of a catalogue entry: its own mode for a bug, ``modes`` for a correct one."""
-    return configs(entry.nranks, entry.blocks, entry.sizes, (entry.mode,) if entry.bug else modes)
+def entry_configs(entry: catalogue.Entry, modes: Sequence[str],
+                  bug_modes: Sequence[str] | None = None) -> list[tuple[int, int, int, str]]:
+    """The sweep of a catalogue entry: its own mode (or ``bug_modes``) for a bug, ``modes`` for a
+    correct one."""
+    if entry.bug:
+        modes = tuple(bug_modes) if bug_modes else (entry.mode,)
+    return configs(entry.nranks, entry.blocks, entry.sizes, modes)
 
 
 def kill_matrix(budget_s: float = 60.0, max_runs: int | None = None, seed: int = 0,
                 settings: Settings | None = None, names: Sequence[str] | None = None,
-                correct: bool = True, progress: bool = False) -> tuple[list[Kill], list[Report]]:
+                correct: bool = True, progress: bool = False,
+                modes: Sequence[str] | None = None,
+                pool: bool = True) -> tuple[list[Kill], list[Report]]:
     """Run every bug until caught (within ``budget_s`` / ``max_runs`` each), then each correct
-    program for the full budget. Returns the kill rows and the correct programs' reports."""
+    program for the full budget. Returns the kill rows and the correct programs' reports.
+    ``modes``: run every entry in these modes (default: a bug in its own, the correct programs
+    in eager and hazard)."""
     settings = settings or Settings()
-    modes = ("eager", "hazard")
+    bug_modes = tuple(modes) if modes else None
+    modes = bug_modes or ("eager", "hazard")
     kills = []
     for entry in catalogue.BUGS:
         if names and entry.name not in names:
             continue
-        rep = sweep(entry.host, entry_configs(entry, modes), seed=seed, runs=max_runs,
+        rep = sweep(entry.host, entry_configs(entry, modes, bug_modes), seed=seed, runs=max_runs,
                     seconds=budget_s, settings=settings, stop_at_first=True, program=entry.name,
-                    progress=progress)
+                    progress=progress, pool=pool)
         kills.append(Kill(entry, rep))
     reports = []
     if correct:
@@ -62,7 +71,7 @@ def kill_matrix(budget_s: float = 60.0, max_runs: int | None = None, seed: int =
                 continue
             reports.append(sweep(entry.host, entry_configs(entry, modes), seed=seed, runs=max_runs,
                                  seconds=budget_s, settings=settings, program=entry.name,
-                                 progress=progress))
+                                 progress=progress, pool=pool))
     return kills, reports
 
 
@@ -75,11 +84,12 @@ def format_kill_matrix(kills: Sequence[Kill], reports: Sequence[Report], setting
         if c is None:
             runs = "-" if k.report is None else str(len(k.report.outcomes))
             secs = "-" if k.report is None else f"{k.report.seconds:.1f}"
-            rows.append((k.entry.name, k.entry.mode, "NO", k.note or "-", runs, secs, "-",
+            mode = k.report.outcomes[0].spec.mode if k.report and k.report.outcomes else k.entry.mode
+            rows.append((k.entry.name, mode, "NO", k.note or "-", runs, secs, "-",
                          k.entry.summary))
         else:
             idx, secs = k.to_catch()  # type: ignore[misc]
-            rows.append((k.entry.name, k.entry.mode, "yes", c.kind, str(idx), f"{secs:.2f}",
+            rows.append((k.entry.name, c.spec.mode, "yes", c.kind, str(idx), f"{secs:.2f}",
                          str(c.spec.seed), k.entry.summary))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     caught = sum(1 for k in kills if k.catch is not None)

@@ -17,12 +17,16 @@ def repro_command(program: str, spec: RunSpec, settings: Settings) -> str:
     parts = ["python", "-m", "shmcomm.stress", "--program", program, "--nranks", str(spec.nranks),
              "--blocks", str(spec.blocks), "--size", str(spec.size), "--mode", spec.mode,
              "--seed", str(spec.seed), "--runs", "1"]
+    if spec.mode == "schedule":
+        parts[parts.index("--seed"):parts.index("--seed")] = ["--strategy", settings.strategy]
     default = Settings()
     for flag, value, dflt in (("--wait-timeout", settings.wait_timeout, default.wait_timeout),
                               ("--deadlock-grace", settings.deadlock_grace, default.deadlock_grace),
                               ("--run-timeout", settings.run_timeout, default.run_timeout)):
         if value != dflt:
             parts += [flag, f"{value:g}"]
+    if settings.hazards != default.hazards and spec.mode != "eager":
+        parts += ["--hazards", settings.hazards]
     return shlex.join(parts)
 
 
@@ -44,6 +48,11 @@ def format_report(report: Report, settings: Settings) -> str:
         if first.trace:
             lines.append(f"  trace kept: {first.trace}")
         lines.append(f"reproduce: {repro_command(report.program, first.spec, settings)}")
+        if first.schedule:
+            if first.shrunk:
+                lines.append(f"schedule shrunk from {first.shrunk[0]} to {first.shrunk[1]} "
+                             "preemptions")
+            lines.append(f"replay: {replay_command(report.program, first.spec, first.schedule, settings)}")
     lines.append("outcomes per configuration:")
     hist: dict[str, dict[str, int]] = {}
     for o in report.outcomes:
@@ -54,7 +63,34 @@ def format_report(report: Report, settings: Settings) -> str:
     lines.append("  " + "configuration".ljust(width) + "".join(f"{c:>{len(c) + 2}}" for c in cols))
     for label, row in hist.items():
         lines.append("  " + label.ljust(width) + "".join(f"{row[c]:>{len(c) + 2}}" for c in cols))
+    lines += format_histogram(report)
     return "\n".join(lines)
+
+
+def replay_command(program: str, spec: RunSpec, schedule: str, settings: Settings) -> str:
+    """The command that replays a failing schedule-mode run from its schedule file."""
+    cmd = shlex.split(repro_command(program, spec, settings))
+    i = cmd.index("--strategy")
+    del cmd[i:i + 2]
+    return shlex.join(cmd + ["--replay", schedule])
+
+
+def format_histogram(report: Report) -> list[str]:
+    """jcstress's table: every outcome (a passing run's returned value, or a failure kind), how
+    often it was seen, and the seed of the first run that produced it. Empty when no run
+    returned a value."""
+    if not any(o.value is not None for o in report.outcomes):
+        return []
+    seen: dict[str, list[int]] = {}
+    for o in report.outcomes:
+        key = o.kind if o.kind != "ok" else f"ok {o.value}"
+        row = seen.setdefault(key, [0, o.spec.seed])
+        row[0] += 1
+    width = max(len(k) for k in seen)
+    lines = ["outcome histogram (outcome, runs, first seed):"]
+    for key, (count, seed) in sorted(seen.items(), key=lambda kv: -kv[1][0]):
+        lines.append(f"  {key.ljust(width)}  {count:>8}  seed {seed}")
+    return lines
 
 
 def _brief(message: str) -> list[str]:
@@ -87,7 +123,8 @@ def report_json(reports: Sequence[Report], settings: Settings, extra: dict | Non
                 settings=asdict(settings), **(extra or {}),
                 reports=[dict(program=r.program, seconds=r.seconds, counts=r.counts(),
                               outcomes=[dict(asdict(o.spec), kind=o.kind, seconds=o.seconds,
-                                             message=o.message[:2000], trace=o.trace)
+                                             message=o.message[:2000], trace=o.trace,
+                                             value=o.value, schedule=o.schedule)
                                         for o in r.outcomes])
                          for r in reports])
 

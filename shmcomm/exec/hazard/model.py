@@ -220,10 +220,11 @@ class HazardBlockModel(BlockModel):
         """TNOTIFY's closing barrier: the queued copies finish when their DMA would (their due
         times), not the instant the signal went out, so a notify issued before its data is
         drained still races with the data (as on the NPU)."""
-        due = max((item[1] for p in _QUEUED for item in self.queues[p]), default=0.0)
-        wait = due - _perf()
-        if wait > 0:
-            time.sleep(min(wait, 10 * self.delay + 0.01))
+        if type(self)._now is HazardBlockModel._now:  # wall-clock due times (not a step clock)
+            due = max((item[1] for p in _QUEUED for item in self.queues[p]), default=0.0)
+            wait = due - self._now()
+            if wait > 0:
+                time.sleep(min(wait, 10 * self.delay + 0.01))
         self.barrier(PIPE_ALL)
 
     def dsb(self, mode: int) -> None:
@@ -253,8 +254,12 @@ class HazardBlockModel(BlockModel):
 
     # -- queues ------------------------------------------------------------------------------
 
+    def _now(self) -> float:
+        """The clock of due times (seconds; a subclass may count in other units)."""
+        return _perf()
+
     def _due(self) -> float:
-        return _perf() + self.delay * (0.5 + self.rng.random())
+        return self._now() + self.delay * (0.5 + self.rng.random())
 
     def _enqueue(self, pipe: int, item: tuple) -> None:
         self.queues[pipe].append(item)
@@ -265,7 +270,7 @@ class HazardBlockModel(BlockModel):
 
     def _tick(self) -> None:
         """Retire what is due (pipe heads in order, remote stores, line write-backs)."""
-        now = _perf()
+        now = self._now()
         for p in _QUEUED:
             q = self.queues[p]
             while q and q[0][1] <= now:
@@ -308,7 +313,7 @@ class HazardBlockModel(BlockModel):
 
     def _complete_store(self, dst: GlobalTensor, data: np.ndarray, atomic: int) -> None:
         if self.vis is not None and dst.ptr.rank != self.agent.rank:
-            self.vis.add(_perf() + self.delay * (0.5 + self.rng.random()), dst, data.copy(), atomic)
+            self.vis.add(self._due(), dst, data.copy(), atomic)
         else:
             self._apply(dst, data, atomic)
 
@@ -338,8 +343,7 @@ class HazardBlockModel(BlockModel):
             f(sig, value, op)
         if self.lines:
             if op and not self.set_read_add:  # a read-add Set is an atomic at the memory
-                self.lines.fill(ptr.rank, ptr.offset, value,
-                                _perf() + self.delay * (0.5 + self.rng.random()),
+                self.lines.fill(ptr.rank, ptr.offset, value, self._due(),
                                 kernel_site(self.agent) if self.m_check else "")
             else:
                 self.lines.touch(ptr.rank, ptr.offset)

@@ -1,0 +1,236 @@
+"""Schedule mode's execution models: the hazard models, run one agent at a time.
+
+:class:`ScheduleBlockModel` extends the hazard block model: every pipe and scalar hook first
+takes a scheduling point (the scheduler may hand the turn to another agent there), then calls
+the hazard model's hook, so checkers and any observer attached the hazard way keep working.
+Its clock is the run's step count, not wall time: queued pipe work, invisible remote stores and
+line write-backs fall due ``schedule_delay`` x (live agents) x U(0.5, 1.5) steps after issue and
+retire at the owner's first scheduling point after that. A block that returns with work still pending stays
+a (draining) agent of the schedule until all of it has retired, so a consumer can run between
+the producer's last notify and the arrival of its data. Jitter is off (the schedule is the
+jitter) and so is the hazard trace (its wall-clock stamps would differ between replays: the
+schedule's own trace replaces it).
+
+:class:`ScheduleRankModel` adds the host agent: it runs only with the turn (from the rank's
+start to its end), passes the turn while it joins a launch and while ``rt.barrier`` waits.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+
+from ...core import control as C
+from ...core.agent import HOOKED
+from ...core.waiting import first_unsatisfied
+from ...errors import Aborted
+from ...types import CMP_FUNCS
+from ..hazard.model import HazardBlockModel, HazardRankModel
+from .scheduler import BLOCKED, DONE, DRAINING, JOINING, OP, RUNNABLE, Scheduler, agent_id
+
+if TYPE_CHECKING:
+    from ...core.agent import Agent
+    from ...core.gm import GlobalTensor
+    from ...core.runtime import RankRuntime
+    from ...core.tile import Tile
+
+_WAIT, _TEST, _NOTIFY = OP["TWAIT"], OP["TTEST"], OP["TNOTIFY"]
+_LOAD, _STORE, _SET, _WFLAG = OP["TLOAD"], OP["TSTORE"], OP["set_flag"], OP["wait_flag"]
+_BAR, _DSB, _DCCI, _GM, _DRAIN = OP["pipe_barrier"], OP["dsb"], OP["dcci"], OP["gm_access"], OP["drain"]
+
+
+def wait_turns(sched: Scheduler, aid: int, op: int, site: Any, value: int, cmp: int,
+               pending: Any = None, tick: Any = None) -> None:
+    """Poll ``site`` at scheduling points until every word ``<cmp> value``: each failed poll
+    blocks ``aid`` on the first unsatisfied word and passes the turn (``pending()`` says whether
+    the agent still has hazard work to retire; ``tick()`` retires what is due)."""
+    fn = CMP_FUNCS[cmp]
+    sched.switch(aid, op, RUNNABLE, bool(pending and pending()))
+    while True:
+        if tick is not None:
+            tick()
+        idx, _cur = first_unsatisfied(site.words, fn, value)
+        if idx < 0:
+            return
+        sched.block_on(aid, site, idx, value, cmp)
+        sched.switch(aid, op, BLOCKED, bool(pending and pending()), yielded=True)
+
+
+class ScheduleBlockModel(HazardBlockModel):
+    """The hazard model of one block, taking a scheduling point at every instruction."""
+
+    def __init__(self, agent: Agent, rank_model: ScheduleRankModel) -> None:
+        super().__init__(agent, rank_model)
+        self.sched = rank_model.sched
+        self.aid = agent_id(agent.rank, agent.slot)
+        self.delay = float(agent.rt.config.schedule_delay)  # in steps
+        self.jitter = None
+        self.tracer = None
+        self.observes = True
+        self.quiet = False  # the hazard model's own end-of-block drain takes no points
+
+    # -- the step clock and the points ---------------------------------------------------------
+
+    def _now(self) -> float:
+        return float(self.sched.step())
+
+    def _due(self) -> float:
+        # per live agent: an agent's work stays pending for about ``delay`` of its owner's own
+        # steps whatever the run's size, so the others get as many chances to see it pending
+        return self._now() + self.delay * self.sched.live_count() * (0.5 + self.rng.random())
+
+    def _point(self, op: int, yielded: bool = False) -> None:
+        if self.quiet:
+            return
+        self.sched.switch(self.aid, op, RUNNABLE, self.pending, yielded)
+        if self.pending:
+            self._tick()
+
+    def _has_pending(self) -> bool:
+        return self.pending
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        super().start()
+        self.sched.await_turn(self.aid)
+
+    def finish(self) -> None:
+        while self.pending:  # the block returned; its queued work retires at later steps
+            self.sched.switch(self.aid, _DRAIN, DRAINING, True, yielded=True)
+            self._tick()
+        self.quiet = True
+        super().finish()
+        self.sched.switch(self.aid, OP["block end"], DONE)
+
+    def stop(self) -> None:
+        exc = sys.exc_info()[1]
+        if exc is not None and not isinstance(exc, Aborted):
+            self.agent.ctl.abort(C.ABORT_FAILURE)  # before anyone else takes a step
+        super().stop()
+        self.sched.wake_all()
+
+    # -- pipe instructions ---------------------------------------------------------------------
+
+    def load(self, tile: Tile, src: GlobalTensor) -> None:
+        self._point(_LOAD)
+        super().load(tile, src)
+
+    def store(self, dst: GlobalTensor, tile: Tile, atomic: int) -> None:
+        self._point(_STORE)
+        super().store(dst, tile, atomic)
+
+    def set_flag(self, src: int, dst: int, event: int) -> None:
+        self._point(_SET)
+        super().set_flag(src, dst, event)
+
+    def wait_flag(self, src: int, dst: int, event: int) -> None:
+        self._point(_WFLAG)
+        super().wait_flag(src, dst, event)
+
+    def barrier(self, pipe: int) -> None:
+        self._point(_BAR)
+        super().barrier(pipe)
+
+    def dsb(self, mode: int) -> None:
+        self._point(_DSB)
+        super().dsb(mode)
+
+    def dcci(self, ptr: Any, mode: int) -> None:
+        self._point(_DCCI)
+        super().dcci(ptr, mode)
+
+    # -- scalar hooks --------------------------------------------------------------------------
+
+    def notify(self, sig: Any, value: int, op: int) -> None:
+        self._point(_NOTIFY)
+        super().notify(sig, value, op)
+
+    def wait(self, sig: Any, value: int, cmp: int) -> None:
+        super().wait(sig, value, cmp)  # observers see the wait start
+        wait_turns(self.sched, self.aid, _WAIT, sig.site, value, cmp, self._has_pending,
+                   self._tick_if_pending)
+
+    def _tick_if_pending(self) -> None:
+        if self.pending:
+            self._tick()
+
+    def test(self, sig: Any, value: int, cmp: int) -> None:
+        holds = first_unsatisfied(sig.words, CMP_FUNCS[cmp], value)[0] < 0
+        self._point(_TEST, yielded=not holds)  # a failing poll is a yield hint
+        super().test(sig, value, cmp)
+
+    def gm_access(self, op: str, ptr: Any, nbytes: int, write: bool, atomic: bool) -> None:
+        self._point(_GM)
+        super().gm_access(op, ptr, nbytes, write, atomic)
+
+
+class HostHooks:
+    """The host agent's scalar hooks: a ``TNOTIFY`` / ``TWAIT`` / ``TTEST`` in host code takes its
+    scheduling points too (a wait would otherwise hold the turn while it polls)."""
+
+    def __init__(self, sched: Scheduler, aid: int) -> None:
+        self.sched, self.aid = sched, aid
+
+    def notify(self, sig: Any, value: int, op: int) -> None:
+        self.sched.switch(self.aid, _NOTIFY, RUNNABLE)
+
+    def wait(self, sig: Any, value: int, cmp: int) -> None:
+        wait_turns(self.sched, self.aid, _WAIT, sig.site, value, cmp)
+
+    def waited(self, sig: Any, value: int, cmp: int) -> None:
+        pass
+
+    def test(self, sig: Any, value: int, cmp: int) -> None:
+        holds = first_unsatisfied(sig.words, CMP_FUNCS[cmp], value)[0] < 0
+        self.sched.switch(self.aid, _TEST, RUNNABLE, yielded=not holds)
+
+    def copy_begin(self, op: str, dst: Any, src: Any) -> None:
+        pass
+
+    def copy_end(self, op: str) -> None:
+        pass
+
+    def expect_blocks(self, kernel: str, param: str, count: int) -> None:
+        pass
+
+    def gm_access(self, op: str, ptr: Any, nbytes: int, write: bool, atomic: bool) -> None:
+        self.sched.switch(self.aid, _GM, RUNNABLE)
+
+
+class ScheduleRankModel(HazardRankModel):
+    """Schedule mode in one rank process: the host agent's turns, and a block model per block."""
+
+    concurrent_launches = False  # the host registers each launch's blocks while holding the turn
+
+    def __init__(self, rt: RankRuntime, strategy: Any) -> None:
+        super().__init__(rt)
+        self.sched = Scheduler(rt.ctl, rt.windows.transport, strategy)
+        self.host = agent_id(rt.rank, C.HOST_SLOT)
+        rt.host_agent.hooks = HostHooks(self.sched, self.host)
+        HOOKED[0] = True  # TNOTIFY / TWAIT look for hooks from now on
+        self.sched.await_turn(self.host)  # the host runs only with the turn, from its start
+
+    def block(self, agent: Agent) -> ScheduleBlockModel:
+        model = ScheduleBlockModel(agent, self)
+        self.sched.register(model.aid)  # by the host, holding the turn: a deterministic order
+        agent.hooks = model
+        return model
+
+    def host_join(self) -> None:
+        try:
+            self.sched.switch(self.host, OP["launch join"], JOINING)
+        except Aborted:
+            pass  # the launch joins its blocks, which stop at their next point
+
+    def host_wait(self, site: Any, value: int, cmp: int) -> None:
+        wait_turns(self.sched, self.host, OP["rt.barrier"], site, value, cmp)
+
+    def close(self) -> None:
+        if self.rt.ctl.aborted():
+            self.sched.wake_all()
+            return
+        try:
+            self.sched.switch(self.host, OP["host end"], DONE)
+        except Aborted:
+            pass

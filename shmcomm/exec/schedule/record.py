@@ -1,0 +1,97 @@
+"""A recorded schedule: the file ``--replay`` runs, and the schedule's Chrome trace.
+
+The file is JSON: the run's shape and options, and the choices (the agent of every step,
+run-length encoded as ``[agent id, steps]`` pairs; an agent id is ``rank * 65 + slot``, slot 64
+being the rank's host). The trace has one instant event per step, stamped with the step number
+(``ts``), on the track of the agent that reached the scheduling point (``pid`` rank, ``tid``
+block, -1 for the host): the same run gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...core import control as C
+from ...errors import ArgumentError
+from .scheduler import OPS, agent_name
+
+FORMAT = "shmcomm-schedule"
+VERSION = 1
+
+
+@dataclass
+class Schedule:
+    """The schedule of one run: every step's agent, and what produced it."""
+
+    nranks: int
+    seed: int
+    strategy: str
+    choices: list[int]
+    preemptions: int = 0
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        runs: list[list[int]] = []
+        for a in self.choices:
+            if runs and runs[-1][0] == a:
+                runs[-1][1] += 1
+            else:
+                runs.append([a, 1])
+        return dict(format=FORMAT, version=VERSION, nranks=self.nranks, seed=self.seed,
+                    strategy=self.strategy, steps=len(self.choices), preemptions=self.preemptions,
+                    options=self.options, choices=runs)
+
+    def save(self, path: str) -> None:
+        d = os.path.dirname(path)
+        if d:
+            os.makedirs(d, exist_ok=True)
+        with open(path, "w") as f:
+            json.dump(self.to_json(), f, separators=(",", ":"))
+            f.write("\n")
+
+
+def load(path: str) -> Schedule:
+    """Read a schedule file; a bad file raises :class:`ArgumentError` naming it."""
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except OSError as exc:
+        raise ArgumentError(f"replay must name a schedule file; cannot read {path!r}: "
+                            f"{exc.strerror}") from None
+    except ValueError as exc:
+        raise ArgumentError(f"replay must name a schedule file; {path!r} is not JSON: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("version") != VERSION:
+        raise ArgumentError(f"replay must name a version-{VERSION} {FORMAT} file; {path!r} is not one")
+    try:
+        choices = [int(a) for a, n in doc["choices"] for _ in range(int(n))]
+        return Schedule(int(doc["nranks"]), int(doc["seed"]), str(doc["strategy"]), choices,
+                        int(doc.get("preemptions", 0)), dict(doc.get("options", {})))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ArgumentError(f"replay must name a well-formed schedule file; {path!r} has a "
+                            f"malformed field: {exc!r}") from None
+
+
+def write_trace(path: str, nranks: int, me: Sequence[int], ops: Sequence[int],
+                nxt: Sequence[int]) -> None:
+    """The schedule as a Chrome trace (Perfetto): one instant per step on the deciding agent's
+    track, naming its instruction and the agent that runs next."""
+    events: list[dict[str, Any]] = []
+    for r in range(nranks):
+        events.append({"ph": "M", "name": "process_name", "pid": r, "args": {"name": f"rank {r}"}})
+    for step, (a, op, n) in enumerate(zip(me, ops, nxt, strict=True)):
+        if a < 0:  # the launcher's first pick
+            rank, tid = -1, 0
+        else:
+            rank, slot = divmod(a, C.SLOTS)
+            tid = -1 if slot == C.HOST_SLOT else slot
+        events.append({"ph": "i", "s": "t", "name": OPS[op], "pid": rank, "tid": tid, "ts": step,
+                       "args": {"next": agent_name(n)}})
+    d = os.path.dirname(path)
+    if d:
+        os.makedirs(d, exist_ok=True)
+    with open(path, "w") as f:
+        f.write("[\n" + ",\n".join(json.dumps(e, sort_keys=True) for e in events) + "\n]\n")

@@ -1,0 +1,398 @@
+"""The cross-process turn: one agent of the whole run executes at a time.
+
+Every agent of a schedule-mode run (each block thread of each rank process, and each rank's host
+thread) has an id, ``rank * SLOTS + slot``, and a state in the run's control segment (its
+``extra`` area, set up by the launcher before the ranks fork). Only the agent holding the turn
+runs; at a scheduling point it publishes its state, computes the *enabled* agents (runnable, or
+blocked on a word whose condition now holds, or holding pending hazard work, or a host whose
+blocks have all finished), asks the strategy which one runs the next step, records that choice
+and, when it is another agent, stores that agent's ``go`` word, wakes its futex and sleeps on its
+own until the turn comes back. Everything between two points is atomic with respect to every
+other agent, so a run is a pure function of the choices.
+
+The strategy's state (PRNG, PCT priorities, the step that is also the replay cursor) lives in
+the same segment, advanced by whichever process holds the turn. No enabled agent while some are
+blocked is a deadlock, found at once and deterministically: the deciding agent writes the
+wait-for table into the segment, aborts the run, and the launcher reports it.
+
+Layout of the shared area (little-endian, 8-byte words unless said)::
+
+    header   step, rng state, live count, status, preemptions, last agent, strategy, depth,
+             pct change index, pct step estimate, ... (HEADER words)
+    live     int32 ids of the live agents, in registration order (the enabled list's order)
+    state    int32 per agent id: UNREG, RUNNABLE, BLOCKED, JOINING, DRAINING, DONE
+    pending  int32 per id: hazard work still to retire; yielded: a failed TTEST (PCT demotes)
+    go       int32 per id, each on its own 64-byte line: 1 = your turn (the futex word)
+    wait     per id: signal rank (-1: a control word), byte offset, comparison, value
+    prio     per id: PCT priority
+    changes  PCT change steps
+    report   a deadlock's wait-for table (UTF-8)
+    record   per step: the agent chosen (int16), the agent that decided (int16), its op (uint8)
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+from typing import Any
+
+from ...config import MAX_PCT_DEPTH
+from ...core import control as C
+from ...errors import Aborted, ShmcommError
+from ...types import CMP_FUNCS, CMP_SYMBOLS
+
+UNREG, RUNNABLE, BLOCKED, JOINING, DRAINING, DONE = range(6)
+STATE_NAMES = ("unregistered", "runnable", "blocked", "joining", "draining", "done")
+
+# ops of a scheduling point (the record and the trace name them)
+OPS = ("start", "TNOTIFY", "TWAIT", "TTEST", "TLOAD", "TSTORE", "set_flag", "wait_flag",
+       "pipe_barrier", "dsb", "dcci", "gm_access", "drain", "block start", "launch join",
+       "rt.barrier", "host start", "host end", "block end")
+OP = {name: i for i, name in enumerate(OPS)}
+
+# header words
+H_STEP, H_RNG, H_LIVE, H_STATUS, H_PREEMPT, H_LAST, H_STRATEGY, H_DEPTH, H_PCT_NEXT, H_PCT_K = range(10)
+H_RECORD_EN = 10  # 1: record every step's enabled agents (bounded exhaustive search)
+HEADER = 16
+ST_RUNNING, ST_DEADLOCK, ST_STEPS, ST_DIVERGED = 0, 1, 2, 3
+MAX_STEPS = 4_000_000  # a run longer than this is a livelock (a spin loop nothing ends)
+REPORT_BYTES = 16384
+EN_STEPS = 1 << 16  # steps whose enabled agents can be recorded
+EN_IDS = 1 << 20  # agent ids those records can hold
+_WAIT_S = 0.05  # a waiting agent re-checks the abort flag this often
+_CMP = CMP_FUNCS
+
+
+class ScheduleError(ShmcommError):
+    """Schedule mode cannot go on: the step limit, or a replay that does not fit the program."""
+
+
+def shared_bytes(nranks: int) -> int:
+    """Bytes of the control segment's extra area that a run of ``nranks`` ranks needs."""
+    return Layout(nranks).size
+
+
+# the parts of the shared area: name, item format, items (an int, or "agents" x an int)
+_PARTS: tuple[tuple[str, str, Any], ...] = (
+    ("hdr", "q", HEADER), ("live", "i", ("agents", 1)), ("state", "i", ("agents", 1)),
+    ("pending", "i", ("agents", 1)), ("yielded", "i", ("agents", 1)),
+    ("go", "i", ("agents", 16)),  # one 64-byte line per agent: the futex words of the turn
+    ("wrank", "i", ("agents", 1)), ("woff", "q", ("agents", 1)), ("wcmp", "i", ("agents", 1)),
+    ("wval", "i", ("agents", 1)), ("prio", "q", ("agents", 1)),
+    ("changes", "q", MAX_PCT_DEPTH), ("report_area", "B", REPORT_BYTES),
+    ("en_start", "i", EN_STEPS + 1),  # step i's enabled agents: en_ids[en_start[i]:en_start[i+1]]
+    ("rec_next", "h", MAX_STEPS), ("rec_me", "h", MAX_STEPS), ("rec_op", "B", MAX_STEPS),
+    ("en_ids", "h", EN_IDS),
+)
+_SIZES = {"q": 8, "i": 4, "h": 2, "B": 1}
+
+
+class Layout:
+    """Byte offsets and sizes of the shared area's parts (the same in every process)."""
+
+    def __init__(self, nranks: int) -> None:
+        self.nagents = n = nranks * C.SLOTS
+        self.parts: dict[str, tuple[int, int, str]] = {}  # name -> (offset, bytes, format)
+        off = 0
+        for name, fmt, items in _PARTS:
+            count = n * items[1] if isinstance(items, tuple) else items
+            nbytes = count * _SIZES[fmt]
+            self.parts[name] = (off, nbytes, fmt)
+            off = -(-(off + nbytes) // 64) * 64
+        self.size = off
+        self.go = self.parts["go"][0]
+        self.report = self.parts["report_area"][0]
+        self.rec_next = self.parts["rec_next"][0]
+
+
+class Shared:
+    """Typed views of the shared area at ``base`` (memoryviews: fast scalar access), one
+    attribute per part of ``_PARTS``."""
+
+    hdr: memoryview
+    live: memoryview
+    state: memoryview
+    pending: memoryview
+    yielded: memoryview
+    wrank: memoryview
+    woff: memoryview
+    wcmp: memoryview
+    wval: memoryview
+    prio: memoryview
+    changes: memoryview
+    rec_next: memoryview
+    rec_me: memoryview
+    rec_op: memoryview
+    en_start: memoryview
+    en_ids: memoryview
+
+    def __init__(self, base: int, nranks: int) -> None:
+        self.layout = lay = Layout(nranks)
+        self.base = base
+        self.raw = raw = memoryview((ctypes.c_char * lay.size).from_address(base)).cast("B")
+        for name, (off, nbytes, fmt) in lay.parts.items():
+            setattr(self, name, raw[off:off + nbytes].cast(fmt))
+
+    def go_addr(self, agent: int) -> int:
+        return self.base + self.layout.go + 64 * agent
+
+    def live_ids(self) -> list[int]:
+        return list(self.live[:self.hdr[H_LIVE]])
+
+    def set_report(self, text: str) -> None:
+        data = text.encode()[:REPORT_BYTES - 1] + b"\0"
+        off = self.layout.report
+        self.raw[off:off + len(data)] = data
+
+    def report(self) -> str:
+        off = self.layout.report
+        data = bytes(self.raw[off:off + REPORT_BYTES])
+        return data.split(b"\0", 1)[0].decode(errors="replace")
+
+    def release(self) -> None:
+        """Drop the views (the segment can then be unmapped)."""
+        for name in self.layout.parts:
+            getattr(self, name).release()
+        self.raw.release()
+
+
+def record_enabled(sh: Shared, step: int, enabled: Sequence[int]) -> None:
+    """Note the agents that were enabled at ``step`` (while the records have room)."""
+    if step >= EN_STEPS:
+        return
+    start = sh.en_start[step]
+    end = start + len(enabled)
+    if end > EN_IDS:
+        return
+    for i, a in enumerate(enabled):
+        sh.en_ids[start + i] = a
+    sh.en_start[step + 1] = end
+
+
+def agent_id(rank: int, slot: int) -> int:
+    return rank * C.SLOTS + slot
+
+
+def agent_name(aid: int) -> str:
+    rank, slot = divmod(aid, C.SLOTS)
+    return f"rank {rank} " + ("host" if slot == C.HOST_SLOT else f"block {slot}")
+
+
+def register(sh: Shared, aid: int, state: int = RUNNABLE) -> None:
+    """Add ``aid`` to the live agents (called by the turn holder, or before the ranks fork)."""
+    n = sh.hdr[H_LIVE]
+    sh.live[n] = aid
+    sh.hdr[H_LIVE] = n + 1
+    sh.state[aid] = state
+    sh.pending[aid] = 0
+    sh.yielded[aid] = 0
+
+
+class Scheduler:
+    """One process's handle on the run's turn: wait for it, pass it on.
+
+    ``strategy`` (:mod:`.strategies`) picks the next agent; ``transport`` gives the words that
+    blocked agents wait on and the futex words of the turn.
+    """
+
+    def __init__(self, ctl: C.Control, transport: Any, strategy: Any) -> None:
+        self.ctl = ctl
+        self.sh = Shared(ctl.extra_base, ctl.nranks)
+        self.transport = transport
+        self.strategy = strategy
+        self.abort = ctl.abort_cell
+        self._go: dict[int, Any] = {}
+        self._words: dict[tuple[int, int], Any] = {}
+        self._cells: dict[tuple[int, int], Any] = {}
+
+    # -- words ---------------------------------------------------------------------------------
+
+    def _go_word(self, aid: int) -> Any:
+        w = self._go.get(aid)
+        if w is None:
+            w = self._go[aid] = self.transport.control_word(self.sh.go_addr(aid))
+        return w
+
+    def _word(self, rank: int, offset: int) -> Any:
+        key = (rank, offset)
+        w = self._words.get(key)
+        if w is None:
+            t = self.transport
+            w = t.control_word(self.ctl.base + offset) if rank < 0 else t.word(rank, offset)
+            self._words[key] = w
+        return w
+
+    # -- the turn ------------------------------------------------------------------------------
+
+    def step(self) -> int:
+        return self.sh.hdr[H_STEP]
+
+    def live_count(self) -> int:
+        return self.sh.hdr[H_LIVE]
+
+    def register(self, aid: int) -> None:
+        register(self.sh, aid)
+
+    def await_turn(self, aid: int) -> None:
+        """Sleep until ``aid`` holds the turn; raises :class:`Aborted` when the run aborts."""
+        go = self._go_word(aid)
+        cell = ctypes.c_int32.from_address(self.sh.go_addr(aid))
+        while cell.value == 0:
+            if self.abort.value:
+                self._raise_aborted(aid)
+            go.sleep(0, _WAIT_S, _never)
+        cell.value = 0  # we hold the turn: nobody else writes our go word until we pass it on
+        if self.abort.value:
+            self._raise_aborted(aid)
+
+    def _raise_aborted(self, aid: int) -> None:
+        reason = C.ABORT_NAMES.get(self.ctl.aborted(), "an abort")
+        raise Aborted(f"schedule: {agent_name(aid)} stopped by {reason} while waiting for its turn")
+
+    def block_on(self, aid: int, site: Any, index: int, value: int, cmp: int) -> None:
+        """Publish that ``aid`` waits for word ``index`` of ``site`` to satisfy ``<cmp> value``."""
+        sh = self.sh
+        sh.wrank[aid] = site.sig_rank
+        w = site.words[index]
+        sh.woff[aid] = w.offset if site.sig_rank >= 0 else site.sig_offset
+        sh.wcmp[aid] = cmp
+        sh.wval[aid] = value
+
+    def switch(self, aid: int, op: int, state: int, pending: bool = False,
+               yielded: bool = False) -> None:
+        """A scheduling point of ``aid`` (which holds the turn): publish ``state``, let the
+        strategy choose who runs the next step, and return once ``aid`` holds the turn again
+        (at once if it was chosen). ``DONE`` hands the turn on and returns without waiting."""
+        if self.abort.value:
+            self._raise_aborted(aid)
+        sh = self.sh
+        sh.state[aid] = state
+        sh.pending[aid] = 1 if pending else 0
+        sh.yielded[aid] = 1 if yielded else 0
+        if state == DONE:
+            self._remove_live(aid)
+        hdr = sh.hdr
+        step = hdr[H_STEP]
+        if step >= MAX_STEPS:
+            hdr[H_STATUS] = ST_STEPS
+            raise ScheduleError(f"schedule: {agent_name(aid)} reached the step limit ({MAX_STEPS} "
+                                "scheduling points): a livelock, e.g. a TTEST loop nothing ends")
+        enabled = self.enabled()
+        if not enabled:
+            if hdr[H_LIVE]:
+                self._deadlock(aid)
+            return  # the run's last agent is done
+        nxt = self.strategy.next_agent(sh, enabled, aid, step)
+        if nxt < 0:
+            hdr[H_STATUS] = ST_DIVERGED
+            raise ScheduleError(f"schedule: the replayed schedule does not fit this run at step "
+                                f"{step}: its agent is not enabled ({agent_name(aid)} decided)")
+        if nxt != aid and state in (RUNNABLE, DRAINING) and aid in enabled:
+            hdr[H_PREEMPT] += 1
+        sh.rec_next[step] = nxt
+        sh.rec_me[step] = aid
+        sh.rec_op[step] = op
+        if hdr[H_RECORD_EN]:
+            record_enabled(sh, step, enabled)
+        hdr[H_STEP] = step + 1
+        hdr[H_LAST] = nxt
+        if nxt == aid:
+            return
+        self._go_word(nxt).set(1)  # an exchange and a futex wake: the other agent runs now
+        if state != DONE:
+            self.await_turn(aid)
+
+    def _remove_live(self, aid: int) -> None:
+        sh = self.sh
+        n = sh.hdr[H_LIVE]
+        ids = list(sh.live[:n])
+        if aid in ids:
+            ids.remove(aid)
+            for i, a in enumerate(ids):
+                sh.live[i] = a
+            sh.hdr[H_LIVE] = n - 1
+
+    def enabled(self) -> list[int]:
+        """The live agents that can take a step now, in registration order."""
+        sh = self.sh
+        state, pending, wrank, woff, wcmp, wval, yielded = (
+            sh.state, sh.pending, sh.wrank, sh.woff, sh.wcmp, sh.wval, sh.yielded)
+        cells, cell_of = self._cells, self._cell
+        ids = sh.live[:sh.hdr[H_LIVE]].tolist()
+        out = []
+        for a in ids:
+            s = state[a]
+            if s == RUNNABLE or s == DRAINING:
+                out.append(a)
+            elif s == BLOCKED:
+                key = (wrank[a], woff[a])
+                cell = cells.get(key)
+                if cell is None:
+                    cell = cell_of(key)
+                if _CMP[wcmp[a]](cell.value, wval[a]):
+                    out.append(a)
+                    yielded[a] = 0  # it can make progress: no longer a mere retirement step
+                elif pending[a]:
+                    out.append(a)  # only to retire its pending work (yielded: PCT runs it last)
+            elif s == JOINING:
+                lo = a - C.HOST_SLOT
+                if not any(lo <= b < a for b in ids):
+                    out.append(a)
+        return out
+
+    def _cell(self, key: tuple[int, int]) -> Any:
+        """The acquire-read cell of a waited word (a plain read on x86-64: the turn's hand-off
+        already orders every earlier write before this read)."""
+        cell = self._cells[key] = self._word(*key).cell
+        return cell
+
+    def _deadlock(self, aid: int) -> None:
+        """No live agent can take a step: write the wait-for table, abort, wake everyone."""
+        sh = self.sh
+        lines = ["deadlock (schedule mode): no agent can take a step; at step "
+                 f"{sh.hdr[H_STEP]} every live agent waits",
+                 "  agent            waits on                      cmp  expected  current"]
+        for a in sh.live_ids():
+            s = sh.state[a]
+            if s == BLOCKED:
+                r, off = sh.wrank[a], sh.woff[a]
+                where = "the host barrier" if r < 0 else f"signal rank {r} offset {off:#x}"
+                cur = self._word(r, off).load()
+                lines.append(f"  {agent_name(a):<16} {where:<29} {CMP_SYMBOLS[sh.wcmp[a]]:<4} "
+                             f"{sh.wval[a]:<9} {cur}")
+            else:
+                lines.append(f"  {agent_name(a):<16} {STATE_NAMES[s]}")
+        sh.set_report("\n".join(lines))
+        sh.hdr[H_STATUS] = ST_DEADLOCK
+        self.ctl.abort(C.ABORT_DEADLOCK)
+        self.wake_all()
+        self._raise_aborted(aid)
+
+    def wake_all(self) -> None:
+        """Wake every live agent's turn futex (after an abort: they see it and stop)."""
+        for a in self.sh.live_ids():
+            self._go_word(a).wake()
+
+
+def _never(_value: int) -> bool:
+    return False
+
+
+def summarize(sh: Shared) -> dict[str, Any]:
+    """The recorded schedule of a finished run: choices, deciders, ops, status, preemptions."""
+    n = sh.hdr[H_STEP]
+    enabled: list[list[int]] = []
+    if sh.hdr[H_RECORD_EN]:
+        starts = sh.en_start[:min(n, EN_STEPS) + 1].tolist()
+        for i in range(len(starts) - 1):
+            if starts[i + 1] < starts[i]:
+                break  # the records ran out of room here
+            enabled.append(sh.en_ids[starts[i]:starts[i + 1]].tolist())
+    return dict(steps=n, enabled=enabled, next=bytes(sh.rec_next[:n].cast("B")) if n else b"",
+                me=bytes(sh.rec_me[:n].cast("B")) if n else b"", ops=bytes(sh.rec_op[:n]),
+                status=sh.hdr[H_STATUS], preemptions=sh.hdr[H_PREEMPT], report=sh.report())
+
+
+def choices_of(data: bytes) -> Sequence[int]:
+    """The int16 agent ids packed in ``data``."""
+    return memoryview(data).cast("h").tolist() if data else []

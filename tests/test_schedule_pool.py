@@ -1,0 +1,113 @@
+"""The pool of rank processes: runs reuse the processes, start from reset memory, a failed run
+replaces the pool, and schedule mode replays on a pool as on fresh processes."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import psutil
+import pytest
+
+import shmcomm
+from shmcomm.comm import TNOTIFY, NotifyOp, Signal
+from shmcomm.errors import ArgumentError, RunError
+from shmcomm.stress import catalogue
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def pid_host(rt):
+    return os.getpid()
+
+
+def _dirty_kernel(ctx):
+    TNOTIFY(Signal(ctx.signal_base + 9300), 7, NotifyOp.AtomicAdd)
+
+
+def dirty_host(rt):
+    """Sees zeroed signals and heap, then leaves both dirty."""
+    clean = not rt.signals.any()
+    x = rt.alloc((1024,), np.float32)
+    raw = rt.window(rt.rank)[rt.config.signal_bytes:rt.config.signal_bytes + 8192]
+    clean = clean and not raw.any()
+    rt.launch(_dirty_kernel, blocks=2)
+    x[:] = 3.0
+    rt.barrier()
+    return clean, int(rt.signals[9300])
+
+
+def failing_host(rt):
+    if rt.rank == 1:
+        raise ValueError("boom")
+    rt.barrier()
+
+
+def test_runs_reuse_the_processes_and_start_from_reset_memory():
+    with shmcomm.Pool(nranks=3) as pool:
+        pids = pool.run(pid_host)
+        for mode in ("eager", "hazard", "schedule"):
+            assert pool.run(dirty_host, mode=mode, seed=2) == [(True, 14)] * 3
+        assert pool.run(pid_host) == pids
+        assert pool.replaced == 0
+
+
+def _children() -> set[int]:
+    return {p.pid for p in psutil.Process().children()}
+
+
+def test_a_failed_run_replaces_the_pool():
+    before = _children()
+    with shmcomm.Pool(nranks=2) as pool:
+        pids = pool.run(pid_host)
+        with pytest.raises(RunError, match="boom"):
+            pool.run(failing_host)
+        assert pool.replaced == 1
+        new = pool.run(pid_host)
+        assert set(new).isdisjoint(pids)
+        assert _children() - before == set(new)  # the old ones are reaped
+        assert pool.run(dirty_host) == [(True, 14)] * 2
+
+
+def test_a_deadlock_on_a_pool_is_reported_and_replaces_it():
+    entry = catalogue.get("arrival_count_mismatch")
+    with shmcomm.Pool(nranks=2) as pool:
+        with pytest.raises(shmcomm.DeadlockError):
+            pool.run(entry.host, args=(1,), blocks=1, mode="schedule", hazards="pipes",
+                     timeout=60)
+        assert pool.replaced == 1
+        pool.run(pid_host)
+
+
+def test_schedule_mode_on_a_pool_replays_as_on_fresh_processes(tmp_path):
+    entry = catalogue.get("ring_put")
+    kw = dict(blocks=2, args=(64,), mode="schedule", seed=11, strategy="pct:2")
+    shmcomm.run(entry.host, nranks=2, trace=str(tmp_path / "fork.json"), **kw)
+    with shmcomm.Pool(nranks=2) as pool:
+        for i in range(3):
+            pool.run(entry.host, trace=str(tmp_path / f"pool{i}.json"), **kw)
+    want = (tmp_path / "fork.json").read_bytes()
+    for i in range(3):
+        assert (tmp_path / f"pool{i}.json").read_bytes() == want
+
+
+def test_bad_pool_runs_raise_clear_errors():
+    with shmcomm.Pool(nranks=2) as pool:
+        with pytest.raises(ArgumentError, match="nranks is the pool's"):
+            pool.run(pid_host, nranks=3)
+        with pytest.raises(ArgumentError, match="picklable"):
+            pool.run(lambda rt: None)
+        with pytest.raises(ArgumentError, match="host must be callable"):
+            pool.run(3)
+        assert pool.run(pid_host)
+
+
+def test_closing_the_pool_leaves_no_process_or_segment():
+    before = _children()
+    pool = shmcomm.Pool(nranks=2)
+    pids = pool.run(pid_host)
+    assert _children() - before == set(pids)
+    pool.close()
+    assert _children() - before == set()
+    mine = [n for n in os.listdir("/dev/shm") if n.startswith(f"shmcomm.{os.getpid()}.")]
+    assert mine == []
