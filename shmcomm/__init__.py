@@ -16,6 +16,7 @@ from .errors import ArgumentError as ArgumentError
 from .errors import DeadlockError as DeadlockError
 from .errors import Failure as Failure
 from .errors import LibraryError as LibraryError
+from .errors import RaceReport as RaceReport
 from .errors import RunError as RunError
 from .errors import RunTimeout as RunTimeout
 from .errors import ShmcommError as ShmcommError

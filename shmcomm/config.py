@@ -52,6 +52,8 @@ class Config:
     (implies ``strategy="replay"``). ``record``: write the run's schedule to this file.
     ``schedule_delay``: mean scheduling steps per live agent that queued pipe work or an unfenced
     remote store stays pending in schedule mode (the step clock replaces ``hazard_delay``).
+    ``detect_races``: run the happens-before race detector beside the mode (``RaceReport``).
+    ``race_exitfirst``: stop the run at the first race instead of reporting at its end.
     ``set_semantics``: ``TNOTIFY``'s ``Set``: ``"store"`` (a2a3: a plain store of the word, whose
     cache line the ``lines`` hazard model writes back whole) or ``"read-add"`` (pto-isa's
     proposed change: read the word, then atomically add the difference; not atomic against
@@ -78,6 +80,8 @@ class Config:
     replay: str = ""
     record: str = ""
     schedule_delay: int = 16
+    detect_races: bool = False
+    race_exitfirst: bool = False
     set_semantics: str = "store"
 
     def __post_init__(self) -> None:
@@ -132,12 +136,18 @@ _FIELDS: dict[str, tuple] = {
     "replay": (str, None),
     "record": (str, None),
     "schedule_delay": (int, 1, 1_000_000),
+    "detect_races": (bool, False, True),
+    "race_exitfirst": (bool, False, True),
     "set_semantics": (str, SET_SEMANTICS),
 }
 
 
 def _check(name: str, value: Any, label: str) -> None:
     spec = _FIELDS[name]
+    if spec[0] is bool:
+        if not isinstance(value, bool):
+            raise ArgumentError(f"{label} must be a bool (True or False); got {value!r}")
+        return
     if spec[0] is str:
         if not isinstance(value, str):
             raise ArgumentError(f"{label} must be a str; got {value!r}")
@@ -206,6 +216,10 @@ def parse_strategy(value: str, label: str = "strategy") -> tuple[str, int, int]:
 def _parse_env(name: str, raw: str) -> Any:
     var = "SHMCOMM_" + name.upper()
     kind = _FIELDS[name][0]
+    if kind is bool:
+        if raw.strip().lower() not in ("0", "1", "true", "false"):
+            raise ArgumentError(f"environment variable {var}={raw!r} must be 0, 1, true or false")
+        return raw.strip().lower() in ("1", "true")
     try:
         value = kind(raw) if kind is str else kind(float(raw)) if kind is float else int(raw, 0)
     except ValueError:

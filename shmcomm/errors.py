@@ -42,7 +42,7 @@ class Failure:
     """One failure of a run, as the launcher reports it.
 
     ``block`` is ``None`` for failures in host code or of a whole rank process (a crash).
-    ``kind`` is one of ``"exception"``, ``"crash"``, ``"deadlock"``, ``"timeout"``.
+    ``kind`` is one of ``"exception"``, ``"crash"``, ``"deadlock"``, ``"timeout"``, ``"race"``.
     """
 
     rank: int | None
@@ -94,6 +94,11 @@ class RunError(ShmcommError):
         if hint:
             lines.append(hint)
         return "\n".join(lines)
+
+
+class RaceReport(RunError):
+    """The race detector (``detect_races=True``) found conflicting accesses to window data that
+    no synchronization orders; each failure of kind ``"race"`` names both sites."""
 
 
 class DeadlockError(RunError):

@@ -18,6 +18,34 @@ class SymmetricArray(np.ndarray):
     """
 
     _windows: Windows | None = None
+    # each called as observer(array, key) after every ``x[key] = ...`` when a model watches
+    # host stores (the race detector, hazard mode's stale-at-launch); one test otherwise
+    observers: list[Any] = []
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(key, value)
+        if SymmetricArray.observers:
+            for obs in SymmetricArray.observers:
+                obs(self, key)
+
+    def stored_range(self, key: Any) -> tuple[int, int, int] | None:
+        """``(rank, first byte, end byte)`` in the windows of what ``x[key] = ...`` wrote (the
+        whole array for a single element or a fancy index), or ``None`` outside the windows."""
+        try:
+            view = np.ndarray.__getitem__(self, key)
+        except (IndexError, TypeError, ValueError):
+            view = self
+        if not isinstance(view, np.ndarray) or not np.shares_memory(view, self):
+            view = self
+        if view.size == 0 or self._windows is None:
+            return None
+        lo = hi = int(view.ctypes.data)
+        for n, st in zip(view.shape, view.strides, strict=True):
+            lo, hi = lo + min(0, st * (n - 1)), hi + max(0, st * (n - 1))
+        where = self._windows.locate(lo)
+        if where is None:
+            return None
+        return where[0], where[1], where[1] + hi - lo + view.itemsize
 
     def __array_finalize__(self, obj: Any) -> None:
         self._windows = getattr(obj, "_windows", None)

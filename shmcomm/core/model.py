@@ -1,8 +1,11 @@
 """The execution-model seam: how a block executes, and what a model learns of it.
 
 A run has one execution model, chosen once by the launcher (``eager`` or ``hazard`` today, from
-the configuration; a model that is not a mode plugs in as ``_Launcher(config, host, args,
-model=MyRankModel)`` in :mod:`shmcomm.launch.supervisor`). In
+the configuration, possibly wrapped by an observer such as the race detector; a model that is
+not a mode plugs in as ``_Launcher(config, host, args, model=MyRankModel)`` in
+:mod:`shmcomm.launch.supervisor`). A factory that also reports from the launcher has ``conns``
+(connections the launcher reads with ``receive(conn)``) and ``finish()`` (failures found, at the
+end of the run). In
 each rank process it is a :class:`RankModel`; at every launch it makes one :class:`BlockModel`
 per block, bound to the block's agent once:
 
@@ -153,6 +156,12 @@ class RankModel:
 
     def launch_end(self) -> None:
         """After every block of the launch has returned or failed."""
+
+    def barrier_enter(self) -> None:
+        """The host calls ``rt.barrier()``, before its arrival is visible to the other hosts."""
+
+    def barrier_exit(self) -> None:
+        """The host leaves ``rt.barrier()``: every host has arrived."""
 
     def block(self, agent: Agent) -> BlockModel:
         """The block model of ``agent``; also sets ``agent.hooks`` if it wants scalar hooks."""

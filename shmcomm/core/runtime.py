@@ -146,7 +146,10 @@ class RankRuntime:
     @property
     def signals(self) -> np.ndarray:
         """This rank's signal matrix as an int32 numpy view (read it; write with TNOTIFY)."""
-        return self.windows.view(self.rank, 0, (self.config.signal_bytes // 4,), np.dtype(np.int32))
+        arr = self.windows.view(self.rank, 0, (self.config.signal_bytes // 4,),
+                                np.dtype(np.int32)).view(SymmetricArray)
+        arr._windows = self.windows  # host stores into it are seen as host stores
+        return arr
 
     def window(self, rank: int) -> np.ndarray:
         """Rank ``rank``'s whole window as bytes (for inspection and tests)."""
@@ -316,10 +319,12 @@ class RankRuntime:
     def barrier(self) -> None:
         """Block until every rank's host has called ``barrier`` as often as this one."""
         n = self.nranks
+        self.model.barrier_enter()
         arrived = self._hostbar.words[0].add(1)  # and wakes the sleepers
         target = (arrived // n + 1) * n
         self.model.host_wait(self._hostbar, target, WaitCmp.GE)
         wait_until(self.host_agent, self._hostbar, target, WaitCmp.GE)
+        self.model.barrier_exit()
 
     def reset_signals(self) -> None:
         """Collectively zero the signal matrices: zero this rank's, then wait for every rank.

@@ -4,6 +4,7 @@
 delayed visibility, the line model, jitter and the checkers (:mod:`shmcomm.exec.hazard`).
 ``schedule``: the hazard models run one agent at a time under a replayable strategy
 (:mod:`shmcomm.exec.schedule`).
+``races``: the happens-before race detector, wrapped around either (``detect_races``).
 :func:`model_for` picks the run's model from its configuration, once, in the launcher.
 """
 
@@ -20,18 +21,23 @@ from .eager import EagerRankModel
 
 def model_for(config: Config) -> Callable[[RankRuntime], RankModel]:
     """The factory of the run's execution model (called in each rank process with its ``rt``)."""
+    factory: Callable[[RankRuntime], RankModel] = EagerRankModel
     if config.replay and config.mode != "schedule":
         raise ArgumentError(f"replay: a schedule file runs only in mode 'schedule'; mode must be "
                             f"'schedule' with replay, got mode {config.mode!r}")
     if config.mode == "schedule":
         from .schedule import ScheduleMode
 
-        return ScheduleMode(config)
+        factory = ScheduleMode(config)
     if config.mode == "hazard":
         from .hazard import HazardRankModel
 
-        return HazardRankModel
-    return EagerRankModel
+        factory = HazardRankModel
+    if config.detect_races:  # an observer around the mode's model, not a mode of its own
+        from .races import RaceDetector
+
+        return RaceDetector(config, factory)
+    return factory
 
 
 __all__ = ["model_for"]

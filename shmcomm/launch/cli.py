@@ -59,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trace", default=None, metavar="PATH",
                    help="hazard mode: write a Chrome trace JSON (open it in Perfetto)")
     add_schedule_options(p)
+    add_race_options(p)
     return p
 
 
@@ -78,6 +79,16 @@ def add_schedule_options(p: argparse.ArgumentParser) -> None:
                         "(default 16)")
 
 
+def add_race_options(p: argparse.ArgumentParser) -> None:
+    """The race detector's options (the launch and stress CLIs share them)."""
+    p.add_argument("--detect-races", action="store_true",
+                   help="run the happens-before race detector beside the mode: report two "
+                        "unordered conflicting accesses even when the data came out right")
+    p.add_argument("--exitfirst", action="store_true",
+                   help="with --detect-races: stop the run at the first race (default: report "
+                        "every race at the end of the run)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     ns = parser.parse_args(argv)
@@ -90,7 +101,11 @@ def main(argv: list[str] | None = None) -> int:
                         mode="schedule" if ns.replay and ns.mode is None else ns.mode,
                         wait_policy=ns.wait_policy, hazards=ns.hazards, trace=ns.trace,
                         strategy=ns.strategy, replay=ns.replay, record=ns.record,
-                        schedule_delay=ns.schedule_delay)
+                        schedule_delay=ns.schedule_delay,
+                        detect_races=ns.detect_races or None,
+                        race_exitfirst=ns.exitfirst or None)
+        if ns.exitfirst and not ns.detect_races:
+            parser.error("--exitfirst needs --detect-races")
         if ns.program:
             host = load_program(ns.program)
             results = run(host, **settings)

@@ -38,6 +38,7 @@ from ..errors import (
     ArgumentError,
     DeadlockError,
     Failure,
+    RaceReport,
     RunError,
     RunTimeout,
 )
@@ -128,12 +129,14 @@ class _Launcher:
             finally:
                 self.stopping = True  # a second Ctrl-C must not cut the teardown short
                 self._stop_all()
+                self._observed_end()
                 self._release()
         finally:
             restore()
         if self.failures:
             first = self.failures[0].kind
-            cls = {"deadlock": DeadlockError, "timeout": RunTimeout}.get(first, RunError)
+            cls = {"deadlock": DeadlockError, "timeout": RunTimeout,
+                   "race": RaceReport}.get(first, RunError)
             err = cls(self.failures, cfg.seed, self.secondary)
             err.signum = self.signum  # type: ignore[attr-defined]  # the CLI's exit status 128+n
             err.schedule = getattr(self.model, "schedule", None)  # type: ignore[attr-defined]
@@ -210,8 +213,13 @@ class _Launcher:
         abort_at: float | None = None
         deadlock = DeadlockWatch(self.ctl, self.transport, cfg.deadlock_grace)
         while self.conns:
-            for conn in wait(list(self.conns), timeout=POLL_S):
-                self._receive(conn)  # type: ignore[arg-type]
+            # a model that reports from the launcher (the race detector) has its own pipes
+            observed = list(getattr(self.model, "conns", ()))
+            for conn in wait(list(self.conns) + observed, timeout=POLL_S):
+                if conn in self.conns:
+                    self._receive(conn)  # type: ignore[arg-type]
+                else:
+                    self.failures.extend(self.model.receive(conn))  # type: ignore[attr-defined]
             now = time.monotonic()
             if abort_at is None:
                 if self.failures:
@@ -236,6 +244,15 @@ class _Launcher:
                     self._kill(rank)
                     self.secondary += 1
                     self._close(conn)
+
+    def _observed_end(self) -> None:
+        """A model that reports from the launcher reports what it found at the end of the run:
+        before any other failure, which it may explain (a race behind a wrong result)."""
+        finish = getattr(self.model, "finish", None)
+        if finish is not None:
+            found = finish()
+            if self.signum is None:
+                self.failures[:0] = found
 
     def _receive(self, conn: Connection) -> None:
         rank = self.conns[conn]

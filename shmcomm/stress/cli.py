@@ -14,7 +14,8 @@ the kill matrix, then runs the correct programs for the same budget and counts t
 Outcome kinds: ``ok``; ``wrong result`` (the program's own check: ``AssertionError`` or
 ``ValueError``); ``deadlock`` (the deadlock detector, a ``WaitTimeout``, the run timeout);
 ``crash`` (a rank process died); ``checker`` (a hazard-mode checker from :mod:`shmcomm.exec.hazard`, or
-the runtime's own pipe checks); ``error`` (anything else, e.g. a bad argument: never a catch).
+the runtime's own pipe checks); ``race`` (the race detector, with ``--detect-races``; ``--exitfirst``
+stops a run at its first race); ``error`` (anything else, e.g. a bad argument: never a catch).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import sys
 
 from ..config import MODES, parse_hazards, parse_strategy
 from ..errors import ArgumentError
-from ..launch.cli import add_schedule_options
+from ..launch.cli import add_race_options, add_schedule_options
 from . import catalogue
 from .harness import (
     DEFAULT_BLOCKS,
@@ -96,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-pool", action="store_true",
                    help="fork the rank processes for every run instead of reusing a pool")
     add_schedule_options(p)
+    add_race_options(p)
     return p
 
 
@@ -113,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--runs must be at most 1e9")
     if ns.seed < 0:
         parser.error(f"--seed must be >= 0, got {ns.seed}")
+    if ns.exitfirst and not ns.detect_races:
+        parser.error("--exitfirst needs --detect-races")
     if ns.record is not None or ns.schedule_delay is not None:
         parser.error("--record and --schedule-delay belong to python -m shmcomm.launch; the stress "
                      "harness keeps every failing run's schedule")
@@ -122,7 +126,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     settings = Settings(ns.wait_timeout, ns.deadlock_grace, ns.run_timeout, ns.trace_dir,
                         strategy=ns.strategy or "random", replay=ns.replay or "",
-                        hazards=ns.hazards)
+                        hazards=ns.hazards, detect_races=ns.detect_races,
+                        race_exitfirst=ns.exitfirst)
     try:
         parse_hazards(ns.hazards, "--hazards")
     except ArgumentError as exc:

@@ -8,7 +8,8 @@ classified by exception type.
 Outcome kinds: ``ok``; ``wrong result`` (the program's own check: ``AssertionError`` or
 ``ValueError``); ``deadlock`` (the deadlock detector, a ``WaitTimeout``, the run timeout);
 ``crash`` (a rank process died); ``checker`` (a hazard-mode checker from :mod:`shmcomm.exec.hazard`,
-or the runtime's own pipe checks); ``error`` (anything else, e.g. a bad argument: never a catch).
+or the runtime's own pipe checks); ``race`` (the race detector, with ``--detect-races``); ``error``
+(anything else, e.g. a bad argument: never a catch).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from ..launch.pool import Pool
 from ..launch.supervisor import run
 from . import catalogue
 
-KINDS = ("wrong result", "deadlock", "crash", "checker", "error")
+KINDS = ("wrong result", "deadlock", "crash", "checker", "race", "error")
 CATCH_KINDS = frozenset(KINDS) - {"error"}
 WRONG_RESULT_TYPES = frozenset({"AssertionError", "ValueError"})
 HANG_TYPES = frozenset({"WaitTimeout"})
@@ -91,10 +92,13 @@ class Settings:
     replay: str = ""  # schedule mode: run this schedule file
     schedule_dir: str = os.path.join("results", "stress-schedules")  # failing schedules
     shrink_tries: int = 10  # runs spent shrinking a sweep's first failing schedule (0: none)
+    detect_races: bool = False  # the race detector beside the mode (a race: kind "race")
+    race_exitfirst: bool = False
 
-    def config(self) -> dict[str, float]:
+    def config(self) -> dict[str, Any]:
         return dict(wait_timeout=self.wait_timeout, deadlock_grace=self.deadlock_grace,
-                    timeout=self.run_timeout)
+                    timeout=self.run_timeout, detect_races=self.detect_races,
+                    race_exitfirst=self.race_exitfirst)
 
     def mode_config(self, mode: str) -> dict[str, Any]:
         """The settings only ``mode`` takes."""
@@ -167,6 +171,8 @@ def classify(exc: BaseException) -> tuple[str, str]:
         return "deadlock", text
     if first.kind == "crash":
         return "crash", text
+    if first.kind == "race":
+        return "race", text
     if first.kind == "interrupt":
         raise KeyboardInterrupt
     name = first.message.split(":", 1)[0].strip()
@@ -323,7 +329,8 @@ def sweep(host: Callable[..., Any], cfgs: Sequence[tuple[int, int, int, str]], *
     settings = settings or Settings()
     report = Report(program)
     bar = _progress(program, runs, progress)
-    pools = Pools() if pool else None
+    # the race detector's clocks and pipes are made before its ranks fork: no pool for it
+    pools = Pools() if pool and not settings.detect_races else None
     t0 = time.perf_counter()
     try:
         for i, spec in enumerate(specs(cfgs, seed)):

@@ -27,6 +27,8 @@ def repro_command(program: str, spec: RunSpec, settings: Settings) -> str:
             parts += [flag, f"{value:g}"]
     if settings.hazards != default.hazards and spec.mode != "eager":
         parts += ["--hazards", settings.hazards]
+    parts += ["--detect-races"] if settings.detect_races else []
+    parts += ["--exitfirst"] if settings.race_exitfirst else []
     return shlex.join(parts)
 
 
@@ -37,9 +39,12 @@ def format_report(report: Report, settings: Settings) -> str:
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     counts = report.counts()
     fails = report.failures
+    # the race column only where races can be found (or were)
+    kinds = KINDS if settings.detect_races or counts["race"] else tuple(
+        k for k in KINDS if k != "race")
     lines = [f"shmcomm stress: {report.program}: {n} runs in {report.seconds:.1f} s "
              f"({rate:.1f} runs/s, load {load})",
-             f"failures: {len(fails)}  (" + ", ".join(f"{k} {counts[k]}" for k in KINDS) + ")"]
+             f"failures: {len(fails)}  (" + ", ".join(f"{k} {counts[k]}" for k in kinds) + ")"]
     if fails:
         first = fails[0]
         lines.append(f"first failure: run {report.outcomes.index(first)} ({first.spec.label()} "
@@ -58,7 +63,7 @@ def format_report(report: Report, settings: Settings) -> str:
     for o in report.outcomes:
         row = hist.setdefault(o.spec.label(), dict.fromkeys(("ok",) + KINDS, 0))
         row[o.kind] += 1
-    cols = ("ok",) + KINDS
+    cols = ("ok",) + kinds
     width = max([len(k) for k in hist] + [13])
     lines.append("  " + "configuration".ljust(width) + "".join(f"{c:>{len(c) + 2}}" for c in cols))
     for label, row in hist.items():

@@ -28,6 +28,7 @@ import numpy as np
 
 from ...config import parse_hazards
 from ...core import control as C
+from ...core.heap import SymmetricArray
 from ...core.model import BlockModel, RankModel, atomic_add
 from ...types import CMP_SYMBOLS, PIPE_ALL, PIPE_MTE2, PIPE_MTE3, PIPE_NAMES
 from .checkers import CHECKER_CLASSES, EVENTS, observers
@@ -52,12 +53,18 @@ _perf = time.perf_counter
 class LaunchState:
     """What the checkers of one rank remember about the current launch."""
 
-    __slots__ = ("launch", "stale", "sets")
+    __slots__ = ("launch", "stale", "sets", "takers", "waited")
 
-    def __init__(self, launch: int, stale: dict[int, int] | None) -> None:
+    def __init__(self, launch: int, stale: dict[int, int] | None,
+                 waited: set[int] | None = None) -> None:
         self.launch = launch
         self.stale = stale  # offset -> non-zero value at launch; None when the snapshot is unsafe
         self.sets: dict[tuple[int, int], int] = {}  # (rank, offset) -> notifies by this rank's blocks
+        # (kernel, param, count) -> the blocks that declared that arrival count (expect_blocks)
+        self.takers: dict[tuple[str, str, int], set[int]] = {}
+        # offsets of this rank's words outside the signal matrix (rt.alloc arrays) its blocks
+        # waited on, in any launch: the next launch's snapshot covers them
+        self.waited: set[int] = set() if waited is None else waited
 
 
 class HazardRankModel(RankModel):
@@ -66,10 +73,20 @@ class HazardRankModel(RankModel):
     def __init__(self, rt: RankRuntime) -> None:
         super().__init__(rt)
         self.launch = LaunchState(0, None)
+        self.host_stored: list[tuple[int, int]] = []  # byte ranges the host stored since a launch
+        SymmetricArray.observers.append(self._host_store)
+
+    def _host_store(self, arr: SymmetricArray, key: Any) -> None:
+        where = arr.stored_range(key)
+        if where is not None and where[0] == self.rt.rank:
+            self.host_stored.append(where[1:])
 
     def launch_start(self) -> None:
         """Remember this rank's non-zero signal words (for ``stale-at-launch``).
 
+        The words: the signal matrix, and the words of ``rt.alloc`` arrays that blocks of this
+        rank waited on in earlier launches. A value the host stored itself since the last launch
+        (credits set before the launch) is not stale, and nothing is on the first launch.
         Taken before this rank publishes its launch count, and kept only if no peer had published
         the same launch count by the end of the snapshot: then no peer block of this launch can
         have notified yet, so every non-zero word is left over from earlier. (Of two racing ranks
@@ -78,11 +95,22 @@ class HazardRankModel(RankModel):
         rt = self.rt
         sigs = rt.signals.copy()  # peers may write while we look: scan a copy
         stale = {int(i) * 4: int(sigs[i]) for i in sigs.nonzero()[0]}
+        waited = self.launch.waited
+        if waited:
+            win = rt.window(rt.rank)
+            for off in waited:
+                v = int(win[off:off + 4].view(np.int32)[0])
+                if v:
+                    stale[off] = v
+        for lo, hi in self.host_stored:
+            for off in [o for o in stale if lo <= o < hi]:
+                del stale[off]
+        self.host_stored = []
         ctl = rt.ctl
         # another launch of this rank running now (a stream) may have notified already
-        clean = rt.running_launches <= 1 and all(
+        clean = rt.launches > 1 and rt.running_launches <= 1 and all(
             ctl.load_rank(r, C.R_LAUNCHES) < rt.launches for r in range(rt.nranks) if r != rt.rank)
-        self.launch = LaunchState(rt.launches, stale if clean else None)
+        self.launch = LaunchState(rt.launches, stale if clean else None, waited)
 
     def block(self, agent: Agent) -> BlockModel:
         model = HazardBlockModel(agent, self)
@@ -113,6 +141,12 @@ class HazardBlockModel(BlockModel):
         self.issued = [0] * len(PIPE_NAMES)
         self.retired = [0] * len(PIPE_NAMES)
         self.marks: dict[tuple[int, int, int], tuple[int, str]] = {}
+        # what the program's syncs guarantee of MTE3, whatever retired on its own time: stores
+        # and MTE2 items issued, the stores a sync the scalar unit waited for covers, and MTE3
+        # marks fenced into MTE2's order (MTE2 item count, stores covered)
+        self.n2 = self.n3 = self.sync3 = 0
+        self.sync_marks: dict[tuple[int, int, int], tuple[int, int]] = {}
+        self.fences3: list[tuple[int, int]] = []
         self.pending = False
         self.launch = rank_model.launch
         self.spans: list[tuple[str, float, Any]] = []
@@ -148,6 +182,7 @@ class HazardBlockModel(BlockModel):
     # -- pipe instructions -------------------------------------------------------------------
 
     def load(self, tile: Tile, src: GlobalTensor) -> None:
+        self.n2 += 1
         tile.valid = (src.rows, src.cols)
         if self.jitter:
             self.jitter.point()
@@ -158,6 +193,7 @@ class HazardBlockModel(BlockModel):
             np.copyto(tile.array[:src.rows, :src.cols], src.view2d())
 
     def store(self, dst: GlobalTensor, tile: Tile, atomic: int) -> None:
+        self.n3 += 1
         for f in self.on["stored"]:
             f(dst.ptr.rank != self.agent.rank)
         if self.jitter:
@@ -174,17 +210,27 @@ class HazardBlockModel(BlockModel):
             f(key)
         self.flags.add(key)
         self.marks[key] = (self.issued[src], kernel_site(self.agent) if self.m_check else "")
+        self.sync_marks[key] = (self.n2, self.n3)
         if self.jitter:
             self.jitter.point()
 
     def wait_flag(self, src: int, dst: int, event: int) -> None:
         super().wait_flag(src, dst, event)
         mark = self.marks.pop((src, dst, event), (0, ""))[0]
+        m2, m3 = self.sync_marks.pop((src, dst, event), (0, 0))
+        if src == PIPE_MTE3 and dst == PIPE_MTE2:
+            self.n2 += 1
+            self.fences3.append((self.n2, m3))
+        elif dst not in _QUEUED:
+            if src == PIPE_MTE3:
+                self.sync3 = max(self.sync3, m3)
+            elif src == PIPE_MTE2:
+                self._covered2(m2)
         if self.jitter:
             self.jitter.point()
         if src not in _QUEUED or self.retired[src] >= mark:
             if dst not in _QUEUED:  # a pipe-to-pipe event drains nothing for the scalar unit
-                self._after_sync(src)
+                self._after_sync(PIPE_MTE3)
             return
         if dst in _QUEUED:  # a pipe waits, not the scalar unit: a fence in dst's queue
             q = self.queues[src]
@@ -192,12 +238,16 @@ class HazardBlockModel(BlockModel):
             self._enqueue(dst, (_FENCE, due, now_us() if self.tracer else 0.0, src, mark, 0))
         else:
             self._retire_upto(src, mark)
-            self._after_sync(src)
+            self._after_sync(PIPE_MTE3)  # MTE3 may be retired through a fence chain too
 
     def barrier(self, pipe: int) -> None:
         if self.jitter:
             self.jitter.point()
         pipes = _QUEUED if pipe == PIPE_ALL else (pipe,) if pipe in _QUEUED else ()
+        if PIPE_MTE2 in pipes:
+            self._covered2(self.n2)
+        if PIPE_MTE3 in pipes:
+            self.sync3 = self.n3
         for p in pipes:
             self._retire_upto(p, self.issued[p])
         # fences may have queued nothing new, but a drained MTE2 can still hold a fence on MTE3
@@ -205,8 +255,8 @@ class HazardBlockModel(BlockModel):
             while any(self.queues[p] for p in _QUEUED):
                 for p in _QUEUED:
                     self._retire_upto(p, self.issued[p])
-        if pipe in (PIPE_ALL, PIPE_MTE3):
-            self._after_sync(PIPE_MTE3)
+        # a drain of MTE2 covers MTE3 work fenced into MTE2's order: not only the pipe named
+        self._after_sync(PIPE_MTE3)
         self._sync_pending()
 
     def mark(self, pipe: int) -> Any:
@@ -297,8 +347,16 @@ class HazardBlockModel(BlockModel):
         while self.retired[pipe] < mark:
             self._retire_one(pipe)
 
+    def _covered2(self, upto: int) -> None:
+        """The scalar unit waited for MTE2's first ``upto`` items: the MTE3 work fenced into
+        them (``wait_flag(PIPE_MTE3, PIPE_MTE2, e)``) is done too."""
+        while self.fences3 and self.fences3[0][0] <= upto:
+            self.sync3 = max(self.sync3, self.fences3.pop(0)[1])
+
     def _after_sync(self, src: int) -> None:
-        if src == PIPE_MTE3 and self.retired[PIPE_MTE3] == self.issued[PIPE_MTE3]:
+        """The scalar unit waited for a sync: tell the checkers when the program's syncs cover
+        every MTE3 store issued (whatever retired on its own time: that is no guarantee)."""
+        if src == PIPE_MTE3 and self.sync3 >= self.n3:
             for f in self.on["drained"]:
                 f()
 

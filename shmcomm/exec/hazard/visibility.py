@@ -8,13 +8,14 @@ block's own rank's window are visible at completion (local reads see completed s
 reading back another rank's memory it has just written is not modelled (it reads memory).
 
 :class:`LineModel` (sub-model ``lines``): ``TNOTIFY(sig, v, Set)`` fills the 64-byte line of the
-signal into the block's cache (a snapshot of its 16 words) and writes the whole line back later
-(next Set or notify on that line, ``dcci``, ``dsb``, a seeded time, kernel end), own words
-included. A word of the
-line that another writer changed in between is overwritten with the stale snapshot: packed Set
-slots of different writers clobber each other (pto-isa #322). With ``checkers`` on, the
-write-back raises ``hazard [line-shared]`` instead. AtomicAdd notifies are memory-side atomics
-and bypass the line.
+signal into the block's cache (a snapshot of its 16 words). The Set's own word is written within
+the notify, as on hardware, so a peer's later change of that word (an acknowledgement after a
+``Set(0)`` re-arm, say) is never undone; the rest of the line goes back later (next Set or
+notify on that line, ``dcci``, ``dsb``, a seeded time, kernel end), and a word of the line that
+another writer changed in between is overwritten with the stale snapshot: packed Set slots of
+different writers clobber each other (pto-isa #322). With ``checkers`` on, the write-back raises
+``hazard [line-shared]`` instead. AtomicAdd notifies are memory-side atomics and bypass the
+line.
 """
 
 from __future__ import annotations
@@ -95,10 +96,10 @@ class LineModel:
         word = self.windows.transport.word
         for j in range(_WORDS):
             now = int(cur[j])
-            if now == snap[j]:
+            if now == snap[j] or j in own:  # own words were written by their Set's notify
                 continue
-            if j in own or self.on_clobber(rank, base + 4 * j, snap[j], now, site):
-                word(rank, base + 4 * j).set(snap[j])  # the whole line goes back, stale words too
+            if self.on_clobber(rank, base + 4 * j, snap[j], now, site):
+                word(rank, base + 4 * j).set(snap[j])  # the rest of the line goes back, stale too
 
     def flush(self, now: float | None = None, at: tuple[int, int] | None = None) -> int:
         """Write back every line (``now=None``), those due by ``now``, or the line of ``at``

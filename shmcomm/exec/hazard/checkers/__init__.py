@@ -4,16 +4,18 @@ Each checker is one class in its own module, an observer of its block's hazard m
 calls the methods a checker overrides (and only those) at the matching event. Names (each
 report starts with ``hazard [name]``):
 
-``stale-at-launch``  a TWAIT on this rank's signal matrix is satisfied by a value the word
-                     already held when the launch started (:mod:`.stale_at_launch`).
-``phase-reuse``      a block waits again on a slot with a threshold an earlier wait of the launch
-                     already reached (:mod:`.phase_reuse`).
+``stale-at-launch``  a TWAIT on a signal word of this rank is satisfied by a value the word
+                     already held when the launch started and the host did not store
+                     (:mod:`.stale_at_launch`).
+``phase-reuse``      a block that started a new round (it notified) waits again on a slot with a
+                     threshold an earlier wait of the launch already reached (:mod:`.phase_reuse`).
 ``line-shared``      a Set's 64-byte line changed under its cached copy (:mod:`.line_shared`).
-``notify-unfenced``  TNOTIFY after MTE3 work without drain and fence (:mod:`.notify_unfenced`).
+``notify-unfenced``  TNOTIFY after MTE3 work no sync drained, or drained stores another rank can
+                     read but no fence published (:mod:`.notify_unfenced`).
 ``flag-unbalanced``  a ``set_flag`` never consumed when the kernel returns (:mod:`.flag_unbalanced`).
 ``event-twice``      ``set_flag`` on an event already set and not yet waited for (:mod:`.event_twice`).
-``arrival-count``    a kernel declared (``ctx.expect_blocks``) an arrival count other than the
-                     launch's real block count (:mod:`.arrival_count`).
+``arrival-count``    a kernel declared (``ctx.expect_blocks``) an arrival count that the blocks
+                     taking part cannot match (:mod:`.arrival_count`).
 
 To add a checker: subclass :class:`.base.Checker` in a new module here, override the events it needs,
 and add the class to :data:`CHECKER_CLASSES`.

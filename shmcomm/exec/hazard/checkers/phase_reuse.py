@@ -1,7 +1,8 @@
-"""``phase-reuse``: a block waits ``GE`` / ``GT`` on a slot it already waited on in this launch,
-with a threshold the earlier wait already reached: the second round waits for nothing (the
-seed's ``DeviceBarrier`` called twice ignores ``phase``). A notify to the slot by any block of
-the rank in between forgets the earlier wait.
+"""``phase-reuse``: a block starts a new round of a protocol (it notified since) and then waits
+``GE`` / ``GT`` on a slot it already waited on in this launch, with a threshold the earlier wait
+already reached: the new round waits for nothing (the seed's ``DeviceBarrier`` called twice
+ignores ``phase``). A notify to the slot by any block of the rank in between forgets the earlier
+wait; a second wait with no notify of the block in between is only redundant, not a new round.
 """
 
 from __future__ import annotations
@@ -20,9 +21,12 @@ class PhaseReuse(Checker):
 
     def __init__(self, block: Any) -> None:
         super().__init__(block)
-        self.waited: dict[tuple, tuple[int, int]] = {}  # slot -> (threshold reached, notifies)
+        # slot -> (threshold reached, notifies to it, this block's notifies) at the last wait
+        self.waited: dict[tuple, tuple[int, int, int]] = {}
+        self.mine = 0  # notifies this block made
 
     def notify(self, sig: Any, value: int, op: int) -> None:
+        self.mine += 1
         sets = self.block.launch.sets
         key = (sig.ptr.rank, sig.ptr.offset)
         sets[key] = sets.get(key, 0) + 1
@@ -38,11 +42,11 @@ class PhaseReuse(Checker):
         prev = self.waited.get(key)
         fn = CMP_FUNCS[cmp]
         if prev is not None and prev[1] == notifies:
-            if thr <= prev[0] and all(fn(w.load(), value) for w in words):
+            if thr <= prev[0] and prev[2] != self.mine and all(fn(w.load(), value) for w in words):
                 raise report(self.agent, self.name,
                              f"TWAIT({CMP_SYMBOLS[cmp]} {value}) is satisfied before it starts: this "
                              f"block already waited on this slot for >= {prev[0]} earlier in this "
                              "launch, so this round waits for nothing (a second phase needs its own "
                              "slot, a reset, or a higher threshold)", ptr.offset, ptr.rank)
             thr = max(thr, prev[0])
-        self.waited[key] = (thr, notifies)
+        self.waited[key] = (thr, notifies, self.mine)

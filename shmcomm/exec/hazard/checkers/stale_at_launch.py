@@ -1,5 +1,8 @@
-"""``stale-at-launch``: a TWAIT on this rank's signal matrix is satisfied by a value the word
-already held when the launch started (a relaunch without ``rt.reset_signals()``).
+"""``stale-at-launch``: a TWAIT on a signal word of this rank (in its signal matrix, or in an
+``rt.alloc`` array its blocks waited on before) is satisfied by a value the word already held
+when the launch started, left from an earlier launch (a relaunch without
+``rt.reset_signals()``). Values the host stored itself since the last launch (credits) are not
+stale, and nothing is on the first launch.
 
 Only checked when the launch-time snapshot is clean: no peer rank had started this launch when
 it was taken (:meth:`~shmcomm.exec.hazard.model.HazardRankModel.launch_start`).
@@ -18,9 +21,14 @@ class StaleAtLaunch(Checker):
     name = "stale-at-launch"
 
     def wait(self, sig: Any, value: int, cmp: int) -> None:
-        stale_words = self.block.launch.stale
+        launch = self.block.launch
+        stale_words = launch.stale
         ptr = sig.ptr
-        if stale_words is None or ptr.rank != self.agent.rank:
+        if ptr.rank != self.agent.rank:
+            return
+        if ptr.offset >= self.agent.rt.config.signal_bytes:  # an rt.alloc word: snapshot it next
+            launch.waited.update(w.offset for w in sig.words)
+        if stale_words is None:
             return
         fn = CMP_FUNCS[cmp]
         words = sig.words

@@ -1,0 +1,177 @@
+"""Vector clocks of the race detector, and the clocks that travel with signal words.
+
+Components. Every rank has one component for its host code and four per block slot: the
+block's scalar unit ``S`` and its pipes ``MTE2`` and ``MTE3``, plus ``G3``, the part of MTE3's
+work that a ``dsb(DSB_DDR)`` has made visible to other ranks. A store on MTE3 with epoch ``e``
+happens before an access by the same rank to that rank's own window once the accessor's clock
+holds ``MTE3 >= e`` (drained), and before any other access once it holds ``G3 >= e`` (drained
+and fenced): that is how visibility is per reader. Block slots are reused by the next launch,
+whose blocks start after their host's clock.
+
+Word clocks. A signal word's clock lives in an anonymous shared mapping made by the launcher
+before it forks the ranks, so it travels across processes without a name in ``/dev/shm``. A
+``TNOTIFY`` releases into it under the word's lock (``AtomicAdd`` joins, ``Set`` replaces, as
+ThreadSanitizer's sync clocks do) before its atomic lands; a ``TWAIT`` / ``TTEST`` joins the
+word's clock into the waiter's. The host barrier gets its own clocks, one per round of three.
+"""
+
+from __future__ import annotations
+
+import mmap
+import multiprocessing
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...errors import ShmcommError
+
+CLOCK = np.uint32
+SLOTS = 8192  # signal words with a clock per run
+_STRIPES = 64  # locks guarding the word clocks
+_LOCK_S = 30.0  # a lock held longer than this means a rank died inside it
+_BARRIER_SLOTS = 3
+S, MTE2, MTE3, G3 = 0, 1, 2, 3  # a block slot's components, in this order
+PER_BLOCK = 4
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where each agent's component is in a clock of ``size`` entries."""
+
+    nranks: int
+    blocks: int  # block slots per rank
+
+    @property
+    def per_rank(self) -> int:
+        return 1 + PER_BLOCK * self.blocks
+
+    @property
+    def size(self) -> int:
+        return self.nranks * self.per_rank
+
+    def host(self, rank: int) -> int:
+        return rank * self.per_rank
+
+    def block(self, rank: int, block: int) -> int:
+        """The block's ``S`` component (``+ MTE2`` / ``+ MTE3`` / ``+ G3`` for the others)."""
+        return rank * self.per_rank + 1 + PER_BLOCK * block
+
+    def agent(self, comp: int) -> tuple[int, int | None]:
+        """``(rank, block)`` of component ``comp`` (``block`` None: the host)."""
+        rank, k = divmod(comp, self.per_rank)
+        return rank, None if k == 0 else (k - 1) // PER_BLOCK
+
+
+class WordClocks:
+    """The shared table of signal-word clocks (and the host barrier's), made before the fork."""
+
+    def __init__(self, layout: Layout) -> None:
+        self.layout = layout
+        k = layout.size
+        n = SLOTS + _BARRIER_SLOTS
+        # anonymous, shared over fork: keys, tags, host stores, clocks, every notify's join
+        self._map = mmap.mmap(-1, n * 8 + n * 4 + n * 16 + 2 * n * k * 4)
+        self.keys = np.ndarray((n,), np.int64, self._map, 0)  # 0 = free, else key + 1
+        self.tags = np.ndarray((n,), np.int32, self._map, n * 8)  # barrier slots: their round
+        # the last plain host store into the word: (host component + 1, its epoch); 0: none
+        self.stores = np.ndarray((n, 2), np.int64, self._map, n * 12)
+        self.clocks = np.ndarray((n, k), CLOCK, self._map, n * 28)
+        self.joined = np.ndarray((n, k), CLOCK, self._map, n * 28 + n * k * 4)
+        self.locks = [multiprocessing.Lock() for _ in range(_STRIPES)]
+        self.table_lock = multiprocessing.Lock()
+        self.index: dict[int, int] = {}  # this process's cache: word key -> slot
+
+    def slot(self, rank: int, offset: int) -> int:
+        """The slot of the word at byte ``offset`` of ``rank``'s window (made at first use)."""
+        key = (rank << 40) | offset
+        s = self.index.get(key)
+        if s is not None:
+            return s
+        if not self.table_lock.acquire(timeout=_LOCK_S):
+            raise ShmcommError("race detector: the table of signal-word clocks stayed locked "
+                               f"for {_LOCK_S:g} s (a rank died while adding a word)")
+        try:
+            s = (key * 0x9E3779B1) % SLOTS
+            for _ in range(SLOTS):
+                k = int(self.keys[s])
+                if k == key + 1:
+                    break
+                if k == 0:
+                    self.keys[s] = key + 1
+                    break
+                s = (s + 1) % SLOTS
+            else:
+                raise ShmcommError(f"race detector: more than {SLOTS} signal words used in one "
+                                   "run; the detector keeps a clock for at most that many")
+        finally:
+            self.table_lock.release()
+        self.index[key] = s
+        return s
+
+    @contextmanager
+    def _locked(self, slot: int) -> Iterator[np.ndarray]:
+        """The clock of ``slot``, under its lock."""
+        lock = self.locks[slot % _STRIPES]
+        if not lock.acquire(timeout=_LOCK_S):
+            raise ShmcommError("race detector: a signal word's clock stayed locked for "
+                               f"{_LOCK_S:g} s (a rank died while releasing into it)")
+        try:
+            yield self.clocks[slot]
+        finally:
+            lock.release()
+
+    def release(self, slot: int, clock: np.ndarray, replace: bool) -> tuple[int, int] | None:
+        """A notify: join ``clock`` into the word's (``replace``: the word's becomes ``clock``).
+        Returns ``(component, epoch)`` of a plain host store into the word that ``clock`` does
+        not hold (the notify races with it), else ``None``."""
+        with self._locked(slot) as word:
+            self.release_into(word, clock, replace)
+            np.maximum(self.joined[slot], clock, out=self.joined[slot])
+            comp, epoch = (int(v) for v in self.stores[slot])
+        return (comp - 1, epoch) if comp and clock[comp - 1] < epoch else None
+
+    def host_store(self, rank: int, lo: int, hi: int, comp: int,
+                   clock: np.ndarray) -> list[tuple[int, int]]:
+        """A plain host store into bytes [lo, hi) of ``rank``'s window, by host component
+        ``comp`` with ``clock``: marks every word there that has a clock (a word used as a
+        signal), and returns ``(offset, component)`` of a notify into one that ``clock`` does
+        not hold (the store races with it)."""
+        keys = self.keys[:SLOTS] - 1
+        hit = np.flatnonzero((keys >> 40 == rank) & ((keys & ((1 << 40) - 1)) >= lo)
+                             & ((keys & ((1 << 40) - 1)) < hi) & (self.keys[:SLOTS] != 0))
+        races = []
+        for slot in hit:
+            with self._locked(int(slot)):
+                ahead = np.flatnonzero(self.joined[slot] > clock)
+                self.stores[slot] = (comp + 1, int(clock[comp]))
+            if ahead.size:
+                races.append((int(keys[slot] & ((1 << 40) - 1)), int(ahead[0])))
+        return races
+
+    def acquire(self, slot: int, clock: np.ndarray) -> None:
+        """A wait or test that observed the word: join its clock into ``clock``."""
+        with self._locked(slot) as word:
+            np.maximum(clock, word, out=clock)
+
+    def barrier_arrive(self, rnd: int, clock: np.ndarray) -> None:
+        """Host ``rnd``'s arrival at the host barrier: join into that round's clock. A round's
+        slot is reused three rounds later, when every host has left it (each host arrived at
+        the round in between)."""
+        slot = SLOTS + rnd % _BARRIER_SLOTS
+        with self._locked(slot) as word:
+            fresh = self.tags[slot] != rnd
+            self.tags[slot] = rnd
+            self.release_into(word, clock, fresh)
+
+    @staticmethod
+    def release_into(word: np.ndarray, clock: np.ndarray, replace: bool) -> None:
+        if replace:
+            word[:] = clock
+        else:
+            np.maximum(word, clock, out=word)
+
+    def barrier_leave(self, rnd: int, clock: np.ndarray) -> None:
+        """Every host arrived at round ``rnd``: acquire what all of them knew."""
+        self.acquire(SLOTS + rnd % _BARRIER_SLOTS, clock)
