@@ -215,11 +215,11 @@ class RankRuntime:
             s.synchronize()
 
     def launch(self, kernel: Callable[..., Any], blocks: int | None = None, args: tuple = (),
-               kwargs: dict | None = None, stream: Stream | None = None) -> Launch:
+               kwargs: dict | None = None, stream: Stream | None = None) -> Launch | None:
         """Run ``kernel(ctx, *args, **kwargs)`` on ``blocks`` threads.
 
-        Without ``stream`` it returns when all blocks finish. With a ``stream`` (``rt.stream()``)
-        it returns at once with the :class:`Launch` handle; the launch starts after the
+        Without ``stream`` it returns ``None`` when all blocks finish. With a ``stream``
+        (``rt.stream()``) it returns at once with the :class:`Launch` handle; the launch starts after the
         stream's earlier launches finished, and runs concurrently with other streams' launches
         (a compute kernel beside a communication kernel, as PTO hosts do). Every running launch
         of a rank has its own ``block_idx`` / ``block_num`` and its own control slots; together
@@ -255,8 +255,8 @@ class RankRuntime:
                 self.model.host_join()
             finally:
                 job.wait()
-        else:
-            stream.enqueue(job)
+            return None  # nothing to hold on to (and a host may return it: it must pickle)
+        stream.enqueue(job)
         return job
 
     # -- launch bookkeeping (Launch calls these, under self._lock) -----------------------------
