@@ -37,7 +37,6 @@ import json
 import multiprocessing as mp
 import os
 import platform
-import shutil
 import signal
 import statistics
 import subprocess
@@ -54,6 +53,7 @@ from shmcomm.comm import TNOTIFY, TWAIT, GetRemotePtr, NotifyOp, Signal, WaitCmp
 from shmcomm.kernels.barrier import CentralBarrier, DeviceBarrier, EpochBarrier
 from shmcomm.kernels.layout import CENTRAL_BARRIER, EPOCH_BARRIER, USER_FREE_START
 from shmcomm.pipe import PIPE_ALL, pipe_barrier
+from shmcomm.transports.mpi.library import find_mpiexec
 
 SCHEMA = "shmcomm.bench.barrier_latency/1"
 # Signal words: the library barriers use their regions of shmcomm.kernels.layout (EpochBarrier
@@ -316,16 +316,6 @@ def mp_case(kind: str, nranks: int, blocks: int, iters: int, repeats: int) -> li
 # --- MPI ----------------------------------------------------------------------------------------
 
 
-def find_mpiexec() -> str | None:
-    """The MPICH wheel's ``mpiexec`` next to this interpreter, else one on PATH (with mpi4py)."""
-    try:
-        import mpi4py  # noqa: F401
-    except ImportError:
-        return None
-    local = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    return local if os.access(local, os.X_OK) else shutil.which("mpiexec")
-
-
 def _mpi_worker(blocks: int, iters: int, repeats: int) -> None:
     """Body of every MPI rank (``--mpi-worker``): rank 0 prints the per-repeat max as JSON."""
     # mpi4py's default thread level ("multiple"): with "funneled" MPICH busy-polls without
@@ -346,8 +336,15 @@ def _mpi_worker(blocks: int, iters: int, repeats: int) -> None:
 
 
 def mpi_case(mpiexec: str, nranks: int, blocks: int, iters: int, repeats: int) -> tuple[list[float], str]:
-    cmd = [mpiexec, "-n", str(nranks), sys.executable, os.path.abspath(__file__), "--mpi-worker",
-           "--blocks", str(blocks), "--iters", str(iters), "--repeats", str(repeats)]
+    data = _mpiexec_json(mpiexec, nranks, ["--mpi-worker", "--blocks", str(blocks), "--iters",
+                                           str(iters), "--repeats", str(repeats)])
+    return data["us"], data["library"]
+
+
+def _mpiexec_json(mpiexec: str, nranks: int, args: list[str]) -> dict[str, Any]:
+    """Run this script under ``mpiexec -n nranks`` with ``args``; the last JSON line rank 0
+    printed."""
+    cmd = [mpiexec, "-n", str(nranks), sys.executable, os.path.abspath(__file__), *args]
     # own process group: if we time out or are interrupted, no MPI rank outlives us (an orphaned
     # MPICH job leaves its segment in /dev/shm)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -365,8 +362,34 @@ def mpi_case(mpiexec: str, nranks: int, blocks: int, iters: int, repeats: int) -
     if proc.returncode != 0:
         raise RuntimeError(f"mpiexec failed ({proc.returncode}): {err.strip()[-400:]}")
     line = [ln for ln in out.splitlines() if ln.startswith("{")][-1]
-    data = json.loads(line)
-    return data["us"], data["library"]
+    return json.loads(line)
+
+
+# --- the mpi transport: shmcomm's own barriers under mpiexec (--mpi-transport) ------------------
+# The same kernels and host program as the shm cases, each MPI process one rank; the row's name
+# is the barrier's with "/mpi" appended, measured in the same group as MPI_Barrier.
+
+MPI_TRANSPORT_BARRIERS = ("epoch", "central")
+
+
+def _mpi_transport_worker(which: str, blocks: int, iters: int, repeats: int, policy: str) -> None:
+    """Body of every rank (``--mpi-transport-worker``): rank 0 prints the per-repeat max."""
+    per_rank = shmcomm.run(_shm_host, transport="mpi", blocks=blocks,
+                           args=(which, blocks, iters, repeats),
+                           signal_bytes=_signal_bytes(which, iters * repeats), window_bytes=0,
+                           wait_policy=policy, wait_timeout=CASE_TIMEOUT_S, timeout=CASE_TIMEOUT_S)
+    from shmcomm.launch.mpi import is_root
+
+    if is_root():
+        print(json.dumps({"s": [max(col) for col in zip(*per_rank, strict=True)]}), flush=True)
+
+
+def mpi_transport_case(mpiexec: str, which: str, nranks: int, blocks: int, iters: int,
+                       repeats: int, policy: str) -> list[float]:
+    """The slowest rank's latency (s) per repeat of a shmcomm barrier on the mpi transport."""
+    return _mpiexec_json(mpiexec, nranks, [
+        "--mpi-transport-worker", which, "--blocks", str(blocks), "--iters", str(iters),
+        "--repeats", str(repeats), "--policy", policy])["s"]
 
 
 # --- launch cost --------------------------------------------------------------------------------
@@ -425,6 +448,8 @@ def machine() -> dict[str, Any]:
             "numpy": np.__version__, "shmcomm": shmcomm.__version__}
 
 
+POLICY_NAMES = {"spin": "spin (busy poll)", "yield": "yield (sched_yield between polls)",
+                "futex": "futex (sleep until woken)", "adaptive": "adaptive (spin, then futex)"}
 BARRIER_NAMES = {"seed": "seed DeviceBarrier", "user": "user barrier", "epoch": "EpochBarrier",
                  "central": "CentralBarrier", "mp": "multiprocessing.Barrier",
                  "thread+mp": "threading.Barrier + multiprocessing.Barrier", "mpi": "MPI_Barrier"}
@@ -438,15 +463,6 @@ def speed(ratio: float) -> str:
 def comparison_text(c: dict[str, Any]) -> str:
     return (f"{BARRIER_NAMES[c['barrier']]} is {speed(c['ratio'])} than {BARRIER_NAMES[c['baseline']]} "
             f"at {c['nranks']}x{c['blocks']} ({c['us']:.1f} vs {c['baseline_us']:.1f} us, medians)")
-
-
-def target_text(t: dict[str, Any]) -> str:
-    if t["value"] is None:
-        return f"{t['target']}: not measured"
-    if t["unit"] == "ratio":
-        return (f"{t['target']}: {t['value']:.3g}, {speed(t['value'])} (limit {t['limit']:.3g}, "
-                f"{speed(t['limit'])})")
-    return f"{t['target']}: {t['value']:.3g} {t['unit']} (limit {t['limit']:g} {t['unit']})"
 
 
 class Bench:
@@ -508,6 +524,11 @@ class Bench:
                 if self.mpiexec:
                     cases.append(("barrier", "mpi", n, b, "-", it,
                                   lambda r, n=n, b=b, it=it: self._mpi(n, b, it, r)))
+                    if a.mpi_transport:  # shmcomm's barriers on the mpi transport, same group
+                        cases += [("barrier", f"{w}/mpi", n, b, a.policy, it,
+                                   lambda r, w=w, n=n, b=b, it=it: mpi_transport_case(
+                                       self.mpiexec, w, n, b, it, r, a.policy))
+                                  for w in MPI_TRANSPORT_BARRIERS]
                 self.group(cases)
 
     def _mpi(self, n: int, b: int, it: int, repeats: int) -> list[float]:
@@ -571,31 +592,6 @@ class Bench:
                     break
         return res
 
-    def targets(self) -> list[dict[str, Any]]:
-        """The project's reference limits beside the measured values (``unit``: a ratio of
-        medians, lower is faster, or an absolute time)."""
-        res = []
-
-        def med(impl: str, n: int, b: int) -> float | None:
-            r = self.baseline(impl, n, b)
-            return r.stats["median"] if r else None
-
-        def add(name: str, value: float | None, limit: float, unit: str = "ratio") -> None:
-            res.append({"target": name, "value": value, "limit": limit, "unit": unit})
-
-        s8, m8, p8 = med("seed", 8, 1), med("mp", 8, 1), med("mpi", 8, 1)
-        add("8x1 seed / multiprocessing.Barrier", s8 / m8 if s8 and m8 else None, 0.1)
-        add("8x1 seed / MPI_Barrier", s8 / p8 if s8 and p8 else None, 1 / 3)
-        best2 = min((v for v in (med(w, 2, 1) for w in SHM_BARRIERS) if v), default=None)
-        add("2x1 best shmcomm barrier", best2, 3.0, "us")
-        best84 = min((v for v in (med(w, 8, 4) for w in SHM_BARRIERS) if v), default=None)
-        h84 = med("thread+mp", 8, 4)
-        add("8x4 best shmcomm barrier / threading+multiprocessing",
-            best84 / h84 if best84 and h84 else None, 1 / 3)
-        if self.launch:
-            add("python -m shmcomm.launch --nranks 8 wall", self.launch["cli_wall_s"]["median"], 1.0, "s")
-        return res
-
     launch: dict[str, Any] | None = None
 
     def markdown(self) -> str:
@@ -634,14 +630,14 @@ class Bench:
             lines += ["## Ratios", ""]
             lines += [f"- {comparison_text(c)}" for c in comps]
             lines.append("")
-        lines += ["## Targets", ""]
-        for t in self.targets():
-            lines.append(f"- {target_text(t)}")
-        for n in self.notes:
-            lines.append(f"- note: {n}")
+        if self.notes:
+            lines += ["## Notes", ""]
+            lines += [f"- {n}" for n in self.notes]
         return "\n".join(lines) + "\n"
 
     def plot(self, path: str) -> None:
+        """One panel per block count (barriers against nranks), the scaling section and the
+        wait-policy section; titled with date, machine and load; the caption explains the bars."""
         try:
             import matplotlib
 
@@ -652,11 +648,15 @@ class Bench:
             return
         blocks = sorted({r.blocks for r in self.rows if r.kind == "barrier"})
         panels = [("barrier", b) for b in blocks] + ([("scaling", 1)] if any(
-            r.kind == "scaling" for r in self.rows) else [])
+            r.kind == "scaling" for r in self.rows) else []) + ([("policy", 0)] if any(
+            r.kind == "policy" for r in self.rows) else [])
         if not panels:
             return
-        fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 4), squeeze=False)
+        fig, axes = plt.subplots(1, len(panels), figsize=(4.8 * len(panels), 4.6), squeeze=False)
         for ax, (kind, b) in zip(axes[0], panels, strict=True):
+            if kind == "policy":
+                self._plot_policies(ax)
+                continue
             impls = sorted({r.impl for r in self.rows if r.kind == kind and r.blocks == b})
             for impl in impls:
                 rs = sorted((r for r in self.rows if r.kind == kind and r.impl == impl and r.blocks == b),
@@ -665,17 +665,53 @@ class Bench:
                 ax.errorbar(xs, [r.stats["median"] for r in rs],
                             yerr=[[r.stats["median"] - r.stats["min"] for r in rs],
                                   [r.stats["max"] - r.stats["median"] for r in rs]],
-                            marker="o", capsize=3, label=impl)
+                            marker="o", capsize=3, label=BARRIER_NAMES.get(impl, impl))
             ax.set_xscale("log", base=2)
+            ticks = sorted({r.nranks for r in self.rows if r.kind == kind and r.blocks == b})
+            ax.set_xticks(ticks, [str(t) for t in ticks])
             ax.set_yscale("log")
-            ax.set_xlabel("nranks")
-            ax.set_ylabel("slowest rank, us per barrier")
-            ax.set_title(f"{'scaling' if kind == 'scaling' else 'barriers'}, {b} block(s)/rank")
+            ax.set_xlabel("ranks (processes)")
+            ax.set_ylabel("microseconds per barrier (slowest rank)")
+            ax.set_title(f"{'scaling, ' if kind == 'scaling' else ''}{b} thread(s) per rank")
             ax.grid(True, which="both", alpha=0.3)
             ax.legend(fontsize=7)
+        m = machine()
+        load1 = os.getloadavg()[0]
+        fig.suptitle(f"shmcomm barrier latency, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+                     f"{m['cpus']} CPUs ({m['cpu'] or m['machine']}), load average "
+                     f"{self.load0[0]:.1f} -> {load1:.1f}\n"
+                     f"points: median of {self.a.repeats} repeats of {self.a.iters} barriers; "
+                     "bars: fastest to slowest repeat", fontsize=9)
         fig.tight_layout()
         fig.savefig(path, dpi=110)
         plt.close(fig)
+
+    def _plot_policies(self, ax: Any) -> None:
+        """Wait policies: a group of bars per (barrier, shape), a bar per policy."""
+        rows = [r for r in self.rows if r.kind == "policy"]
+        groups = sorted({(r.impl, r.nranks, r.blocks) for r in rows})
+        policies = [p for p in POLICIES if any(r.policy == p for r in rows)]
+        width = 0.8 / max(len(policies), 1)
+        for k, pol in enumerate(policies):
+            xs, ys, lo, hi = [], [], [], []
+            for g, (impl, n, b) in enumerate(groups):
+                r = next((r for r in rows if (r.impl, r.nranks, r.blocks, r.policy) == (impl, n, b, pol)),
+                         None)
+                if r is None:
+                    continue
+                xs.append(g + (k - (len(policies) - 1) / 2) * width)
+                ys.append(r.stats["median"])
+                lo.append(r.stats["median"] - r.stats["min"])
+                hi.append(r.stats["max"] - r.stats["median"])
+            ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=POLICY_NAMES.get(pol, pol))
+        ax.set_xticks(range(len(groups)))
+        ax.set_xticklabels([f"{BARRIER_NAMES.get(i, i)}\n{n} ranks x {b} thread(s)" for i, n, b in groups],
+                           fontsize=7)
+        ax.set_yscale("log")
+        ax.set_ylabel("microseconds per barrier (slowest rank)")
+        ax.set_title("how a blocked wait uses the CPU")
+        ax.grid(True, axis="y", which="both", alpha=0.3)
+        ax.legend(fontsize=7)
 
     def write(self) -> None:
         out = self.a.out
@@ -689,7 +725,7 @@ class Bench:
                "settings": {k: v for k, v in vars(self.a).items() if k != "out"},
                "loadavg_start": self.load0, "loadavg_end": os.getloadavg(),
                "rows": [dict(asdict(r), ratios=self.ratios(r)) for r in self.rows],
-               "launch": self.launch, "comparisons": self.comparisons(), "targets": self.targets(),
+               "launch": self.launch, "comparisons": self.comparisons(),
                "notes": self.notes}
         with open(out + ".json", "w") as f:
             json.dump(doc, f, indent=1)
@@ -712,51 +748,94 @@ class Bench:
         self.write()
 
 
+SECTIONS = ("barriers", "policies", "scaling", "launch")
+
+
 def _ints(s: str) -> list[int]:
-    return [int(x) for x in s.split(",") if x]
+    try:
+        values = [int(x) for x in s.split(",") if x]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {s!r}") from None
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"expected integers >= 1, got {s!r}")
+    return values
 
 
 def _shapes(s: str) -> list[tuple[int, int]]:
-    return [tuple(int(v) for v in x.split("x")) for x in s.split(",") if x]  # type: ignore[misc]
+    try:
+        shapes = [tuple(int(v) for v in x.split("x")) for x in s.split(",") if x]
+    except ValueError:
+        shapes = []
+    if not shapes or any(len(t) != 2 or min(t) < 1 for t in shapes):
+        raise argparse.ArgumentTypeError(f"expected shapes like 2x1,8x4, got {s!r}")
+    return shapes  # type: ignore[return-value]
+
+
+def _names(allowed: tuple[str, ...] | list[str]):
+    def parse(s: str) -> list[str]:
+        values = [x.strip() for x in s.split(",") if x.strip()]
+        bad = [v for v in values if v not in allowed]
+        if bad or not values:
+            raise argparse.ArgumentTypeError(f"choose a comma list of {', '.join(allowed)}, got {s!r}")
+        return values
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true",
+                   help="a small sweep that finishes in < 1 minute; options given as well "
+                        "override it (default: off)")
+    p.add_argument("--nranks", type=_ints, default=None,
+                   help="rank counts of the barrier section (default: 2,4,8,16; quick: 2,8)")
+    p.add_argument("--blocks", type=_ints, default=None,
+                   help="blocks per rank of the barrier section (default: 1,2,4; quick: 1,4)")
+    p.add_argument("--iters", type=int, default=None,
+                   help="barriers per repeat (default: 200; quick: 30)")
+    p.add_argument("--repeats", type=int, default=None, help="repeats per case (default: 5)")
+    p.add_argument("--rounds", type=int, default=None,
+                   help="split the repeats into this many rounds that interleave a group's cases "
+                        "(default: 5; quick: 1)")
+    p.add_argument("--policy", default="adaptive", choices=POLICIES,
+                   help="wait policy of the barrier and scaling sections (default: %(default)s)")
+    p.add_argument("--policies", type=_names(POLICIES), default=list(POLICIES),
+                   help="policies of the policy section (default: " + ",".join(POLICIES) + ")")
+    p.add_argument("--policy-shapes", type=_shapes, default=None,
+                   help="ranks x blocks of the policy section (default: 2x1,8x1,8x4; quick: 8x1)")
+    p.add_argument("--policy-barriers", type=_names(SHM_BARRIERS), default=["epoch", "central"],
+                   help="barriers of the policy section, a comma list of " + ", ".join(SHM_BARRIERS)
+                        + " (default: epoch,central)")
+    p.add_argument("--scaling", type=_ints, default=None,
+                   help="rank counts of the scaling section (default: 2,4,8,16,32,64; quick: 4,32)")
+    p.add_argument("--sections", type=_names(SECTIONS), default=list(SECTIONS),
+                   help="sections to run, a comma list of " + ", ".join(SECTIONS)
+                        + " (default: all of them)")
+    p.add_argument("--out", default="results/barrier_latency",
+                   help="path stem of the .json, .md and .png written (default: %(default)s)")
+    p.add_argument("--no-mpi", action="store_true", help="skip MPI_Barrier (default: off)")
+    p.add_argument("--profile", default=None, metavar="BARRIER:RxB",
+                   help="cProfile rank 0 block 0 of one case instead, e.g. seed:8x1 (default: none)")
+    p.add_argument("--mpi-worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--mpi-transport", action="store_true",
+                   help="also time the epoch and central barriers on shmcomm's mpi transport "
+                        "(under mpiexec, beside MPI_Barrier) (default: off)")
+    p.add_argument("--mpi-transport-worker", default=None, help=argparse.SUPPRESS)
+    return p
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="a small sweep that finishes in < 1 minute")
-    p.add_argument("--nranks", type=_ints, default=None, help="e.g. 2,4,8,16")
-    p.add_argument("--blocks", type=_ints, default=None, help="e.g. 1,2,4")
-    p.add_argument("--iters", type=int, default=None, help="barriers per repeat")
-    p.add_argument("--repeats", type=int, default=None, help="repeats per case (>= 5)")
-    p.add_argument("--rounds", type=int, default=None,
-                   help="split the repeats into this many rounds that interleave a group's cases")
-    p.add_argument("--policy", default="adaptive", choices=POLICIES, help="wait policy of the main table")
-    p.add_argument("--policies", default=",".join(POLICIES), help="policies of the policy section")
-    p.add_argument("--policy-shapes", type=_shapes, default=None, help="e.g. 2x1,8x1,8x4")
-    p.add_argument("--policy-barriers", default="epoch,central")
-    p.add_argument("--scaling", type=_ints, default=None, help="nranks of the scaling section")
-    p.add_argument("--sections", default="barriers,policies,scaling,launch")
-    p.add_argument("--out", default="results/barrier_latency", help="output path without extension")
-    p.add_argument("--no-mpi", action="store_true", help="skip MPI_Barrier")
-    p.add_argument("--profile", default=None, metavar="BARRIER:RxB",
-                   help="cProfile rank 0 block 0 of one case instead, e.g. seed:8x1")
-    p.add_argument("--mpi-worker", action="store_true", help=argparse.SUPPRESS)
+    p = build_parser()
     a = p.parse_args(argv)
     q = a.quick
     a.nranks = a.nranks or ([2, 8] if q else [2, 4, 8, 16])
     a.blocks = a.blocks or ([1, 4] if q else [1, 2, 4])
-    a.iters = a.iters or (30 if q else 200)
-    a.repeats = a.repeats or 5
-    a.rounds = a.rounds or (1 if q else 5)
+    a.iters = (30 if q else 200) if a.iters is None else a.iters
+    a.repeats = 5 if a.repeats is None else a.repeats
+    a.rounds = (1 if q else 5) if a.rounds is None else a.rounds
     a.policy_shapes = a.policy_shapes or ([(8, 1)] if q else [(2, 1), (8, 1), (8, 4)])
     a.scaling = a.scaling or ([4, 32] if q else [2, 4, 8, 16, 32, 64])
-    a.policies = [x for x in a.policies.split(",") if x]
-    a.policy_barriers = [x for x in a.policy_barriers.split(",") if x]
-    a.sections = [x for x in a.sections.split(",") if x]
-    for pol in a.policies:
-        if pol not in POLICIES:
-            p.error(f"--policies: unknown policy {pol!r}; choose from {', '.join(POLICIES)}")
-    if a.repeats < 1 or a.iters < 1:
-        p.error("--iters and --repeats must be >= 1")
+    if a.repeats < 1 or a.iters < 1 or a.rounds < 1:
+        p.error("--iters, --repeats and --rounds must be >= 1")
     return a
 
 
@@ -771,6 +850,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if a.mpi_worker:
         _mpi_worker(a.blocks[0], a.iters, a.repeats)
+        return 0
+    if a.mpi_transport_worker:
+        _mpi_transport_worker(a.mpi_transport_worker, a.blocks[0], a.iters, a.repeats, a.policy)
         return 0
     Bench(a).run()
     return 0

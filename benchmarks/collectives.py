@@ -1,34 +1,33 @@
-"""Collective bandwidth: ReduceScatter, AllGather, AllReduce against numpy memcpy, nccl-tests style.
+"""Collective bandwidth, nccl-tests style: ReduceScatter, AllGather and AllReduce, every result checked.
 
-For every ``nranks x blocks`` shape one run measures, per size, the slowest rank's mean time per
-collective over ``iters`` back-to-back calls inside one launch (after one warm-up call, between
-two EpochBarriers),
-and prints nccl-tests' columns:
+For every ``nranks x blocks`` shape one run measures, per collective, data type, reduction op and
+size, the slowest rank's mean time per call over ``-n`` back-to-back out-of-place calls inside
+one launch (after ``-w`` warm-up calls, between two EpochBarriers), then (``-c 1``, the default)
+compares every output element with numpy's result and counts the wrong ones, as nccl-tests'
+``#wrong`` column does. Columns:
 
 * ``size``: bytes of the full vector per rank (AllReduce's buffer, RS's input, AG's output);
-* ``time``: microseconds per collective;
+  ``count``: its elements;
+* ``time``: microseconds per call, the slowest rank's;
 * ``algbw = size / time``; ``busbw = algbw * 2(n-1)/n`` for AllReduce and ``(n-1)/n`` for RS / AG
-  (nccl-tests' PERFORMANCE.md), the figure comparable with a link's bandwidth.
-
-The roofline is numpy's memcpy measured in the same run: every rank copies a private buffer at
-the same time (``np.copyto``, GiB/s = bytes copied / time), which is what the cores available
-give each rank when all ranks move data at once (8 ranks share 2 cores here). ``vs roof`` is
-``busbw / memcpy per rank``, with the roofline measured right before and after each size (the
-load of a shared box drifts). Because wall time on a loaded box is noisy, CPU time is recorded
-too: ``cpu us`` is one rank's thread time per collective (all its blocks), and ``cpu vs roof`` is
-``factor * cpu(memcpy of size) / cpu us``, the same ratio by CPU work instead of wall time (equal
-to ``vs roof`` when the ranks are CPU-bound on a quiet box). A single-process memcpy is recorded.
+  (nccl-tests' PERFORMANCE.md), the figure comparable with a link's bandwidth;
+* ``#wrong``: output elements that differ from numpy's, summed over the ranks (the inputs are
+  small integers, so every reduction order gives the exact same result in every data type);
+* ``memcpy/rank`` and ``vs roof``: numpy's memcpy measured in the same run while every rank copies
+  at once (what the cores give each rank), and ``busbw`` over it.
 
 Writes ``<out>.json`` (versioned, machine metadata, load averages) and ``<out>.png``
-(matplotlib, the ``bench`` extra; skipped with a note when missing).
+(matplotlib, the ``bench`` extra). Exit status 1 when any result was wrong, 2 on a usage error.
 
-    python benchmarks/collectives.py --quick      # well under a minute
-    python benchmarks/collectives.py              # 4 KiB .. 64 MiB, nranks 2 4 8, blocks 1 4
+    python benchmarks/collectives.py --quick                 # every type and op, small sizes
+    python benchmarks/collectives.py -b 4K -e 64M -f 4       # float32 sum, nranks 2 4 8, blocks 1 4
+    python benchmarks/collectives.py -d all -o all -b 1K -e 1M -f 32 --nranks 4
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import platform
@@ -39,53 +38,117 @@ from typing import Any
 import numpy as np
 
 import shmcomm
+from shmcomm.config import MAX_BLOCKS, MAX_RANKS
 from shmcomm.kernels.barrier import EpochBarrier
-from shmcomm.kernels.collectives import all_gather, all_reduce, max_share, reduce_scatter
+from shmcomm.kernels.collectives import all_gather, all_reduce, max_share, reduce_scatter, share_bounds
 
-SCHEMA = "shmcomm.bench.collectives/1"
+SCHEMA = "shmcomm.bench.collectives/2"
 KiB, MiB = 1024, 1024 * 1024
-OPS = ("rs", "ag", "ar")
-OP_NAMES = {"rs": "ReduceScatter", "ag": "AllGather", "ar": "AllReduce"}
-FULL_SIZES = tuple(4 * KiB * 4**k for k in range(8))  # 4 KiB .. 64 MiB
-QUICK_SIZES = (4 * KiB, 64 * KiB, 1 * MiB)
-ROOF_BYTES = 16 * MiB
+COLLS = ("rs", "ag", "ar")
+COLL_NAMES = {"rs": "ReduceScatter", "ag": "AllGather", "ar": "AllReduce"}
+DTYPES = ("float32", "float16", "int32", "int16", "int8")
+REDOPS = ("sum", "max", "min")
+NP_REDUCE = {"sum": np.add, "max": np.maximum, "min": np.minimum}
+MAX_BYTES = 1024 * MiB
+# the kernels the benchmark calls, by collective (a test swaps one for a broken kernel)
+KERNELS: dict[str, Any] = {"rs": reduce_scatter, "ag": all_gather, "ar": all_reduce}
 
 
 def parse_size(text: str) -> int:
-    """"4K", "16M", "4096" -> bytes."""
+    """"4K", "16M", "1G", "4096" -> bytes (argparse type: a usage error when malformed)."""
     t = text.strip().upper().removesuffix("B").removesuffix("I")
     mult = {"K": KiB, "M": MiB, "G": 1024 * MiB}.get(t[-1:], 1)
-    return int(float(t.rstrip("KMG")) * mult)
+    try:
+        value = int(float(t.rstrip("KMG")) * mult)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a size like 4096, 4K, 16M or 1G, got {text!r}") from None
+    if not 1 <= value <= MAX_BYTES:
+        raise argparse.ArgumentTypeError(f"size must be in [1, 1G] bytes, got {text!r}")
+    return value
 
 
-def busbw_factor(op: str, n: int) -> float:
-    return (2 * (n - 1) / n) if op == "ar" else ((n - 1) / n)
+def _int_list(low: int, high: int):
+    def parse(text: str) -> list[int]:
+        try:
+            values = [int(x) for x in text.split(",") if x.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+        if not values or any(not low <= v <= high for v in values):
+            raise argparse.ArgumentTypeError(f"values must be in [{low}, {high}], got {text!r}")
+        return values
+    return parse
 
 
-def _one(ctx, op: str, big, small, n: int) -> None:
-    if op == "ar":
-        all_reduce(ctx, big, big, n)
-    elif op == "rs":
-        reduce_scatter(ctx, big, small, n)
+def _choices(allowed: tuple[str, ...]):
+    def parse(text: str) -> list[str]:
+        values = list(allowed) if text.strip() == "all" else [x.strip() for x in text.split(",") if x.strip()]
+        bad = [v for v in values if v not in allowed]
+        if bad or not values:
+            raise argparse.ArgumentTypeError(f"choose 'all' or a comma list of {', '.join(allowed)}, "
+                                             f"got {text!r}")
+        return values
+    return parse
+
+
+def busbw_factor(coll: str, n: int) -> float:
+    return (2 * (n - 1) / n) if coll == "ar" else ((n - 1) / n)
+
+
+def sizes_between(lo: int, hi: int, factor: float) -> list[int]:
+    """nccl-tests' sweep: ``lo``, ``lo * factor``, ... up to ``hi`` (the last one always ``hi``)."""
+    out, s = [], float(lo)
+    while s < hi and len(out) < 64:
+        out.append(int(s))
+        s *= factor
+    return out + [hi]
+
+
+def input_values(rank: int, count: int, dtype: np.dtype) -> np.ndarray:
+    """Rank ``rank``'s input: small integers 0..4, so sums over 64 ranks stay exact in float16
+    and wrap identically in any order in the integer types."""
+    i = np.arange(count, dtype=np.int64)
+    return ((i * 7 + rank * 13) % 5).astype(dtype)
+
+
+def expected(coll: str, redop: str, nranks: int, rank: int, count: int, dtype: np.dtype) -> np.ndarray:
+    """numpy's result of ``coll`` on the inputs of :func:`input_values`, as this rank sees it."""
+    lo, hi = share_bounds(count, nranks, rank)
+    if coll == "ag":
+        full = np.empty(count, dtype)
+        for r in range(nranks):
+            a, b = share_bounds(count, nranks, r)
+            full[a:b] = input_values(r, count, dtype)[a:b]
+        return full
+    acc = input_values(0, count, dtype)
+    with np.errstate(over="ignore"):
+        for r in range(1, nranks):
+            acc = NP_REDUCE[redop](acc, input_values(r, count, dtype)).astype(dtype)
+    return acc[lo:hi] if coll == "rs" else acc
+
+
+def _call(ctx, coll: str, redop: str, src, dst, count: int) -> None:
+    if coll == "ag":
+        KERNELS["ag"](ctx, src, dst, count)
     else:
-        all_gather(ctx, small, big, n)
+        KERNELS[coll](ctx, src, dst, count, redop)
 
 
-def _bench_kernel(ctx, op: str, big, small, n: int, iters: int, out: list) -> None:
-    _one(ctx, op, big, small, n)  # warm-up: first touches of the peers' pages fault them in
+def _bench_kernel(ctx, coll: str, redop: str, src, dst, count: int, warmup: int, iters: int,
+                  out: list) -> None:
+    for _ in range(warmup):  # first touches of the peers' pages fault them in
+        _call(ctx, coll, redop, src, dst, count)
     EpochBarrier(ctx)
-    t0, c0 = time.perf_counter(), time.thread_time()
+    t0 = time.perf_counter()
     for _ in range(iters):
-        _one(ctx, op, big, small, n)
-    cpu = time.thread_time() - c0
+        _call(ctx, coll, redop, src, dst, count)
     EpochBarrier(ctx)
-    out.append((ctx.block_idx, (time.perf_counter() - t0) / iters, cpu / iters))
+    out.append((ctx.block_idx, (time.perf_counter() - t0) / iters))
 
 
 def _memcpy_per_rank(rt, nbytes: int, window_s: float, repeats: int = 3) -> float:
     """GiB/s of back-to-back np.copyto of a private buffer over ``window_s`` while every rank
     copies at the same time (a window, not one copy, so that the ranks' copies overlap)."""
-    a = np.ones(nbytes // 4, np.float32)
+    a = np.ones(max(nbytes // 4, 1), np.float32)
     b = np.empty_like(a)
     rates = []
     for _ in range(repeats):
@@ -98,108 +161,93 @@ def _memcpy_per_rank(rt, nbytes: int, window_s: float, repeats: int = 3) -> floa
             t = time.perf_counter() - t0
             if t >= window_s:
                 break
-        rates.append(copies * nbytes / t / 2**30)
+        rates.append(copies * a.nbytes / t / 2**30)
     rt.barrier()
     return sorted(rates)[len(rates) // 2]
 
 
-def _memcpy_cpu(nbytes: int, repeats: int = 5) -> float:
-    """CPU seconds (thread time, the best of ``repeats``) of one np.copyto of ``nbytes``."""
-    a = np.ones(nbytes // 4, np.float32)
-    b = np.empty_like(a)
-    np.copyto(b, a)  # fault the pages in first
-    ts = []
-    for _ in range(repeats):
-        c0 = time.thread_time()
-        np.copyto(b, a)
-        ts.append(time.thread_time() - c0)
-    return min(ts)
-
-
-def _host(rt, sizes: list[int], ops: list[str], blocks: int, max_iters: int, roof_bytes: int,
-          window_s: float) -> dict:
-    dt = np.dtype(np.float32)
-    nmax = max(sizes) // dt.itemsize
-    big = rt.alloc((nmax,), dt)
-    small = rt.alloc((max_share(nmax, rt.nranks),), dt)
+def _host(rt, cases: list[tuple[str, str, str]], sizes: list[int], blocks: int, warmup: int,
+          iters: int, check: bool, window_s: float) -> list[dict]:
     rows = []
+    bufs: dict[str, tuple] = {}
+    for dt_name in sorted({c[1] for c in cases}):
+        dt = np.dtype(dt_name)
+        nmax = max(max(sizes) // dt.itemsize, 1)
+        bufs[dt_name] = (rt.alloc((nmax,), dt), rt.alloc((max_share(nmax, rt.nranks),), dt),
+                         rt.alloc((nmax,), dt))
     for size in sizes:
-        n = size // dt.itemsize
-        iters = max(2, min(max_iters, (32 * MiB) // size))
-        # the roofline right before and after this size's cases: the box's load drifts
-        before = _memcpy_per_rank(rt, min(roof_bytes, max(size, 1 * MiB)), window_s)
-        cases = []
-        for op in ops:
+        roof = _memcpy_per_rank(rt, max(size, 1 * MiB), window_s)
+        for coll, dt_name, redop in cases:
+            dt = np.dtype(dt_name)
+            count = max(size // dt.itemsize, 1)
+            full, share, result = bufs[dt_name]
+            lo, hi = share_bounds(count, rt.nranks, rt.rank)
+            mine = input_values(rt.rank, count, dt)
+            if coll == "ag":
+                share[:hi - lo] = mine[lo:hi]
+                src, dst, got = share, result, result[:count]
+            elif coll == "rs":
+                full[:count] = mine
+                src, dst, got = full, share, share[:hi - lo]
+            else:
+                full[:count] = mine
+                src, dst, got = full, result, result[:count]
+            dst[:] = 0
             out: list = []
-            big[:n] = 0.0  # AR sums in place, iters times: zeros stay finite
-            rt.launch(_bench_kernel, blocks=blocks, args=(op, big.ptr, small.ptr, n, iters, out))
-            wall = max(o[1] for o in out if o[0] == 0)
-            cases.append({"op": op, "size": size, "iters": iters, "time_s": wall,
-                          "cpu_s": sum(o[2] for o in out)})
-        after = _memcpy_per_rank(rt, min(roof_bytes, max(size, 1 * MiB)), window_s)
-        memcpy_cpu = _memcpy_cpu(size)
-        for c in cases:
-            c["memcpy_GiBps"] = (before + after) / 2
-            c["memcpy_cpu_s"] = memcpy_cpu
-        rows += cases
-    return {"rows": rows}
-
-
-def single_memcpy(nbytes: int, repeats: int = 7) -> float:
-    a = np.ones(nbytes // 4, np.float32)
-    b = np.empty_like(a)
-    ts = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        np.copyto(b, a)
-        ts.append(time.perf_counter() - t0)
-    return nbytes / sorted(ts)[len(ts) // 2] / 2**30
-
-
-def measure(nranks: int, blocks: int, sizes: list[int], ops: list[str], max_iters: int,
-            roof_bytes: int, window_s: float = 0.3) -> list[dict]:
-    """Rows for one ``nranks x blocks`` shape (one shmcomm run)."""
-    nmax = max(sizes) // 4
-    heap = 4 * (nmax + max_share(nmax, nranks)) + 1 * MiB
-    load0 = os.getloadavg()
-    res = shmcomm.run(_host, nranks=nranks, blocks=blocks, window_bytes=heap, timeout=1800,
-                      args=(sizes, ops, blocks, max_iters, roof_bytes, window_s))
-    rows = []
-    for i, base in enumerate(res[0]["rows"]):
-        per = [r["rows"][i] for r in res]
-        t = max(p["time_s"] for p in per)  # the slowest rank
-        roof = float(np.median([p["memcpy_GiBps"] for p in per]))
-        cpu = float(np.median([p["cpu_s"] for p in per]))
-        memcpy_cpu = float(np.median([p["memcpy_cpu_s"] for p in per]))
-        f = busbw_factor(base["op"], nranks)
-        algbw = base["size"] / t / 2**30
-        busbw = algbw * f
-        rows.append({"op": base["op"], "nranks": nranks, "blocks": blocks, "size": base["size"],
-                     "iters": base["iters"], "time_us": t * 1e6, "algbw_GiBps": algbw,
-                     "busbw_GiBps": busbw, "memcpy_per_rank_GiBps": roof, "vs_roof": busbw / roof,
-                     "cpu_us_per_rank": cpu * 1e6, "memcpy_cpu_us": memcpy_cpu * 1e6,
-                     "cpu_vs_roof": f * memcpy_cpu / cpu if cpu > 0 else 0.0,
-                     "loadavg": [round(x, 2) for x in load0]})
+            rt.launch(_bench_kernel, blocks=blocks,
+                      args=(coll, redop, src.ptr, dst.ptr, count, warmup, iters, out))
+            wrong = -1
+            if check:
+                want = expected(coll, redop, rt.nranks, rt.rank, count, dt)
+                wrong = int(np.count_nonzero(np.asarray(got) != want))
+            rows.append({"coll": coll, "dtype": dt_name, "redop": "none" if coll == "ag" else redop,
+                         "size": count * dt.itemsize, "count": count, "iters": iters,
+                         "time_s": max(o[1] for o in out if o[0] == 0), "wrong": wrong,
+                         "memcpy_GiBps": roof})
     return rows
 
 
-def fmt_size(b: int) -> str:
-    return f"{b // MiB} MiB" if b >= MiB else f"{b // KiB} KiB"
+def measure(nranks: int, blocks: int, cases: list[tuple[str, str, str]], sizes: list[int],
+            warmup: int, iters: int, check: bool, window_s: float) -> list[dict]:
+    """Rows for one ``nranks x blocks`` shape (one shmcomm run)."""
+    per_dtype = max(sizes) + max_share(max(sizes), nranks) + max(sizes) + 3 * 4096
+    heap = len({c[1] for c in cases}) * per_dtype + 1 * MiB
+    load0 = os.getloadavg()
+    res = shmcomm.run(_host, nranks=nranks, blocks=blocks, window_bytes=heap, timeout=3600,
+                      args=(cases, sizes, blocks, warmup, iters, check, window_s))
+    rows = []
+    for i, base in enumerate(res[0]):
+        per = [r[i] for r in res]
+        t = max(p["time_s"] for p in per)  # the slowest rank
+        roof = float(np.median([p["memcpy_GiBps"] for p in per]))
+        algbw = base["size"] / t / 2**30
+        busbw = algbw * busbw_factor(base["coll"], nranks)
+        wrong = sum(p["wrong"] for p in per) if check else -1
+        rows.append({**{k: base[k] for k in ("coll", "dtype", "redop", "size", "count", "iters")},
+                     "nranks": nranks, "blocks": blocks, "time_us": t * 1e6, "algbw_GiBps": algbw,
+                     "busbw_GiBps": busbw, "wrong": wrong, "memcpy_per_rank_GiBps": roof,
+                     "vs_roof": busbw / roof, "loadavg": [round(x, 2) for x in load0]})
+    return rows
 
 
 def table(rows: list[dict]) -> str:
-    hdr = (f"{'op':<14}{'nranks':>7}{'blocks':>7}{'size':>10}{'time us':>12}{'algbw GiB/s':>13}"
-           f"{'busbw GiB/s':>13}{'memcpy/rank':>13}{'vs roof':>9}{'cpu us':>10}{'cpu vs roof':>13}")
+    """nccl-tests' table (out-of-place columns), one row per case; ``#wrong`` is N/A without -c."""
+    hdr = (f"{'collective':<14}{'nranks':>7}{'blocks':>7}{'size(B)':>11}{'count':>10}{'type':>8}"
+           f"{'redop':>6}{'time(us)':>11}{'algbw(GiB/s)':>14}{'busbw(GiB/s)':>14}{'#wrong':>8}"
+           f"{'memcpy/rank':>13}{'vs roof':>9}")
     lines = [hdr, "-" * len(hdr)]
     for r in rows:
-        lines.append(f"{OP_NAMES[r['op']]:<14}{r['nranks']:>7}{r['blocks']:>7}{fmt_size(r['size']):>10}"
-                     f"{r['time_us']:>12.1f}{r['algbw_GiBps']:>13.3f}{r['busbw_GiBps']:>13.3f}"
-                     f"{r['memcpy_per_rank_GiBps']:>13.3f}{r['vs_roof']:>9.2f}"
-                     f"{r['cpu_us_per_rank']:>10.0f}{r['cpu_vs_roof']:>13.2f}")
+        wrong = "N/A" if r["wrong"] < 0 else str(r["wrong"])
+        lines.append(f"{COLL_NAMES[r['coll']]:<14}{r['nranks']:>7}{r['blocks']:>7}{r['size']:>11}"
+                     f"{r['count']:>10}{r['dtype']:>8}{r['redop']:>6}{r['time_us']:>11.1f}"
+                     f"{r['algbw_GiBps']:>14.3f}{r['busbw_GiBps']:>14.3f}{wrong:>8}"
+                     f"{r['memcpy_per_rank_GiBps']:>13.3f}{r['vs_roof']:>9.2f}")
     return "\n".join(lines)
 
 
-def plot(rows: list[dict], path: str) -> str | None:
+def plot(rows: list[dict], path: str, meta: dict[str, Any]) -> str | None:
+    """busbw against size, a panel per collective, a line per shape (float32 sum rows, or the
+    first type and op measured); the dotted lines are memcpy per rank in the same run."""
     try:
         import matplotlib
 
@@ -207,21 +255,30 @@ def plot(rows: list[dict], path: str) -> str | None:
         import matplotlib.pyplot as plt
     except ImportError:
         return "matplotlib is not installed (pip install -e '.[bench]'): plot skipped"
-    ops = [o for o in OPS if any(r["op"] == o for r in rows)]
-    fig, axes = plt.subplots(1, len(ops), figsize=(5 * len(ops), 4), squeeze=False)
-    for ax, op in zip(axes[0], ops, strict=True):
-        shapes = sorted({(r["nranks"], r["blocks"]) for r in rows if r["op"] == op})
-        for nr, nb in shapes:
-            rr = [r for r in rows if r["op"] == op and (r["nranks"], r["blocks"]) == (nr, nb)]
+    dtype = "float32" if any(r["dtype"] == "float32" for r in rows) else rows[0]["dtype"]
+    colls = [c for c in COLLS if any(r["coll"] == c for r in rows)]
+    fig, axes = plt.subplots(1, len(colls), figsize=(5 * len(colls), 4.4), squeeze=False)
+    for ax, coll in zip(axes[0], colls, strict=True):
+        sel = [r for r in rows if r["coll"] == coll and r["dtype"] == dtype]
+        redop = "none" if coll == "ag" else ("sum" if any(r["redop"] == "sum" for r in sel)
+                                             else sel[0]["redop"])
+        sel = [r for r in sel if r["redop"] == redop]
+        for nr, nb in sorted({(r["nranks"], r["blocks"]) for r in sel}):
+            rr = [r for r in sel if (r["nranks"], r["blocks"]) == (nr, nb)]
             line, = ax.plot([r["size"] for r in rr], [r["busbw_GiBps"] for r in rr], marker="o",
-                            label=f"{nr}x{nb}")
-            ax.axhline(rr[0]["memcpy_per_rank_GiBps"], color=line.get_color(), ls=":", lw=0.8)
+                            label=f"{nr} ranks, {nb} blocks each")
+            ax.plot([r["size"] for r in rr], [r["memcpy_per_rank_GiBps"] for r in rr],
+                    color=line.get_color(), ls=":", lw=0.9)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.set_title(f"{OP_NAMES[op]} (dotted: memcpy per rank)")
-        ax.set_xlabel("size per rank (bytes)")
-        ax.set_ylabel("busbw GiB/s")
-        ax.legend(title="ranks x blocks", fontsize=7)
+        ax.set_title(f"{COLL_NAMES[coll]}, {dtype}" + ("" if redop == "none" else f" {redop}"))
+        ax.set_xlabel("bytes per rank")
+        ax.set_ylabel("bus bandwidth, GiB/s (slowest rank)")
+        ax.legend(fontsize=7)
+    fig.suptitle(f"shmcomm collectives, {meta['date']}, {meta['cpus']} CPUs ({meta['platform']}), "
+                 f"load {meta['loadavg_start'][0]:.1f} -> {meta['loadavg_end'][0]:.1f}\n"
+                 "solid: bus bandwidth; dotted: numpy memcpy per rank, every rank copying at once",
+                 fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -229,66 +286,102 @@ def plot(rows: list[dict], path: str) -> str | None:
 
 
 def machine() -> dict[str, Any]:
-    return {"platform": platform.platform(), "python": platform.python_version(),
+    return {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "platform": platform.platform(), "python": platform.python_version(),
             "numpy": np.__version__, "shmcomm": shmcomm.__version__, "cpus": os.cpu_count(),
             "affinity": len(os.sched_getaffinity(0)), "processor": platform.processor(),
             "loadavg_start": [round(x, 2) for x in os.getloadavg()]}
 
 
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        epilog="exit status: 0 every result right, 1 a result was wrong (#wrong > 0), 2 usage error")
+    p.add_argument("--quick", action="store_true",
+                   help="every type and op at 4 KiB and 64 KiB on 4 ranks x 2 blocks, -n 5 -w 1; "
+                        "options given as well override it (default: off)")
+    p.add_argument("-b", "--minbytes", "--min-size", type=parse_size, default=None,
+                   help="smallest size per rank, e.g. 4K (default: 4K)")
+    p.add_argument("-e", "--maxbytes", "--max-size", type=parse_size, default=None,
+                   help="largest size per rank, e.g. 64M (default: 64M)")
+    p.add_argument("-f", "--stepfactor", type=float, default=None,
+                   help="multiply the size by this between steps, > 1 (default: 4)")
+    p.add_argument("-n", "--iters", type=int, default=None,
+                   help="timed calls per case, 1..100000 (default: 20)")
+    p.add_argument("-w", "--warmup_iters", type=int, default=None,
+                   help="untimed calls before them, 0..1000 (default: 1)")
+    p.add_argument("-c", "--check", type=int, choices=(0, 1), default=1,
+                   help="check every result against numpy and count #wrong (default: 1)")
+    p.add_argument("-d", "--datatype", type=_choices(DTYPES), default=None,
+                   help="'all' or a comma list of " + ", ".join(DTYPES) + " (default: float32)")
+    p.add_argument("-o", "--op", type=_choices(REDOPS), default=None,
+                   help="reduction ops of ReduceScatter and AllReduce: 'all' or a comma list of "
+                        + ", ".join(REDOPS) + " (default: sum)")
+    p.add_argument("--collectives", type=_choices(COLLS), default=None,
+                   help="'all' or a comma list of rs, ag, ar (default: all)")
+    p.add_argument("--nranks", type=_int_list(2, MAX_RANKS), default=None,
+                   help=f"rank counts, 2..{MAX_RANKS} (default: 2,4,8)")
+    p.add_argument("--blocks", type=_int_list(1, MAX_BLOCKS), default=None,
+                   help=f"blocks per rank, 1..{MAX_BLOCKS} (default: 1,4)")
+    p.add_argument("--out", default="results/collectives",
+                   help="path stem of the .json and .png written (default: %(default)s)")
+    p.add_argument("--no-plot", action="store_true", help="write no .png (default: off)")
+    return p
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="sizes 4 KiB, 64 KiB, 1 MiB; few iterations")
-    p.add_argument("--nranks", default=None, help="comma list (default 2,4,8; quick: 2,8)")
-    p.add_argument("--blocks", default=None, help="comma list (default 1,4; quick: 4)")
-    p.add_argument("--ops", default="rs,ag,ar", help="comma list of rs, ag, ar")
-    p.add_argument("--min-size", default=None, help="smallest size per rank, e.g. 4K")
-    p.add_argument("--max-size", default=None, help="largest size per rank, e.g. 64M")
-    p.add_argument("--out", default="results/collectives", help="path stem for .json and .png")
-    p.add_argument("--no-plot", action="store_true")
+    p = build_parser()
     ns = p.parse_args(argv)
-    sizes = list(QUICK_SIZES if ns.quick else FULL_SIZES)
-    if ns.min_size:
-        sizes = [s for s in sizes if s >= parse_size(ns.min_size)]
-    if ns.max_size:
-        sizes = [s for s in sizes if s <= parse_size(ns.max_size)]
-    if not sizes:
-        p.error("no size left between --min-size and --max-size")
-    nranks = [int(x) for x in (ns.nranks or ("2,8" if ns.quick else "2,4,8")).split(",")]
-    blocks = [int(x) for x in (ns.blocks or ("4" if ns.quick else "1,4")).split(",")]
-    ops = [o.strip() for o in ns.ops.split(",")]
-    if any(o not in OPS for o in ops):
-        p.error(f"--ops: choose from {', '.join(OPS)}")
-    max_iters = 10 if ns.quick else 100
-    roof_bytes = min(ROOF_BYTES, max(sizes)) if ns.quick else ROOF_BYTES
+    q = ns.quick
+
+    def pick(value: Any, quick: Any, full: Any) -> Any:
+        return value if value is not None else (quick if q else full)
+
+    lo, hi = pick(ns.minbytes, 4 * KiB, 4 * KiB), pick(ns.maxbytes, 64 * KiB, 64 * MiB)
+    factor = pick(ns.stepfactor, 16.0, 4.0)
+    iters, warmup = pick(ns.iters, 5, 20), pick(ns.warmup_iters, 1, 1)
+    if lo > hi:
+        p.error(f"-b/--minbytes ({lo}) must be <= -e/--maxbytes ({hi})")
+    if not factor > 1:
+        p.error(f"-f/--stepfactor must be > 1, got {factor:g}")
+    if not 1 <= iters <= 100000:
+        p.error(f"-n/--iters must be in [1, 100000], got {iters}")
+    if not 0 <= warmup <= 1000:
+        p.error(f"-w/--warmup_iters must be in [0, 1000], got {warmup}")
+    dtypes = pick(ns.datatype, list(DTYPES), ["float32"])
+    redops = pick(ns.op, list(REDOPS), ["sum"])
+    colls = ns.collectives or list(COLLS)
+    nranks = pick(ns.nranks, [4], [2, 4, 8])
+    blocks = pick(ns.blocks, [2], [1, 4])
+    sizes = sizes_between(lo, hi, factor)
+    cases = [(c, d, o) for c in colls for d in dtypes for o in (redops if c != "ag" else ["none"])]
     meta = machine()
     t0 = time.perf_counter()
-    single = single_memcpy(roof_bytes)
     rows: list[dict] = []
     for nr in nranks:
         for nb in blocks:
-            rows += measure(nr, nb, sizes, ops, max_iters, roof_bytes, 0.1 if ns.quick else 0.3)
+            rows += measure(nr, nb, cases, sizes, warmup, iters, bool(ns.check), 0.1 if q else 0.3)
     meta["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
-    print(f"collectives, float32 sum; memcpy 1 process {single:.2f} GiB/s ({fmt_size(roof_bytes)}); "
-          f"loadavg {meta['loadavg_start']} -> {meta['loadavg_end']}")
+    print(f"shmcomm collectives, {meta['date']}, {meta['cpus']} CPUs, load average "
+          f"{meta['loadavg_start'][0]:.2f} -> {meta['loadavg_end'][0]:.2f}; -n {iters} -w {warmup} "
+          f"-c {ns.check}; out-of-place")
     print(table(rows))
-    ar16 = [r for r in rows if r["op"] == "ar" and r["size"] == 16 * MiB and r["nranks"] == 8]
-    for r in ar16:
-        print(f"AllReduce 16 MiB x 8 ranks x {r['blocks']} blocks: busbw {r['busbw_GiBps']:.3f} GiB/s "
-              f"= {100 * r['vs_roof']:.0f}% of memcpy per rank ({r['memcpy_per_rank_GiBps']:.3f} GiB/s); "
-              f"by CPU time {100 * r['cpu_vs_roof']:.0f}%")
+    wrong = sum(r["wrong"] for r in rows if r["wrong"] > 0)
+    if ns.check:
+        print(f"# wrong elements: {wrong} ({'OK' if wrong == 0 else 'FAILED'})")
     out_dir = os.path.dirname(ns.out)
     if out_dir:
         os.makedirs(out_dir, exist_ok=True)
-    doc = {"schema": SCHEMA, "machine": meta, "dtype": "float32", "op": "sum",
-           "memcpy_single_GiBps": single, "roof_bytes": roof_bytes, "argv": sys.argv[1:],
+    doc = {"schema": SCHEMA, "machine": meta, "argv": sys.argv[1:] if argv is None else argv,
+           "iters": iters, "warmup": warmup, "check": bool(ns.check),
            "wall_s": time.perf_counter() - t0, "rows": rows}
     with open(ns.out + ".json", "w") as f:
         json.dump(doc, f, indent=1)
     print(f"wrote {ns.out}.json")
     if not ns.no_plot:
-        note = plot(rows, ns.out + ".png")
+        note = plot(rows, ns.out + ".png", meta)
         print(note or f"wrote {ns.out}.png")
-    return 0
+    return 1 if wrong else 0
 
 
 if __name__ == "__main__":

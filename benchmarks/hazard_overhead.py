@@ -15,6 +15,9 @@ import subprocess
 import sys
 import time
 
+from shmcomm.config import parse_hazards
+from shmcomm.errors import ArgumentError
+
 
 def _wall(args: list[str]) -> float:
     t0 = time.perf_counter()
@@ -23,12 +26,29 @@ def _wall(args: list[str]) -> float:
     return time.perf_counter() - t0
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--nranks", type=int, default=8)
-    p.add_argument("--reps", type=int, default=5)
-    p.add_argument("--hazards", default="all")
-    ns = p.parse_args()
+    p.add_argument("--nranks", type=int, default=8,
+                   help="rank processes of the default job, 1..64 (default: %(default)s)")
+    p.add_argument("--reps", type=int, default=5,
+                   help="eager / hazard pairs to run, >= 1 (default: %(default)s)")
+    p.add_argument("--hazards", default="all",
+                   help="hazard-mode sub-models: all or a comma list of "
+                        "pipes,visibility,lines,jitter,checkers (default: %(default)s)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = build_parser()
+    ns = p.parse_args(argv)
+    if not 1 <= ns.nranks <= 64:
+        p.error(f"--nranks must be in [1, 64], got {ns.nranks}")
+    if ns.reps < 1:
+        p.error(f"--reps must be >= 1, got {ns.reps}")
+    try:
+        parse_hazards(ns.hazards, "--hazards")
+    except ArgumentError as exc:
+        p.error(str(exc))
     base = ["--nranks", str(ns.nranks)]
     print(f"load average before: {os.getloadavg()}")
     ratios = []

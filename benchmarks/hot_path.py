@@ -179,17 +179,23 @@ def _positive_int(s: str) -> int:
     return v
 
 
-def parse(argv: list[str] | None = None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true",
-                   help="fewer and shorter samples (5 x 10000 calls): finishes in < 20 s")
+                   help="fewer and shorter samples (5 x 10000 calls): finishes in < 20 s "
+                        "(default: off)")
     p.add_argument("--samples", type=_positive_int, default=None,
-                   help="samples per row, min and median are taken over them (default 15, quick 5)")
+                   help="samples per row, min and median are taken over them (default: 15; quick: 5)")
     p.add_argument("--number", type=_positive_int, default=None,
-                   help="calls per sample (default 20000, quick 10000)")
+                   help="calls per sample (default: 20000; quick: 10000)")
     p.add_argument("--json", default=None, metavar="PATH",
-                   help=f"also write the rows and machine metadata to PATH as JSON ({SCHEMA})")
-    a = p.parse_args(argv)
+                   help=f"also write the rows and machine metadata to PATH as JSON ({SCHEMA}) "
+                        "(default: none)")
+    return p
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    a = build_parser().parse_args(argv)
     a.samples = a.samples or (5 if a.quick else 15)
     a.number = a.number or (10000 if a.quick else 20000)
     return a

@@ -146,15 +146,24 @@ def format_summary(rep: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, default=500)
-    ap.add_argument("--nranks", type=int, default=8)
-    ap.add_argument("--blocks", type=int, default=4)
-    ap.add_argument("--iters", type=int, default=200, help="barrier iterations of each default job")
+    ap.add_argument("--runs", type=int, default=500,
+                    help="default-job runs, >= 2; run 1 is the baseline (default: %(default)s)")
+    ap.add_argument("--nranks", type=int, default=8, help="rank processes per run (default: %(default)s)")
+    ap.add_argument("--blocks", type=int, default=4, help="blocks per launch (default: %(default)s)")
+    ap.add_argument("--iters", type=int, default=200,
+                    help="barrier iterations of each default job (default: %(default)s)")
     ap.add_argument("--rss-limit-mib", type=float, default=16.0,
-                    help="RSS growth from run 1 to the last run that counts as a leak")
-    ap.add_argument("--json", default="results/soak.json", help="where to write the JSON report")
+                    help="RSS growth from run 1 to the last run that counts as a leak, MiB "
+                         "(default: %(default)s)")
+    ap.add_argument("--json", default="results/soak.json",
+                    help="where to write the JSON report (default: %(default)s)")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = build_parser()
     ns = ap.parse_args(argv)
     if ns.runs < 2:
         ap.error("--runs must be >= 2 (run 1 is the baseline)")

@@ -20,6 +20,7 @@ from .errors import RaceReport as RaceReport
 from .errors import RunError as RunError
 from .errors import RunTimeout as RunTimeout
 from .errors import ShmcommError as ShmcommError
+from .errors import ShmcommWarning as ShmcommWarning
 from .errors import SignalOverlapError as SignalOverlapError
 from .errors import WaitTimeout as WaitTimeout
 from .kernels.host import RankRuntime as RankRuntime

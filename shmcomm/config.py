@@ -9,11 +9,13 @@ the variable). Explicit arguments win over the environment.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ArgumentError
+from .errors import ArgumentError, ShmcommWarning
 
 MAX_RANKS = 64  # as pto-isa's CommDeviceContext (kMaxRankNum)
 MAX_BLOCKS = 64
@@ -22,6 +24,8 @@ MODES = ("eager", "hazard", "schedule")
 # schedule-mode strategies (shmcomm.exec.schedule.strategies); "pct" takes an optional depth
 STRATEGIES = ("random", "pct", "replay", "exhaustive")
 MAX_PCT_DEPTH = 16
+TRANSPORTS = ("shm", "mpi")  # shmcomm.transports: shared memory (forked ranks) or MPI (mpiexec)
+MPI_PEERS = ("shared", "rma")  # mpi: map the windows of the host's ranks, or reach all by RMA
 # hazard-mode sub-models (shmcomm.exec.hazard); "all" turns every one on
 HAZARDS = ("pipes", "visibility", "lines", "jitter", "checkers")
 # what TNOTIFY(..., NotifyOp.Set) does: a2a3's plain store, or pto-isa's proposed read-then-add
@@ -45,8 +49,8 @@ class Config:
     ``seed``: the run's seed (jitter and hazard models draw from it). ``mode``: eager or hazard.
     ``hazards``: the hazard-mode sub-models, ``"all"`` or a comma list of ``HAZARDS``.
     ``hazard_delay``: mean seconds a queued pipe op or an unfenced remote store stays pending.
-    ``trace``: hazard mode writes a Chrome trace JSON (Perfetto) to this path ("" = none); in
-    schedule mode the schedule's trace (one event per scheduling step).
+    ``trace``: write a Chrome trace JSON of the run (Perfetto) to this path, in any mode ("" =
+    none); in schedule mode the schedule's trace (one event per scheduling step).
     ``strategy``: schedule mode's choice of the next agent: ``random``, ``pct`` / ``pct:D``
     (depth D, default 3) or ``replay`` (needs ``replay``). ``replay``: a schedule file to run
     (implies ``strategy="replay"``). ``record``: write the run's schedule to this file.
@@ -54,6 +58,10 @@ class Config:
     remote store stays pending in schedule mode (the step clock replaces ``hazard_delay``).
     ``detect_races``: run the happens-before race detector beside the mode (``RaceReport``).
     ``race_exitfirst``: stop the run at the first race instead of reporting at its end.
+    ``transport``: ``shm`` (the launcher forks the ranks) or ``mpi`` (every process that
+    ``mpiexec`` starts is one rank and calls ``run`` itself). ``mpi_peers``: ``shared`` maps the
+    windows of ranks on the same host; ``rma`` reaches every other rank through MPI's one-sided
+    operations only, as if on another host (the multi-host paths, on one machine).
     ``set_semantics``: ``TNOTIFY``'s ``Set``: ``"store"`` (a2a3: a plain store of the word, whose
     cache line the ``lines`` hazard model writes back whole) or ``"read-add"`` (pto-isa's
     proposed change: read the word, then atomically add the difference; not atomic against
@@ -82,6 +90,8 @@ class Config:
     schedule_delay: int = 16
     detect_races: bool = False
     race_exitfirst: bool = False
+    transport: str = "shm"
+    mpi_peers: str = "shared"
     set_semantics: str = "store"
 
     def __post_init__(self) -> None:
@@ -106,8 +116,11 @@ class Config:
             raw = env.get("SHMCOMM_" + name.upper())
             if raw is not None and raw != "":
                 values[name] = _parse_env(name, raw)
-        values.update({k: v for k, v in kwargs.items() if v is not None})
-        return cls(**values)
+        given = {k: v for k, v in kwargs.items() if v is not None}
+        values.update(given)
+        cfg = cls(**values)
+        _warn_ineffective(cfg, env, given)
+        return cfg
 
     def replace(self, **changes: Any) -> Config:
         """A copy with ``changes`` applied (checked like the original)."""
@@ -138,6 +151,8 @@ _FIELDS: dict[str, tuple] = {
     "schedule_delay": (int, 1, 1_000_000),
     "detect_races": (bool, False, True),
     "race_exitfirst": (bool, False, True),
+    "transport": (str, TRANSPORTS),
+    "mpi_peers": (str, MPI_PEERS),
     "set_semantics": (str, SET_SEMANTICS),
 }
 
@@ -180,6 +195,44 @@ def parse_hazards(value: str, label: str = "hazards") -> frozenset[str]:
         raise ArgumentError(f"{label} must be 'all' or a comma list of {', '.join(HAZARDS)}; "
                             f"got {value!r}")
     return frozenset(names)
+
+
+# settings that only some modes read, and those modes
+MODE_ONLY = {"hazards": ("hazard", "schedule"), "hazard_delay": ("hazard",),
+             "schedule_delay": ("schedule",)}
+# SHMCOMM_* variables that are not Config fields but are read elsewhere (none today)
+OTHER_ENV: frozenset[str] = frozenset()
+
+
+def warn_unknown_env(env: Any = None, stacklevel: int = 2) -> None:
+    """Warn about every ``SHMCOMM_*`` environment variable that is no setting (a misspelling is
+    otherwise silently ignored), with the nearest known name."""
+    env = os.environ if env is None else env
+    known = {"SHMCOMM_" + f.name.upper() for f in dataclasses.fields(Config)} | OTHER_ENV
+    for var in sorted(v for v in env if v.startswith("SHMCOMM_") and v not in known):
+        near = difflib.get_close_matches(var, known, n=1)
+        hint = f"; did you mean {near[0]}?" if near else f"; known: {', '.join(sorted(known))}"
+        warnings.warn(f"unknown environment variable {var} is ignored{hint}", ShmcommWarning,
+                      stacklevel=stacklevel + 1)
+
+
+def _warn_ineffective(cfg: Config, env: Any, given: dict[str, Any]) -> None:
+    """Warn about settings that would be silently ignored: unknown ``SHMCOMM_*`` variables (with
+    the nearest known name) and hazard-mode settings of a run in another mode."""
+    warn_unknown_env(env, stacklevel=4)
+    for name, modes in MODE_ONLY.items():
+        if cfg.mode not in modes:
+            var = "SHMCOMM_" + name.upper()
+            if name in given:
+                if given[name] == getattr(Config, name):
+                    continue  # the default, spelled out (a test over both modes): nothing lost
+                how = f"{name}={given[name]!r}"
+            elif env.get(var):
+                how = f"{var}={env[var]}"
+            else:
+                continue
+            warnings.warn(f"{how} has no effect in {cfg.mode} mode (only {' and '.join(modes)} "
+                          f"mode reads it)", ShmcommWarning, stacklevel=4)
 
 
 def parse_strategy(value: str, label: str = "strategy") -> tuple[str, int, int]:

@@ -14,6 +14,11 @@ class ShmcommError(Exception):
     """Base class of every error shmcomm raises on purpose."""
 
 
+class ShmcommWarning(UserWarning):
+    """A setting that has no effect (an unknown ``SHMCOMM_*`` variable, a hazard-mode setting in
+    eager mode): the run goes on, but not as the user may think."""
+
+
 class ArgumentError(ShmcommError, ValueError):
     """An argument is out of range, of the wrong type or otherwise unusable."""
 

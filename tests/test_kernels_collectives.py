@@ -272,6 +272,7 @@ def test_benchmark_quick_smoke(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "AllReduce" in proc.stdout and "busbw" in proc.stdout
     doc = json.loads((tmp_path / "coll.json").read_text())
-    assert doc["schema"] == "shmcomm.bench.collectives/1" and "loadavg_start" in doc["machine"]
-    assert {r["op"] for r in doc["rows"]} == {"rs", "ag", "ar"}
+    assert doc["schema"] == "shmcomm.bench.collectives/2" and "loadavg_start" in doc["machine"]
+    assert {r["coll"] for r in doc["rows"]} == {"rs", "ag", "ar"}
+    assert all(r["wrong"] == 0 for r in doc["rows"])
     assert all(r["busbw_GiBps"] > 0 and r["memcpy_per_rank_GiBps"] > 0 for r in doc["rows"])

@@ -3,12 +3,11 @@ checker reports on them; a file left by an earlier run is replaced, not appended
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from test_race_models import host_flags, host_put_notify
 
 import shmcomm
+from shmcomm.exec.trace import HOST_TID, load
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -18,13 +17,13 @@ def test_trace_has_a_track_per_rank_and_block(tmp_path):
     path.write_text("left by an earlier run")
     shmcomm.run(host_put_notify, nranks=2, blocks=1, mode="hazard", seed=3, trace=str(path),
                 args=(True, True, 2))
-    events = json.loads(path.read_text())
+    events = load(str(path))
     names = {e["name"] for e in events}
     assert {"TPUT", "TWAIT", "TNOTIFY", "TLOAD on PIPE_MTE2", "TSTORE on PIPE_MTE3"} <= names
     tracks = {(e["pid"], e["tid"]) for e in events if e["ph"] in ("X", "i")}
-    assert tracks == {(0, 0), (1, 0)}
-    thread_names = {(e["pid"], e["args"]["name"]) for e in events if e["name"] == "thread_name"}
-    assert thread_names == {(0, "block 0"), (1, "block 0")}
+    assert tracks == {(0, 0), (1, 0), (0, HOST_TID), (1, HOST_TID)}
+    thread_names = [(e["pid"], e["args"]["name"]) for e in events if e["name"] == "thread_name"]
+    assert sorted(thread_names) == [(0, "block 0"), (0, "host"), (1, "block 0"), (1, "host")]
     waits = [e for e in events if e["name"] == "TWAIT"]
     assert all(e["dur"] >= 0 and e["args"]["cmp"] == ">=" for e in waits)
 
@@ -34,6 +33,6 @@ def test_trace_records_checker_reports(tmp_path):
     with pytest.raises(shmcomm.RunError):
         shmcomm.run(host_flags, nranks=1, blocks=2, mode="hazard", seed=3, trace=str(path),
                     args=("twice",))
-    events = json.loads(path.read_text())
+    events = load(str(path))
     reports = [e for e in events if e["name"] == "hazard [event-twice]"]
     assert reports and "seed 3" in reports[0]["args"]["message"]

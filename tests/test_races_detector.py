@@ -328,8 +328,8 @@ def test_cli_options():
     py = [sys.executable, "-m", "shmcomm.launch", "--nranks", "2", "--iters", "5"]
     ok = subprocess.run(py + ["--detect-races"], capture_output=True, text=True, timeout=120)
     assert ok.returncode == 0, ok.stderr
-    bad = subprocess.run(py + ["--exitfirst"], capture_output=True, text=True, timeout=60)
-    assert bad.returncode == 2 and "--exitfirst needs --detect-races" in bad.stderr
+    bad = subprocess.run(py + ["--race-exitfirst"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--race-exitfirst needs --detect-races" in bad.stderr
     st = subprocess.run([sys.executable, "-m", "shmcomm.stress", "--program", "missing_intra_barrier",
                          "--nranks", "2", "--blocks", "2", "--size", "64", "--mode", "eager",
                          "--runs", "1", "--detect-races", "--no-progress"],

@@ -5,7 +5,8 @@ each group starting on its own 64-byte line so hot words do not share a line)::
 
     line 0   MAGIC, nranks, slots per rank, ncores
     line 1   abort flag (0 = running, else an ABORT_* reason)
-    line 2   reserved
+    line 2   the reporter: 1 + the rank that reports the run's failure (the mpi launcher's ranks
+             swap themselves in on world rank 0's segment; the first one reports)
     line 3   runnable agents: blocks of a launch not in a futex sleep (the adaptive wait reads it)
     line 4   host barrier arrivals (monotonic; rt.barrier() derives its round from it)
     line 5   host barrier: reserved
@@ -29,6 +30,8 @@ from __future__ import annotations
 import ctypes
 import os
 import time
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -42,7 +45,7 @@ HOST_SLOT = MAX_BLOCKS
 SLOTS = MAX_BLOCKS + 1
 
 # header lines
-_H_INFO, _H_ABORT, _H_ACTIVE, _H_HOSTBAR = 0, 1, 3, 4
+_H_INFO, _H_ABORT, _H_REPORTER, _H_ACTIVE, _H_HOSTBAR = 0, 1, 2, 3, 4
 _HEADER_LINES = 6
 
 # agent states
@@ -70,14 +73,18 @@ R_SLOTS_LO, R_SLOTS_HI = 6, 7
 class Control:
     """The mapped control segment of one run (created by the launcher, inherited by ranks)."""
 
-    def __init__(self, nranks: int, ncores: int | None = None, extra_bytes: int = 0) -> None:
+    def __init__(self, nranks: int, ncores: int | None = None, extra_bytes: int = 0,
+                 segment: Callable[[int], Any] | None = None) -> None:
+        """``segment(nbytes)`` makes the zeroed memory (default: a new shm :class:`Segment`; the
+        mpi launcher passes memory its host's ranks share)."""
         self.nranks = nranks
         self.ncores = ncores or len(os.sched_getaffinity(0))
         self._rank_line = _HEADER_LINES
         self._agent_line = self._rank_line + nranks
         words = (self._agent_line + nranks * SLOTS) * LINE
         self.extra_bytes = -(-extra_bytes // 64) * 64
-        self.segment = Segment("ctl", words * 4 + self.extra_bytes)
+        size = words * 4 + self.extra_bytes
+        self.segment = Segment("ctl", size) if segment is None else segment(size)
         self.extra_base = self.segment.base + words * 4
         self.words = self.segment.array.view(np.int32)
         self.base = self.segment.base
@@ -87,6 +94,7 @@ class Control:
         self.abort_addr = self._addr(_H_ABORT * LINE)
         self.active_addr = self._addr(_H_ACTIVE * LINE)
         self.hostbar_addr = self._addr(_H_HOSTBAR * LINE)
+        self.reporter_addr = self._addr(_H_REPORTER * LINE)
         self.abort_cell = ctypes.c_int32.from_address(self.abort_addr)  # plain reads, to poll
         self.active_cp = ctypes.c_void_p(self.active_addr)
         self.active_cell = ctypes.c_int32.from_address(self.active_addr)

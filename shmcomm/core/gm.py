@@ -409,6 +409,25 @@ class GlobalTensor:
         return np.lib.stride_tricks.as_strided(
             flat, (self.rows, self.cols), (rs * p.itemsize, p.itemsize))
 
+    def read_into(self, out: np.ndarray) -> None:
+        """Copy the ``rows x cols`` elements into ``out`` (a view when the transport maps the
+        window, else the transport's ``get``)."""
+        p = self.ptr
+        t = p.windows.transport
+        if p.rank in t.unmapped:
+            t.get(p.rank, p.offset, self.row_stride * p.itemsize, out)
+        else:
+            np.copyto(out, self.view2d())
+
+    def write_from(self, data: np.ndarray) -> None:
+        """Copy the ``rows x cols`` array ``data`` into the tensor (a view, or ``put``)."""
+        p = self.ptr
+        t = p.windows.transport
+        if p.rank in t.unmapped:
+            t.put(p.rank, p.offset, self.row_stride * p.itemsize, data)
+        else:
+            np.copyto(self.view2d(), data)
+
     def __repr__(self) -> str:
         st = "" if self.dense else f", strides={self.strides}"
         return f"GlobalTensor({self.ptr!r}, shape={self.shape}{st})"

@@ -186,6 +186,9 @@ def atomic_add(agent: Agent, dst: GlobalTensor, data: np.ndarray) -> None:
     abort = agent.ctl.aborted
     try:
         with transport.data_lock(p.rank, p.offset, dst.extent_bytes, agent.wait_timeout, abort):
+            if p.rank in transport.unmapped:
+                transport.accumulate(p.rank, p.offset, dst.row_stride * p.itemsize, data)
+                return
             view = dst.view2d()
             np.add(view, data, out=view, casting="unsafe")
     except (Aborted, WaitTimeout) as exc:

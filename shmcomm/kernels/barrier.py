@@ -83,7 +83,7 @@ _INT32_MAX = 2**31 - 1
 def DeviceBarrier(ctx, signal_base, phase, my_rank, nranks, block_idx, num_comm_blocks):
     """The seed's cross-rank barrier, line for line (``signal-design.md``).
 
-    Known hazards, kept on purpose (reference notes §6.A):
+    Known hazards, kept on purpose (the seed's own, reproduced as written):
 
     * the cross-rank slot ``signal_base + my_rank`` ignores ``phase``: a second call in the same
       launch is satisfied at once by the first call's counts;

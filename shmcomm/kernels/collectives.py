@@ -19,7 +19,7 @@ Protocol (every collective, per block ``b``; ranks are ``0..N-1``, ``me`` is thi
             pipe_barrier(PIPE_ALL); dsb(DSB_DDR)          acquire
 
 Why it is safe without any reset. Every count only grows and every wait is ``>= e`` (never
-``Set(1)`` / ``wait >= 1`` on a reused slot, reference notes §6.B #6). Part ``(r, b)`` is only
+``Set(1)`` / ``wait >= 1`` on a reused slot, the ABA problem of PTOAS #797). Part ``(r, b)`` is only
 ever read (RS) and written (AG) by block ``b`` of rank ``r``, so each block synchronizes its own
 part: a rank reads a peer's input only after that peer entered epoch ``e`` (READY), and a rank
 returns only when every peer has finished reading its input and writing its output (DONE), so

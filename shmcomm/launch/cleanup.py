@@ -136,14 +136,21 @@ def format_report(entries: list[Entry], dry_run: bool) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
+    from .options import parser, prog_name
+
+    p = parser(prog or prog_name("cleanup"),
+               "List and remove shmcomm shared-memory segments left in /dev/shm by runs "
+               "whose creating process is dead. Segments of live runs are never touched.",
+               "exit status: 0 success, 1 a stale segment could not be removed, 2 usage error")
+    p.add_argument("--dry-run", "-n", action="store_true",
+                   help="only list what would be removed (default: off)")
+    return p
+
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     """The command line; returns the exit status."""
-    p = argparse.ArgumentParser(
-        prog="python -m shmcomm cleanup",
-        description="List and remove shmcomm shared-memory segments left in /dev/shm by runs "
-                    "whose creating process is dead. Segments of live runs are never touched.")
-    p.add_argument("--dry-run", "-n", action="store_true", help="only list what would be removed")
-    ns = p.parse_args(argv)
+    ns = build_parser(prog).parse_args(argv)
     entries = cleanup(dry_run=ns.dry_run)
     print(format_report(entries, ns.dry_run))
     return 1 if any(e.error for e in entries) else 0

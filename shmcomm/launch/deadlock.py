@@ -92,9 +92,16 @@ class DeadlockWatch:
         return first_unsatisfied(self._words(line), CMP_FUNCS[cmp], value)[0] < 0
 
     def _report(self, waits, stable: float) -> str:
-        ctl = self.ctl
-        now_ms = ctl.now_ms()
-        rows = [("rank", "block", "waits on", "cmp", "expected", "current", "waiting")]
+        rows = [WAIT_HEADER, *self.rows(waits)]
+        finished = self.finished
+        tail = f"\n  ranks already finished: {', '.join(map(str, finished))}" if finished else ""
+        return (f"deadlock: every live agent waits and no wait can be satisfied (stable for "
+                f"{stable:.2f} s)\n{format_table(rows)}{tail}")
+
+    def rows(self, waits) -> list[tuple[str, ...]]:
+        """One row of the wait-for table (``WAIT_HEADER``) per ``(rank, block, line)`` wait."""
+        now_ms = self.ctl.now_ms()
+        rows = []
         for r, b, line in waits:
             words = self._words(line)
             cmp, value = int(line[C.A_CMP]), int(line[C.A_VALUE])
@@ -109,10 +116,14 @@ class DeadlockWatch:
                     what += f" elem {max(idx, 0)}/{len(words)}"
             rows.append((str(r), "host" if b is None else str(b), what, CMP_SYMBOLS[cmp],
                          str(value), str(cur), f"{(now_ms - int(line[C.A_START])) / 1000:.2f} s"))
-        finished = self.finished
-        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-        table = "\n".join("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True))
-                          for row in rows)
-        tail = f"\n  ranks already finished: {', '.join(map(str, finished))}" if finished else ""
-        return (f"deadlock: every live agent waits and no wait can be satisfied (stable for "
-                f"{stable:.2f} s)\n{table}{tail}")
+        return rows
+
+
+WAIT_HEADER = ("rank", "block", "waits on", "cmp", "expected", "current", "waiting")
+
+
+def format_table(rows: list[tuple[str, ...]]) -> str:
+    """``rows`` as left-aligned columns, indented by two spaces."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True))
+                     for row in rows)

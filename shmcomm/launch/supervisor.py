@@ -43,6 +43,7 @@ from ..errors import (
     RunTimeout,
 )
 from ..exec import model_for
+from ..exec.trace import finalize
 from ..kernels.host import RankRuntime
 from ..transports.shm import ShmTransport
 from ..transports.shm import atomics as at
@@ -73,6 +74,10 @@ def run(host: Callable[..., Any], nranks: int | None = None, *, blocks: int | No
                                     timeout=timeout, seed=seed, mode=mode, **settings)
     elif any(v is not None for v in (nranks, blocks, window_bytes, timeout, seed, mode)) or settings:
         raise ArgumentError("run: pass either config= or individual settings, not both")
+    if config.transport == "mpi":  # this process is one rank of an mpiexec job
+        from .mpi import run_mpi
+
+        return run_mpi(host, config, args, nranks)
     return _Launcher(config, host, args).run()
 
 
@@ -133,6 +138,8 @@ class _Launcher:
                 self._release()
         finally:
             restore()
+            if cfg.trace and cfg.mode != "schedule":  # schedule mode writes its own trace
+                self._finish_trace()
         if self.failures:
             first = self.failures[0].kind
             cls = {"deadlock": DeadlockError, "timeout": RunTimeout,
@@ -145,6 +152,18 @@ class _Launcher:
                 err.hint = hint(self.host, self.args)  # type: ignore[attr-defined]
             raise err
         return [self.results[r] for r in range(cfg.nranks)]
+
+    def _finish_trace(self) -> None:
+        """The ranks are gone: rewrite their trace once, with metadata and flow arrows."""
+        cfg = self.config
+        host = getattr(self.host, "func", self.host)  # a functools.partial's function
+        finalize(cfg.trace, {
+            "tool": "shmcomm", "host": f"{getattr(host, '__module__', '?')}:"
+                                      f"{getattr(host, '__qualname__', repr(host))}",
+            "nranks": cfg.nranks, "blocks": cfg.blocks, "mode": cfg.mode, "seed": cfg.seed,
+            "hazards": cfg.hazards if cfg.mode == "hazard" else None,
+            "result": self.failures[0].kind if self.failures else "ok",
+            "failure": str(self.failures[0]).splitlines()[0] if self.failures else None})
 
     def _start(self) -> None:
         """Map the run's memory and start its rank processes."""

@@ -1,7 +1,8 @@
-"""``python -m shmcomm.stress``: the command line of the stress harness.
+"""The ``stress`` command line of the stress harness.
 
-A program is a host function ``host(rt)`` or ``host(rt, size)`` that raises when its result is
-wrong: a catalogue entry (:mod:`shmcomm.stress.catalogue`) or a user's ``--program pkg.mod:host``. The
+A program is a host function ``host(rt, **args)`` (with a ``size`` parameter when it wants the
+sweep's size) that raises when its result is wrong: a catalogue entry
+(:mod:`shmcomm.stress.catalogue`) or a user's ``--program pkg.mod:host`` / ``file.py:host``. The
 harness sweeps rank counts, block counts, sizes and modes (run ``i`` takes configuration
 ``i mod len(configs)`` and seed ``--seed + i``), classifies each outcome by exception type, and
 prints a summary: failures by kind, the first failing configuration with the exact command that
@@ -14,8 +15,7 @@ the kill matrix, then runs the correct programs for the same budget and counts t
 Outcome kinds: ``ok``; ``wrong result`` (the program's own check: ``AssertionError`` or
 ``ValueError``); ``deadlock`` (the deadlock detector, a ``WaitTimeout``, the run timeout);
 ``crash`` (a rank process died); ``checker`` (a hazard-mode checker from :mod:`shmcomm.exec.hazard`, or
-the runtime's own pipe checks); ``race`` (the race detector, with ``--detect-races``; ``--exitfirst``
-stops a run at its first race); ``error`` (anything else, e.g. a bad argument: never a catch).
+the runtime's own pipe checks); ``error`` (anything else, e.g. a bad argument: never a catch).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ import json
 import os
 import sys
 
-from ..config import MODES, parse_hazards, parse_strategy
+from ..config import parse_hazards, parse_strategy
 from ..errors import ArgumentError
-from ..launch.cli import add_race_options, add_schedule_options
+from ..launch import options as opt
 from . import catalogue
 from .harness import (
     DEFAULT_BLOCKS,
@@ -37,112 +37,129 @@ from .harness import (
     configs,
     resolve_program,
     sweep,
+    takes_size,
 )
 from .killmatrix import format_kill_matrix, kill_matrix
 from .report import format_report, report_json
 
-
-def _int_list(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if not values:
-        raise argparse.ArgumentTypeError("expected at least one value")
-    return values
+DEFAULT_RUNS = 100
 
 
-def _mode_list(text: str) -> tuple[str, ...]:
-    values = tuple(v.strip() for v in text.split(",") if v.strip())
-    bad = [v for v in values if v not in MODES]
-    if bad or not values:
-        raise argparse.ArgumentTypeError(f"modes must be a comma list of {', '.join(MODES)}, "
-                                         f"got {text!r}")
-    return values
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m shmcomm.stress",
-        description="Run a shmcomm program many times over seeds, rank and block counts, sizes "
-                    "and modes; report failures by kind and how to reproduce the first.")
-    p.add_argument("--program", metavar="NAME|PKG.MOD:HOST", default=None,
-                   help="a catalogue program (" + ", ".join(catalogue.ENTRIES) + ") or a host "
-                        "function host(rt[, size]) that raises when its result is wrong")
-    p.add_argument("--catalogue", action="store_true",
-                   help="run every catalogued bug and print the kill matrix, then the correct programs")
+def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
+    p = opt.parser(prog or opt.prog_name("stress"),
+                   "Run a shmcomm program many times over seeds, rank and block counts, sizes "
+                   "and modes; report failures by kind and how to reproduce the first.",
+                   opt.STRESS_EXIT_STATUS_HELP)
+    what = p.add_mutually_exclusive_group(required=True)
+    opt.add_program(what, extra=", or a catalogue program (" + ", ".join(catalogue.ENTRIES)
+                    + "); it receives size= if it takes a size parameter; raise when its result "
+                    "is wrong")
+    what.add_argument("--catalogue", action="store_true",
+                      help="run every catalogued bug and print the kill matrix, then the correct "
+                           "programs (default: off)")
+    opt.add_args(p)
     p.add_argument("--only", metavar="NAMES", default=None,
-                   help="with --catalogue: comma-separated entries to run")
-    p.add_argument("--nranks", type=_int_list, default=None, help="rank counts, e.g. 2,4,8")
-    p.add_argument("--blocks", type=_int_list, default=None, help="block counts, e.g. 1,2,4")
-    p.add_argument("--size", type=_int_list, default=None, help="problem sizes (elements)")
-    p.add_argument("--mode", type=_mode_list, default=None, help="eager, hazard, schedule or a comma list")
-    p.add_argument("--seed", type=int, default=0, help="seed of the first run (run i: seed + i)")
-    p.add_argument("--runs", type=int, default=None, help="number of runs (per entry with --catalogue)")
+                   help="with --catalogue: comma-separated entries to run (default: all)")
+    p.add_argument("--nranks", type=opt.int_list, default=None,
+                   help="rank counts, e.g. 2,4,8 (default: " + _csv(DEFAULT_NRANKS)
+                        + ", or the catalogue entry's)")
+    p.add_argument("--blocks", type=opt.int_list, default=None,
+                   help="block counts, e.g. 1,2,4 (default: " + _csv(DEFAULT_BLOCKS)
+                        + ", or the catalogue entry's)")
+    p.add_argument("--size", type=opt.int_list, default=None,
+                   help="problem sizes in elements, given to a host taking size (default: "
+                        + _csv(DEFAULT_SIZES) + ", or the catalogue entry's)")
+    p.add_argument("--mode", type=opt.mode_list, default=None,
+                   help="eager, hazard, schedule or a comma list (default: eager,hazard, or the "
+                        "bug's own mode)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the first run; run i gets seed + i "
+                   "(default: %(default)s)")
+    p.add_argument("--runs", type=int, default=None,
+                   help=f"number of runs, per entry with --catalogue (default: {DEFAULT_RUNS}, "
+                        "or unlimited with --seconds)")
     p.add_argument("--seconds", type=float, default=None,
-                   help="time budget in seconds (per entry with --catalogue, default 60 there)")
-    p.add_argument("--json", metavar="PATH", default=None, help="write every outcome as JSON")
-    p.add_argument("--wait-timeout", type=float, default=Settings.wait_timeout,
-                   help="one TWAIT's deadline in s (default %(default)s)")
-    p.add_argument("--deadlock-grace", type=float, default=Settings.deadlock_grace,
-                   help="deadlock detector grace in s (default %(default)s)")
-    p.add_argument("--run-timeout", type=float, default=Settings.run_timeout,
-                   help="one run's timeout in s (default %(default)s)")
-    p.add_argument("--trace-dir", default=Settings.trace_dir,
-                   help="where hazard runs write traces; a failing run's is kept (default %(default)s)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--hazards", default="all", metavar="LIST",
-                   help="hazard and schedule modes' sub-models: all (default) or a comma list of "
-                        "pipes,visibility,lines,jitter,checkers")
+                   help="time budget in seconds, per entry with --catalogue; with --runs, "
+                        "whichever ends first (default: none, 60 with --catalogue)")
+    p.add_argument("-x", "--exitfirst", action="store_true",
+                   help="stop at the first failing run (default: off)")
+    opt.add_hazards(p)
+    p.add_argument("--json", metavar="PATH", default=None,
+                   help="write every outcome as JSON (default: none)")
+    opt.add_waits(p, Settings.wait_timeout, Settings.deadlock_grace)
+    p.add_argument("--run-timeout", type=float, default=Settings.run_timeout, metavar="S",
+                   help="one run's timeout in seconds (default: %(default)s)")
+    opt.add_trace_dir(p, Settings.trace_dir)
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar (default: a bar when stderr is a terminal)")
     p.add_argument("--no-pool", action="store_true",
-                   help="fork the rank processes for every run instead of reusing a pool")
-    add_schedule_options(p)
-    add_race_options(p)
+                   help="fork the rank processes for every run instead of reusing a pool "
+                        "(default: off)")
+    opt.add_schedule_options(p)
+    opt.add_race_options(p)
+    p.add_argument("--transport", choices=("shm", "mpi"), default="shm",
+                   help="mpi: start under mpiexec -n N; every process runs the same sweep as one "
+                        "rank (--nranks N, --runs), the first failing run aborts the job with "
+                        "its report, rank 0 prints the summary (default: %(default)s)")
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m shmcomm.stress``; returns the exit status."""
-    parser = build_parser()
+def _csv(values: tuple[int, ...]) -> str:
+    return ",".join(map(str, values))
+
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    """Entry point of ``stress``; returns the exit status."""
+    parser = build_parser(prog)
+    prog = parser.prog
+    opt.show_warnings(prog)
     ns = parser.parse_args(argv)
-    if ns.catalogue == bool(ns.program):
-        parser.error("give exactly one of --program or --catalogue")
     for name in ("runs", "seconds"):
         v = getattr(ns, name)
         if v is not None and v <= 0:
-            parser.error(f"--{name} must be > 0, got {v}")
+            return opt.usage_error(parser, f"--{name} must be > 0, got {v}")
     if ns.runs is not None and ns.runs > 10**9:
-        parser.error("--runs must be at most 1e9")
+        return opt.usage_error(parser, "--runs must be at most 1e9")
     if ns.seed < 0:
-        parser.error(f"--seed must be >= 0, got {ns.seed}")
-    if ns.exitfirst and not ns.detect_races:
-        parser.error("--exitfirst needs --detect-races")
+        return opt.usage_error(parser, f"--seed must be >= 0, got {ns.seed}")
+    if ns.catalogue:
+        for flag, given in (("--arg", ns.arg), ("--nranks", ns.nranks), ("--blocks", ns.blocks),
+                            ("--size", ns.size), ("--hazards", ns.hazards),
+                            ("-x/--exitfirst", ns.exitfirst)):
+            if given:
+                return opt.usage_error(parser, f"{flag} has no effect with --catalogue (every "
+                                               "entry runs its own sweep); drop it")
+    elif ns.only:
+        return opt.usage_error(parser, "--only selects catalogue entries; it needs --catalogue")
+    if ns.race_exitfirst and not ns.detect_races:
+        return opt.usage_error(parser, "--race-exitfirst needs --detect-races")
     if ns.record is not None or ns.schedule_delay is not None:
-        parser.error("--record and --schedule-delay belong to python -m shmcomm.launch; the stress "
-                     "harness keeps every failing run's schedule")
+        return opt.usage_error(parser, "--record and --schedule-delay belong to launch; the "
+                                       "stress harness keeps every failing run's schedule")
     try:
         parse_strategy(ns.strategy or "random", "--strategy")
+        parse_hazards(ns.hazards or "all", "--hazards")
     except ArgumentError as exc:
-        parser.error(str(exc))
-    settings = Settings(ns.wait_timeout, ns.deadlock_grace, ns.run_timeout, ns.trace_dir,
-                        strategy=ns.strategy or "random", replay=ns.replay or "",
-                        hazards=ns.hazards, detect_races=ns.detect_races,
-                        race_exitfirst=ns.exitfirst)
-    try:
-        parse_hazards(ns.hazards, "--hazards")
-    except ArgumentError as exc:
-        parser.error(str(exc))
+        return opt.usage_error(parser, str(exc))
     if ns.replay:
         if ns.mode not in (None, ("schedule",)):
-            parser.error("--replay runs in schedule mode only")
+            return opt.usage_error(parser, "--replay runs in schedule mode only")
         ns.mode = ("schedule",)
+    settings = Settings(ns.wait_timeout, ns.deadlock_grace, ns.run_timeout, ns.trace_dir,
+                        strategy=ns.strategy or "random", replay=ns.replay or "",
+                        hazards=ns.hazards or "all", detect_races=ns.detect_races,
+                        race_exitfirst=ns.race_exitfirst, transport=ns.transport)
     progress = not ns.no_progress
+    quiet = False  # under mpi, ranks other than 0 print nothing
+    if ns.transport == "mpi":
+        quiet = _mpi_sweep_checks(parser, ns)
+        settings.trace_dir = ""  # every rank would write and delete the same trace files
+        progress = progress and not quiet
     try:
         if ns.catalogue:
             names = [n.strip() for n in ns.only.split(",")] if ns.only else None
             unknown = [n for n in names or () if n not in catalogue.ENTRIES]
             if unknown:
-                parser.error(f"--only: unknown entries {', '.join(unknown)}")
+                return opt.usage_error(parser, f"--only: unknown entries {', '.join(unknown)}")
             budget = 60.0 if ns.seconds is None else ns.seconds
             kills, reports = kill_matrix(budget, ns.runs, ns.seed, settings, names,
                                          progress=progress, modes=ns.mode, pool=not ns.no_pool)
@@ -158,30 +175,44 @@ def main(argv: list[str] | None = None) -> int:
                                                  settings, extra))
             missed = any(k.catch is None for k in kills)
             return 1 if missed or any(r.failures for r in reports) else 0
+        kwargs = opt.host_kwargs(ns.arg)
         host = resolve_program(ns.program)
         entry = catalogue.get(ns.program)
         default_modes: tuple[str, ...] = ("eager", "hazard")
         if entry is not None and entry.bug:
             default_modes = (entry.mode,)
         modes = ns.mode or default_modes
+        exhaustive = settings.strategy.startswith("exhaustive")  # schedule mode, whatever --mode
+        error = opt.check_mode_options(("schedule",) if exhaustive else modes, ns.hazards)
+        if error:
+            return opt.usage_error(parser, error)
+        if ns.size and not takes_size(host):
+            return opt.usage_error(parser, f"--size has no effect: {ns.program} takes no size "
+                                           "parameter; drop --size or add size to the host")
+        if "size" in kwargs:
+            return opt.usage_error(parser, "--arg size=...: the sweep gives size; use --size")
         cfgs = configs(ns.nranks or (entry.nranks if entry else DEFAULT_NRANKS),
                        ns.blocks or (entry.blocks if entry else DEFAULT_BLOCKS),
                        ns.size or (entry.sizes if entry else DEFAULT_SIZES), modes)
-        runs = ns.runs if ns.runs is not None or ns.seconds is not None else 100
+        runs = ns.runs if ns.runs is not None or ns.seconds is not None else DEFAULT_RUNS
         if settings.strategy.startswith("exhaustive"):
             return _exhaustive(host, cfgs, ns, settings)
         rep = sweep(host, cfgs, seed=ns.seed, runs=runs, seconds=ns.seconds, settings=settings,
-                    program=ns.program, progress=progress, pool=not ns.no_pool)
+                    program=ns.program, progress=progress, stop_at_first=ns.exitfirst,
+                    kwargs=kwargs, pool=not ns.no_pool)
+        if quiet:
+            return 1 if rep.failures else 0
         print(format_report(rep, settings))
         if ns.json:
             _write_json(ns.json, report_json([rep], settings))
         return 1 if rep.failures else 0
+    except opt.ProgramImportError as exc:
+        return opt.report_import_error(prog, exc)
     except ArgumentError as exc:
-        print(f"shmcomm.stress: error: {exc}", file=sys.stderr)
-        return 2
+        return opt.usage_error(parser, str(exc))
     except KeyboardInterrupt:
-        print("shmcomm.stress: interrupted", file=sys.stderr)
-        return 130
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return opt.EXIT_SIGINT
 
 
 def _exhaustive(host, cfgs, ns: argparse.Namespace, settings: Settings) -> int:
@@ -212,6 +243,27 @@ def _exhaustive(host, cfgs, ns: argparse.Namespace, settings: Settings) -> int:
               + (f" --hazards {ns.hazards}" if ns.hazards != "all" else ""))
         break
     return 1 if failed else 0
+
+
+def _mpi_sweep_checks(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> bool:
+    """Every process of the mpiexec job must make the same runs: refuse what would differ, fix
+    ``--nranks`` to the job's size. Returns whether this process stays quiet (not rank 0)."""
+    from ..transports.mpi import load_mpi
+
+    if ns.catalogue:
+        parser.error("--catalogue runs buggy kernels until they fail, and under --transport mpi "
+                     "the first failure aborts the job: give --program")
+    if ns.seconds is not None:
+        parser.error("--seconds: the ranks of an mpi job would stop after different runs; give "
+                     "--runs")
+    world = load_mpi().COMM_WORLD
+    size = world.Get_size()
+    if ns.nranks is not None and set(ns.nranks) != {size}:
+        parser.error(f"--nranks under --transport mpi must be the job's size ({size}, from "
+                     f"mpiexec -n), got {','.join(map(str, ns.nranks))}")
+    ns.nranks = (size,)
+    ns.no_pool = True  # the pool forks rank processes of its own; under mpiexec MPI makes them
+    return world.Get_rank() != 0
 
 
 def _write_json(path: str, doc: dict) -> None:

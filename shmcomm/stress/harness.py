@@ -86,7 +86,7 @@ class Settings:
     wait_timeout: float = 10.0
     deadlock_grace: float = 0.3
     run_timeout: float = 30.0
-    trace_dir: str = os.path.join("results", "stress-traces")  # hazard runs; kept on failure
+    trace_dir: str = os.path.join("results", "stress-traces")  # every run traces; kept on failure
     strategy: str = "random"  # schedule mode's strategy
     hazards: str = "all"  # hazard and schedule modes' sub-models
     replay: str = ""  # schedule mode: run this schedule file
@@ -94,11 +94,12 @@ class Settings:
     shrink_tries: int = 10  # runs spent shrinking a sweep's first failing schedule (0: none)
     detect_races: bool = False  # the race detector beside the mode (a race: kind "race")
     race_exitfirst: bool = False
+    transport: str = "shm"  # mpi: every process of an mpiexec job runs the same sweep
 
     def config(self) -> dict[str, Any]:
         return dict(wait_timeout=self.wait_timeout, deadlock_grace=self.deadlock_grace,
                     timeout=self.run_timeout, detect_races=self.detect_races,
-                    race_exitfirst=self.race_exitfirst)
+                    race_exitfirst=self.race_exitfirst, transport=self.transport)
 
     def mode_config(self, mode: str) -> dict[str, Any]:
         """The settings only ``mode`` takes."""
@@ -116,6 +117,8 @@ class Report:
     program: str
     outcomes: list[Outcome] = field(default_factory=list)
     seconds: float = 0.0
+    kwargs: dict[str, Any] = field(default_factory=dict)  # the host's --arg values
+    sized: bool | None = None  # does the host take the size (None: not known)
 
     @property
     def failures(self) -> list[Outcome]:
@@ -138,20 +141,42 @@ def resolve_program(spec: str) -> Callable[..., Any]:
     if ":" not in spec:
         names = ", ".join(catalogue.ENTRIES)
         raise ArgumentError(f"--program: {spec!r} is neither a catalogue program ({names}) "
-                            "nor pkg.module:function")
-    from ..launch.cli import load_program
+                            "nor pkg.module:host or path/to/file.py:host")
+    from ..launch.options import load_program
 
     return load_program(spec)
 
 
-def _with_size(host: Callable[..., Any]) -> bool:
-    """Does ``host`` take the size as a second argument (``host(rt, size)``)?"""
+def host_call(host: Callable[..., Any], size: int,
+              kwargs: dict[str, Any] | None = None) -> tuple[Callable[..., Any], tuple]:
+    """``(host, args)`` that ``run`` calls as ``host(rt, *args)``: ``size`` goes to a host that
+    takes it (a ``size`` parameter, ``**kwargs``, or a second positional parameter without a
+    default), and ``kwargs`` (the ``--arg`` values) always."""
+    kwargs = dict(kwargs or {})
+    args: tuple = ()
     try:
-        params = [p for p in inspect.signature(host).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+        params = list(inspect.signature(host).parameters.values())
     except (TypeError, ValueError):
-        return False
-    return len(params) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)
+        params = []
+    names = {p.name for p in params}
+    if "size" in names or any(p.kind == p.VAR_KEYWORD for p in params):
+        kwargs.setdefault("size", size)
+    else:  # the older form host(rt, n): a second positional parameter without a default
+        pos = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        if len(pos) >= 2 and pos[1].default is pos[1].empty and pos[1].name not in kwargs:
+            args = (size,)
+    return (functools.partial(host, **kwargs) if kwargs else host), args
+
+
+def _with_size(host: Callable[..., Any]) -> bool:
+    """The older name of :func:`takes_size`."""
+    return takes_size(host)
+
+
+def takes_size(host: Callable[..., Any]) -> bool:
+    """Does ``host`` receive the sweep's size?"""
+    call, args = host_call(host, 0)
+    return bool(args) or isinstance(call, functools.partial)
 
 
 # --- classification ------------------------------------------------------------------------------
@@ -197,13 +222,16 @@ def _trace_of(message: str) -> str | None:
 # --- running -------------------------------------------------------------------------------------
 
 def _trace_path(program: str, spec: RunSpec, settings: Settings) -> str | None:
-    """Where a hazard run writes its trace (when this build's Config has ``trace``)."""
-    if spec.mode != "hazard" or not settings.trace_dir or \
-            "trace" not in {f.name for f in dataclasses.fields(Config)}:
+    """Where a run writes its trace (when this build's Config has ``trace``)."""
+    if not settings.trace_dir or "trace" not in {f.name for f in dataclasses.fields(Config)}:
         return None
-    name = re.sub(r"[^\w.-]+", "_", program or "program")
-    return os.path.abspath(os.path.join(
-        settings.trace_dir, f"{name}-{spec.nranks}x{spec.blocks}-n{spec.size}-seed{spec.seed}.json"))
+    return os.path.abspath(os.path.join(settings.trace_dir, trace_name(program, spec)))
+
+
+def trace_name(program: str, spec: RunSpec, suffix: str = "") -> str:
+    """The file name of a run's trace: program, shape, size and seed."""
+    name = re.sub(r"[^\w.-]+", "_", program or "program").strip("_")
+    return f"{name}-{spec.nranks}x{spec.blocks}-n{spec.size}-seed{spec.seed}{suffix}.json"
 
 
 class Pools:
@@ -230,15 +258,17 @@ class Pools:
 
 
 def run_one(host: Callable[..., Any], spec: RunSpec, settings: Settings,
-            program: str = "", pools: Pools | None = None, shrink_first: bool = False) -> Outcome:
+            program: str = "", pools: Pools | None = None, shrink_first: bool = False,
+            kwargs: dict[str, Any] | None = None) -> Outcome:
     """Run ``host`` once under ``spec``; never raises for a failing run (only for Ctrl-C).
 
-    A hazard run writes a trace file; it is deleted when the run passes and kept (its path in
-    ``Outcome.trace``) when it fails. ``pools``: run on persistent rank processes.
+    ``kwargs`` go to the host as keyword arguments (the command lines' ``--arg``). A run writes a
+    trace file when ``settings.trace_dir`` is set; it is deleted when the run passes and kept (its
+    path in ``Outcome.trace``) when it fails. ``pools``: run on persistent rank processes.
     ``shrink_first``: a failing schedule-mode run's schedule is shrunk to fewer preemptions
     (``settings.shrink_tries`` more runs) before it is kept.
     """
-    args = (spec.size,) if _with_size(host) else ()
+    host, args = host_call(host, spec.size, kwargs)
     extra: dict[str, Any] = {}
     trace = _trace_path(program, spec, settings)
     if trace is not None:
@@ -321,13 +351,14 @@ def specs(cfgs: Sequence[tuple[int, int, int, str]], seed: int) -> Iterator[RunS
 def sweep(host: Callable[..., Any], cfgs: Sequence[tuple[int, int, int, str]], *, seed: int = 0,
           runs: int | None = None, seconds: float | None = None, settings: Settings | None = None,
           stop_at_first: bool = False, program: str = "", progress: bool = False,
-          pool: bool = True) -> Report:
+          pool: bool = True, kwargs: dict[str, Any] | None = None) -> Report:
     """Run ``host`` over ``cfgs`` for ``runs`` runs or ``seconds`` (whichever ends first);
-    ``pool``: on persistent rank processes (one pool per rank count) rather than a fork per run."""
+    ``pool``: on persistent rank processes (one pool per rank count) rather than a fork per run;
+    ``kwargs`` go to every run's host (see :func:`run_one`)."""
     if runs is None and seconds is None:
         runs = len(cfgs)
     settings = settings or Settings()
-    report = Report(program)
+    report = Report(program, kwargs=dict(kwargs or {}), sized=takes_size(host))
     bar = _progress(program, runs, progress)
     # the race detector's clocks and pipes are made before its ranks fork: no pool for it
     pools = Pools() if pool and not settings.detect_races else None
@@ -339,7 +370,7 @@ def sweep(host: Callable[..., Any], cfgs: Sequence[tuple[int, int, int, str]], *
             if seconds is not None and time.perf_counter() - t0 >= seconds:
                 break
             out = run_one(host, spec, settings, program, pools,
-                          shrink_first=not report.failures)
+                          shrink_first=not report.failures, kwargs=kwargs)
             report.outcomes.append(out)
             if bar is not None:
                 bar.update(1)

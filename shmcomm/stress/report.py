@@ -5,31 +5,77 @@ from __future__ import annotations
 import os
 import platform
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from .harness import JSON_VERSION, KINDS, Report, RunSpec, Settings
+from ..errors import ShmcommError
+from ..launch.options import format_arg
+from . import catalogue
+from .harness import (
+    JSON_VERSION,
+    KINDS,
+    Report,
+    RunSpec,
+    Settings,
+    resolve_program,
+    takes_size,
+    trace_name,
+)
 
 
-def repro_command(program: str, spec: RunSpec, settings: Settings) -> str:
-    """The single-configuration command line that reruns ``spec`` exactly."""
-    parts = ["python", "-m", "shmcomm.stress", "--program", program, "--nranks", str(spec.nranks),
-             "--blocks", str(spec.blocks), "--size", str(spec.size), "--mode", spec.mode,
-             "--seed", str(spec.seed), "--runs", "1"]
+def repro_command(program: str, spec: RunSpec, settings: Settings,
+                  kwargs: dict[str, Any] | None = None, command: str = "stress",
+                  sized: bool | None = None) -> str:
+    """The single-configuration command line that reruns ``spec`` exactly, under ``stress``
+    (one run) or under ``launch`` (the same program, arguments, shape, mode and seed).
+    ``sized``: whether the host takes the size (``None``: look the program up)."""
+    size_args: list[tuple[str, Any]] = []
+    if command == "stress":
+        parts = ["python", "-m", "shmcomm.stress", "--program", program, "--nranks", str(spec.nranks),
+                 "--blocks", str(spec.blocks), "--size", str(spec.size), "--mode", spec.mode,
+                 "--seed", str(spec.seed), "--runs", "1"]
+    else:
+        entry = catalogue.get(program)
+        spec_text = f"{entry.host.__module__}:{entry.host.__name__}" if entry else program
+        parts = ["python", "-m", "shmcomm", "launch", "--program", spec_text,
+                 "--nranks", str(spec.nranks), "--blocks", str(spec.blocks), "--mode", spec.mode,
+                 "--seed", str(spec.seed)]
+        if sized is None:
+            host = _host_of(program)
+            sized = host is not None and takes_size(host)
+        if sized:
+            size_args = [("size", spec.size)]
+    for key, value in size_args + sorted((kwargs or {}).items()):
+        parts += ["--arg", format_arg(key, value)]
     if spec.mode == "schedule":
         parts[parts.index("--seed"):parts.index("--seed")] = ["--strategy", settings.strategy]
     default = Settings()
+    timeout_flag = "--run-timeout" if command == "stress" else "--timeout"
     for flag, value, dflt in (("--wait-timeout", settings.wait_timeout, default.wait_timeout),
                               ("--deadlock-grace", settings.deadlock_grace, default.deadlock_grace),
-                              ("--run-timeout", settings.run_timeout, default.run_timeout)):
-        if value != dflt:
+                              (timeout_flag, settings.run_timeout, default.run_timeout)):
+        if value != dflt or command != "stress":  # launch's own defaults differ from a sweep's
             parts += [flag, f"{value:g}"]
     if settings.hazards != default.hazards and spec.mode != "eager":
         parts += ["--hazards", settings.hazards]
     parts += ["--detect-races"] if settings.detect_races else []
-    parts += ["--exitfirst"] if settings.race_exitfirst else []
+    parts += ["--race-exitfirst"] if settings.race_exitfirst else []
+    if command != "stress" and settings.trace_dir:
+        # the sweep's runs were traced, and tracing changes the timing a race depends on
+        parts += ["--trace", os.path.join(settings.trace_dir, trace_name(program, spec, "-launch"))]
     return shlex.join(parts)
+
+
+def _host_of(program: str) -> Callable[..., Any] | None:
+    """The program's host function, when it can be found again without side effects."""
+    entry = catalogue.get(program)
+    if entry is not None:
+        return entry.host
+    try:
+        return resolve_program(program)
+    except ShmcommError:
+        return None
 
 
 def format_report(report: Report, settings: Settings) -> str:
@@ -52,7 +98,10 @@ def format_report(report: Report, settings: Settings) -> str:
         lines += ["  " + m for m in _brief(first.message)]
         if first.trace:
             lines.append(f"  trace kept: {first.trace}")
-        lines.append(f"reproduce: {repro_command(report.program, first.spec, settings)}")
+        lines.append("reproduce: " + repro_command(report.program, first.spec, settings,
+                                                   report.kwargs))
+        lines.append("  or once, under launch: " + repro_command(
+            report.program, first.spec, settings, report.kwargs, "launch", report.sized))
         if first.schedule:
             if first.shrunk:
                 lines.append(f"schedule shrunk from {first.shrunk[0]} to {first.shrunk[1]} "
@@ -105,6 +154,11 @@ def _brief(message: str) -> list[str]:
         return []
     frames = [i for i, line in enumerate(lines) if line.lstrip().startswith("File ")
               and "catalogue/_common.py" not in line]  # skip the check helper: show its caller
+    # the user's code rather than shmcomm's own frames (a checker's raise, the runtime)
+    own = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    catalogue_dir = os.path.join(own, "stress", "catalogue") + os.sep
+    users = [i for i in frames if f'"{own}' not in lines[i] or f'"{catalogue_dir}' in lines[i]]
+    frames = users or frames
     out = [lines[0]]
     if frames:
         i = frames[-1]

@@ -10,6 +10,9 @@ needs of memory, nothing more:
   and write through them) and host access to symmetric arrays;
 * **data AtomicAdd**: ``data_lock(rank, offset, nbytes, ...)`` makes a ``+=`` on a window region
   atomic with respect to every other one on overlapping memory, from any block of any rank;
+* **windows it cannot map** (``unmapped``: ranks whose windows have no view in this process, e.g.
+  on another host): ``get`` / ``put`` / ``accumulate`` move data to and from them, complete when
+  they return;
 * **creation and attach**: built once by the launcher before the rank processes start,
   ``attach(rank)`` in each rank process, ``close()`` at the end.
 
@@ -83,6 +86,7 @@ class Transport(ABC):
     signal_bytes: int
     heap_bytes: int
     size: int  # bytes of one window: signal_bytes + heap_bytes
+    unmapped: frozenset[int] = frozenset()  # ranks without a view here (data goes by get / put)
 
     @abstractmethod
     def word(self, rank: int, offset: int) -> Word:
@@ -111,6 +115,21 @@ class Transport(ABC):
         """Hold the locks that make an update of ``rank``'s bytes ``[offset, offset+nbytes)``
         atomic against every other holder of overlapping memory; raise ``WaitTimeout`` after
         ``timeout`` seconds and ``Aborted`` when ``aborted()`` turns true."""
+
+    def get(self, rank: int, offset: int, stride: int, out: np.ndarray) -> None:
+        """Copy the ``out.shape == (rows, cols)`` elements at byte ``offset`` of an ``unmapped``
+        rank's window (rows ``stride`` bytes apart) into ``out``; complete on return."""
+        raise NotImplementedError(f"the {self.name} transport maps every window")
+
+    def put(self, rank: int, offset: int, stride: int, data: np.ndarray) -> None:
+        """Copy the 2-D ``data`` to byte ``offset`` of an ``unmapped`` rank's window (rows
+        ``stride`` bytes apart); complete at the target on return."""
+        raise NotImplementedError(f"the {self.name} transport maps every window")
+
+    def accumulate(self, rank: int, offset: int, stride: int, data: np.ndarray) -> None:
+        """Add the 2-D ``data`` into an ``unmapped`` rank's window (the caller holds
+        ``data_lock`` on the region); complete at the target on return."""
+        raise NotImplementedError(f"the {self.name} transport maps every window")
 
     @abstractmethod
     def attach(self, rank: int) -> None:

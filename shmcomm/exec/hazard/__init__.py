@@ -22,7 +22,7 @@ Checker names (the ``[name]`` in a report): ``stale-at-launch``, ``phase-reuse``
 ``line-shared``, ``notify-unfenced``, ``flag-unbalanced``, ``event-twice``, ``arrival-count``.
 Every report names the kernel's file:line, rank, block, signal offset and the run's seed.
 ``hazard_delay`` (seconds) scales how long work stays pending; ``trace`` names a Chrome trace
-JSON file (:mod:`shmcomm.exec.hazard.trace`).
+JSON file (:mod:`shmcomm.exec.trace`).
 """
 
 from .checkers import CHECKERS

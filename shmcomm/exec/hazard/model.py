@@ -14,7 +14,7 @@ what is due; the kernel's end retires everything. While work is pending the agen
 ``A_PENDING`` word is 1, so the deadlock watch waits for the retirement instead of reporting.
 
 Visibility and lines: :mod:`.visibility`. Jitter: :mod:`.jitter`. Checkers: :mod:`.checkers`,
-each an observer of this model's events. Trace: :mod:`.trace`.
+each an observer of this model's events. Trace: :mod:`shmcomm.exec.trace`.
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ from ...core import control as C
 from ...core.heap import SymmetricArray
 from ...core.model import BlockModel, RankModel, atomic_add
 from ...types import CMP_SYMBOLS, PIPE_ALL, PIPE_MTE2, PIPE_MTE3, PIPE_NAMES
+from ..trace import HostTrace, block_tracer, close_block, now_us
 from .checkers import CHECKER_CLASSES, EVENTS, observers
 from .jitter import Jitter
 from .report import kernel_site
-from .trace import Tracer, now_us
 from .visibility import LineModel, RemoteStores
 
 if TYPE_CHECKING:
@@ -73,8 +73,14 @@ class HazardRankModel(RankModel):
     def __init__(self, rt: RankRuntime) -> None:
         super().__init__(rt)
         self.launch = LaunchState(0, None)
+        cfg = rt.config
+        self.host_trace = HostTrace(cfg.trace, rt.ctl.segment.name, rt.rank) if cfg.trace else None
         self.host_stored: list[tuple[int, int]] = []  # byte ranges the host stored since a launch
         SymmetricArray.observers.append(self._host_store)
+
+    def launch_end(self) -> None:
+        if self.host_trace:
+            self.host_trace.launch_end(self.rt.launches)
 
     def _host_store(self, arr: SymmetricArray, key: Any) -> None:
         where = arr.stored_range(key)
@@ -93,6 +99,8 @@ class HazardRankModel(RankModel):
         at least one always gets a clean snapshot.)
         """
         rt = self.rt
+        if self.host_trace:
+            self.host_trace.launch_start()
         sigs = rt.signals.copy()  # peers may write while we look: scan a copy
         stale = {int(i) * 4: int(sigs[i]) for i in sigs.nonzero()[0]}
         waited = self.launch.waited
@@ -114,6 +122,8 @@ class HazardRankModel(RankModel):
 
     def block(self, agent: Agent) -> BlockModel:
         model = HazardBlockModel(agent, self)
+        if self.host_trace:
+            self.host_trace.block(agent)
         if model.observes:
             agent.hooks = model
         return model
@@ -135,8 +145,7 @@ class HazardBlockModel(BlockModel):
         self.set_read_add = cfg.set_semantics == "read-add"
         # jitter and idle draw from their own stream: how often a wait idles depends on timing
         self.jitter = Jitter(random.Random(agent.rng.getrandbits(64))) if "jitter" in models else None
-        self.tracer = (Tracer(cfg.trace, agent.ctl.segment.name, agent.rank, agent.block_idx)
-                       if cfg.trace else None)
+        self.tracer = block_tracer(agent)
         self.queues: list[deque] = [deque() for _ in PIPE_NAMES]  # issued, not yet retired
         self.issued = [0] * len(PIPE_NAMES)
         self.retired = [0] * len(PIPE_NAMES)
@@ -149,7 +158,6 @@ class HazardBlockModel(BlockModel):
         self.fences3: list[tuple[int, int]] = []
         self.pending = False
         self.launch = rank_model.launch
-        self.spans: list[tuple[str, float, Any]] = []
         checkers = [cls(self) for cls in CHECKER_CLASSES] if self.m_check else []
         self.on = {e: observers(checkers, e) for e in EVENTS}  # event -> the checkers' methods
         # the scalar hooks are wanted only by these sub-models
@@ -172,12 +180,12 @@ class HazardBlockModel(BlockModel):
                 f()
         finally:
             if self.tracer:
-                self.tracer.flush()
+                close_block(self.tracer, failed=False)
 
     def stop(self) -> None:
         """The kernel raised: write what the trace holds."""
         if self.tracer:
-            self.tracer.flush()
+            close_block(self.tracer, failed=True)
 
     # -- pipe instructions -------------------------------------------------------------------
 
@@ -190,7 +198,7 @@ class HazardBlockModel(BlockModel):
             self._enqueue(PIPE_MTE2, (_LOAD, self._due(), now_us() if self.tracer else 0.0,
                                       tile, src, 0))
         else:
-            np.copyto(tile.array[:src.rows, :src.cols], src.view2d())
+            src.read_into(tile.array[:src.rows, :src.cols])
 
     def store(self, dst: GlobalTensor, tile: Tile, atomic: int) -> None:
         self.n3 += 1
@@ -206,6 +214,8 @@ class HazardBlockModel(BlockModel):
 
     def set_flag(self, src: int, dst: int, event: int) -> None:
         key = (src, dst, event)
+        if self.tracer:
+            self.tracer.flag("set_flag", PIPE_NAMES[src], PIPE_NAMES[dst], event)
         for f in self.on["set_flag"]:
             f(key)
         self.flags.add(key)
@@ -215,6 +225,8 @@ class HazardBlockModel(BlockModel):
             self.jitter.point()
 
     def wait_flag(self, src: int, dst: int, event: int) -> None:
+        if self.tracer:
+            self.tracer.flag("wait_flag", PIPE_NAMES[src], PIPE_NAMES[dst], event)
         super().wait_flag(src, dst, event)
         mark = self.marks.pop((src, dst, event), (0, ""))[0]
         m2, m3 = self.sync_marks.pop((src, dst, event), (0, 0))
@@ -335,7 +347,7 @@ class HazardBlockModel(BlockModel):
         kind, _due, t0, a, b, c = self.queues[pipe].popleft()
         self.retired[pipe] += 1
         if kind == _LOAD:
-            np.copyto(a.array[:b.rows, :b.cols], b.view2d())
+            b.read_into(a.array[:b.rows, :b.cols])
         elif kind == _STORE:
             self._complete_store(a, b.array[:a.rows, :a.cols], c)
         else:
@@ -379,7 +391,7 @@ class HazardBlockModel(BlockModel):
         if atomic:
             atomic_add(self.agent, dst, data)
         else:
-            np.copyto(dst.view2d(), data)
+            dst.write_from(data)
 
     def _clobber(self, rank: int, off: int, stale: int, cur: int, site: str) -> bool:
         for f in self.on["clobber"]:
@@ -395,8 +407,7 @@ class HazardBlockModel(BlockModel):
             self.jitter.point()
         ptr = sig.ptr
         if self.tracer:
-            self.tracer.instant("TNOTIFY", rank=ptr.rank, offset=ptr.offset, value=value,
-                                op="Set" if op else "AtomicAdd")
+            self.tracer.notify(sig, value, op)
         for f in self.on["notify"]:
             f(sig, value, op)
         if self.lines:
@@ -409,27 +420,21 @@ class HazardBlockModel(BlockModel):
 
     def wait(self, sig: Any, value: int, cmp: int) -> None:
         if self.tracer:
-            ptr = sig.ptr
-            self.spans.append(("TWAIT", now_us(), {"rank": ptr.rank, "offset": ptr.offset,
-                                                   "value": value, "cmp": CMP_SYMBOLS[cmp]}))
+            self.tracer.wait(sig, value, CMP_SYMBOLS[cmp])
         for f in self.on["wait"]:
             f(sig, value, cmp)
 
     def waited(self, sig: Any, value: int, cmp: int) -> None:
-        if self.tracer and self.spans:
-            name, t0, args = self.spans.pop()
-            args["seen"] = [w.load() for w in sig.words][:8]
-            self.tracer.span(name, t0, **args)
+        if self.tracer:
+            self.tracer.waited(sig)
 
     def copy_begin(self, op: str, dst: GlobalTensor, src: GlobalTensor) -> None:
         if self.tracer:
-            self.spans.append((op, now_us(), {"dst_rank": dst.ptr.rank, "src_rank": src.ptr.rank,
-                                              "bytes": dst.rows * dst.cols * dst.dtype.itemsize}))
+            self.tracer.copy_begin(op, dst, src)
 
     def copy_end(self, op: str) -> None:
-        if self.tracer and self.spans:
-            name, t0, args = self.spans.pop()
-            self.tracer.span(name, t0, **args)
+        if self.tracer:
+            self.tracer.copy_end(op)
 
     def expect_blocks(self, kernel: str, param: str, count: int) -> None:
         for f in self.on["expect_blocks"]:

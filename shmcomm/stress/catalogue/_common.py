@@ -47,7 +47,7 @@ def put(ctx, dst, src, size: int, tile) -> None:
 
 
 def release() -> None:
-    """The release fence of reference §6.C: drain every pipe, then the DDR fence."""
+    """The release fence: drain every pipe, then the DDR fence."""
     pipe_barrier(PIPE_ALL)
     dsb(DSB_DDR)
 

@@ -1,10 +1,10 @@
-"""Buggy kernels and host programs, one per real-world bug of reference notes §6.
+"""Buggy kernels and host programs, one per real-world bug (each docstring cites its report).
 
 Each ``bug_*`` function is a host program ``host(rt, size)`` that runs in every rank, launches a
 kernel with the bug and raises ``AssertionError`` when the data it reads back is wrong; a bug that
 hangs shows up as a deadlock report or a ``WaitTimeout``, a bug a checker sees as that checker's
 exception. The docstring's first line names the bug and its source. Apart from the bug, each
-kernel follows the safe patterns of §6.C (release = drain + ``dsb``, acquire before reading), so
+kernel follows the safe patterns (release = drain + ``dsb``, acquire before reading), so
 a catch can only come from the bug itself.
 """
 
@@ -75,7 +75,7 @@ def _put_notify_kernel(ctx, src, recv, size, drain, fence):
 
 
 def bug_notify_before_drain(rt, size: int) -> None:
-    """Notify before the MTE drain (PTOAS issue #711, §6.B #1).
+    """Notify before the MTE drain (PTOAS issue #711).
 
     ``TPUT`` ends with its last ``TSTORE`` still queued on MTE3; the kernel ``TNOTIFY``s the peer
     at once, with neither ``pipe_barrier`` nor ``dsb``, so the peer's ``TWAIT`` can return before
@@ -87,7 +87,7 @@ def bug_notify_before_drain(rt, size: int) -> None:
 
 
 def bug_drain_without_dsb(rt, size: int) -> None:
-    """A drain without the DDR fence (PTOAS #744, pypto #1826, §6.B #2).
+    """A drain without the DDR fence (PTOAS #744, pypto #1826).
 
     ``pipe_barrier(PIPE_MTE3)`` only says the stores were issued; without ``dsb(DSB_DDR)`` they
     need not be visible on another rank when the signal is, so the receiver reads partial data
@@ -120,7 +120,7 @@ def _set_reuse_kernel(ctx, src, recv, size, rounds):
 
 
 def bug_set_flag_reuse(rt, size: int) -> None:
-    """Reuse of a ``Set`` flag across rounds (PTOAS #797, ABA; pypto PR #1829, §6.B #4 and #6).
+    """Reuse of a ``Set`` flag across rounds (PTOAS #797, ABA; pypto PR #1829).
 
     The producer publishes every round with ``TNOTIFY(flag, 1, Set)`` and the consumer waits
     ``flag == 1``: from round 2 on the flag still holds round 1's value, so the wait passes at
@@ -147,7 +147,7 @@ def _packed_kernel(ctx):
 
 
 def bug_packed_set_slots(rt, size: int) -> None:
-    """Packed ``Set`` slots on one 64-byte line (pto-isa issue #322 / PR #323, §6.B #5).
+    """Packed ``Set`` slots on one 64-byte line (pto-isa issue #322 / PR #323).
 
     Every rank publishes ``1000 + rank`` with ``TNOTIFY(Set)`` into its own word of rank 0's
     table, but the words share one 64-byte line; ``dcci`` writes back whole lines, so a
@@ -176,7 +176,7 @@ def _two_phase_kernel(ctx, src, recv, size):
 
 
 def bug_phase_blind_slot(rt, size: int) -> None:
-    """The seed's phase-blind cross-rank slot, used by two barriers in one launch (§6.A.1).
+    """The phase-blind cross-rank slot, used by two barriers in one launch (a seed DeviceBarrier hazard).
 
     ``DeviceBarrier`` notifies ``signal_base + my_rank`` whatever ``phase`` is, and phase 1's
     local flag aliases phase 0's intra counter; so the second barrier of a launch is satisfied
@@ -204,7 +204,7 @@ def _launch_kernel(ctx, src, recv, size, launch):
 
 
 def bug_no_reset_between_launches(rt, size: int) -> None:
-    """No signal reset between two launches of the seed barrier (§6.A.2).
+    """No signal reset between two launches of the seed barrier (a seed DeviceBarrier hazard).
 
     The seed's counters and flag are never cleared; hosts must ``aclrtMemset`` the signal matrix
     before every launch. This host resets once, then launches twice: the second launch's barrier
@@ -226,7 +226,7 @@ def _miscount_kernel(ctx):
 
 
 def bug_arrival_count_mismatch(rt, size: int) -> None:
-    """The arrival count does not match the launch's block count (§6.A.3, "Block 数不匹配").
+    """The arrival count does not match the launch's block count (seed DeviceBarrier, "Block 数不匹配").
 
     The kernel passes ``num_comm_blocks = block_num + 1`` (as with pto-isa's CPU sim, whose
     ``get_block_num()`` returns ``PTO_CPU_SIM_NUM_CORES``): block 0 waits for one arrival too
@@ -252,7 +252,7 @@ def _rmw_kernel(ctx, acc, size, iters):
 
 
 def bug_nonatomic_atomicadd(rt, size: int) -> None:
-    """A non-atomic "AtomicAdd" from several ranks (SIMPLER PR #1271 review, pto-isa PR #177, §6.B #11).
+    """A non-atomic "AtomicAdd" from several ranks (SIMPLER PR #1271 review, pto-isa PR #177).
 
     Every block of every rank adds 1 to rank 0's accumulator by ``TLOAD``, add, ``TSTORE`` — the
     plain ``dst += src`` of pto-isa's CPU-sim comm copy. Concurrent read-modify-writes lose
@@ -286,7 +286,7 @@ def _chunks_kernel(ctx, src, recv, size, nchunks):
 
 
 def bug_cumulative_counter(rt, size: int) -> None:
-    """A cumulative counter shared by out-of-order completions (NVIDIA/nvshmem #84, §6.B #8).
+    """A cumulative counter shared by out-of-order completions (NVIDIA/nvshmem #84).
 
     The producer's blocks put chunks concurrently, each followed by ``AtomicAdd(+1)`` on one
     counter; the consumer takes "counter >= k + 1" to mean chunk k has landed. A later chunk's
@@ -311,7 +311,7 @@ def _ring_kernel(ctx):
 
 
 def bug_host_reset_race(rt, size: int) -> None:
-    """A host-side reset racing a peer's first signal (NVIDIA/nvshmem PR #98, §6.B #9).
+    """A host-side reset racing a peer's first signal (NVIDIA/nvshmem PR #98).
 
     Between launches each host zeroes its own signal matrix with a plain numpy write and no
     barrier, instead of the collective ``rt.reset_signals()``; a peer that is already in the next
@@ -339,7 +339,7 @@ def _phases_kernel(ctx, phases):
 
 
 def bug_eq_transient(rt, size: int) -> None:
-    """An EQ wait missing a transient value (ABA; pto-isa ``TWait.MultiPhase``, §6.B #13).
+    """An EQ wait missing a transient value (ABA; pto-isa ``TWait.MultiPhase``).
 
     The writer steps a phase word 1, 2, 3 with ``Set``; the reader waits ``== 1``, ``== 2``,
     ``== 3``. If the writer has moved on before a poll sees 1, the wait can never hold (the
@@ -367,7 +367,7 @@ def _clash_kernel(ctx, src, recv, size):
 
 
 def bug_event_id_clash(rt, size: int) -> None:
-    """An event-id clash between ``TPUT`` and the user's own flags (§6.B #14).
+    """An event-id clash between ``TPUT`` and the user's own flags (TPUT's own event id).
 
     TPUT synchronizes MTE2 -> MTE3 on ``EVENT_ID0`` (``a2a3/TPut.hpp``), the id that
     ``BuildAsyncSession`` and hand-written pipelines default to as well. A pending user
@@ -402,7 +402,7 @@ def _manual_copy_kernel(ctx, src, recv, size):
 
 
 def bug_missing_wait_flag(rt, size: int) -> None:
-    """A missing MTE2 -> MTE3 wait between ``TLOAD`` and ``TSTORE`` (pto-isa ``a2d8dd86``, §6.B #15).
+    """A missing MTE2 -> MTE3 wait between ``TLOAD`` and ``TSTORE`` (pto-isa ``a2d8dd86``).
 
     A hand-written copy loop loads a chunk on MTE2 and stores the tile on MTE3 with no event
     between them, so the store may read the tile before the load has filled it and the peer
@@ -435,7 +435,7 @@ def _no_intra_kernel(ctx, src, recv, size):
 
 
 def bug_missing_intra_barrier(rt, size: int) -> None:
-    """A missing intra-rank barrier before the cross-rank one (§6.A.3/§6.A.4, the seed's step 1).
+    """A missing intra-rank barrier before the cross-rank one (the seed DeviceBarrier's step 1 skipped).
 
     Every block puts its part of the vector, but block 0 alone signals the peer without first
     collecting the other blocks' arrivals (the seed's intra-rank counter, or ``SYNCALL``): the

@@ -1,7 +1,7 @@
 """Correct host programs: the baselines on which the harness must never raise an alarm.
 
 Each is ``host(rt, size)`` and raises ``AssertionError`` on a wrong result, like the bugs. They
-use the safe patterns of reference notes §6.C: epoch counters (or a collective reset before
+use the safe patterns: epoch counters (or a collective reset before
 every single-use barrier), release = drain + ``dsb`` before a notify, acquire before a read.
 """
 
@@ -59,7 +59,7 @@ def _seed_kernel(ctx, src, recv, size, launch):
     if b == 0:
         tile = staging(ctx, size)
         put(ctx, recv.on_rank(nxt), src, size, tile)
-        release()  # the seed barrier has no release fence of its own (§6.A.4)
+        release()  # the seed barrier has no release fence of its own (a documented hazard of it)
     DeviceBarrier(ctx, ctx.signal_base, 0, me, n, b, ctx.block_num)
     if b == 0:
         expect(f"rank {me} launch {launch}", read(recv, size, tile), 100.0 * launch + prev)

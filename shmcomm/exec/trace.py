@@ -1,0 +1,253 @@
+"""Chrome trace JSON of a run, in every mode (open it in Perfetto / chrome://tracing, or summarize
+it with ``python -m shmcomm trace FILE``).
+
+``pid`` is the rank, ``tid`` the block; the host code of a rank is the track ``HOST_TID``. Events:
+
+* ``TWAIT``: a complete event (``X``) from start to return, with the words' values it saw;
+  ``TNOTIFY``: a zero-length ``X`` with the value and op; ``TTEST`` an instant;
+* ``TPUT`` / ``TGET`` / ... : ``X`` with size in bytes, source and destination rank and offset;
+* ``set_flag`` / ``wait_flag``: instants naming the pipes and event id;
+* ``launch``: one ``X`` per launch on the host track (kernel name, blocks), ``kernel`` one per block;
+* flow arrows (``s`` -> ``f``, category ``release``) from each ``TNOTIFY`` to the ``TWAIT`` it
+  released: the last notify on a word the wait watched, before the wait returned;
+* hazard mode adds pipe issue / retirement, remote-store flushes, line clobbers and checker
+  reports (:mod:`shmcomm.exec.hazard.model`).
+
+While a run goes, every rank process appends its blocks' events to the one file, under an
+exclusive ``flock``, in the JSON array format (valid JSON after every write, so a killed run
+still leaves a trace that loads). When the run ends the launcher calls :func:`finalize`, which
+rewrites it once as a JSON object: process and thread names once, the run's metadata, the flow
+arrows, events in time order.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import fcntl
+import json
+import os
+import secrets
+import time
+from collections import defaultdict
+from typing import Any
+
+HOST_TID = 1000  # the host track of a rank (blocks are 0..63)
+_FLOW_CAT = "release"
+
+
+def now_us() -> float:
+    """Microseconds on the system-wide monotonic clock (comparable across rank processes)."""
+    return time.monotonic_ns() / 1000.0
+
+
+def _words(sig: Any) -> list[int]:
+    """Byte offsets of the words a ``Signal`` / ``Signal2D`` covers (at most 64)."""
+    p = sig.ptr
+    rows, cols = getattr(sig, "rows", 1), getattr(sig, "cols", 1)
+    stride = getattr(sig, "row_stride", cols)
+    return [p.offset + 4 * (r * stride + c) for r in range(rows) for c in range(cols)][:64]
+
+
+class Tracer:
+    """The events of one block (or of a rank's host track), written by :meth:`flush`."""
+
+    __slots__ = ("path", "run_id", "rank", "block", "events", "spans")
+
+    def __init__(self, path: str, run_id: str, rank: int, block: int) -> None:
+        self.path, self.run_id, self.rank, self.block = path, run_id, rank, block
+        self.events: list[dict[str, Any]] = []
+        self.spans: list[tuple[str, float, dict[str, Any]]] = []  # open TWAIT / copy spans
+
+    def instant(self, name: str, **args: Any) -> None:
+        self.events.append({"ph": "i", "s": "t", "name": name, "pid": self.rank, "tid": self.block,
+                            "ts": now_us(), "args": args})
+
+    def span(self, name: str, start_us: float, end_us: float | None = None, **args: Any) -> None:
+        end = now_us() if end_us is None else end_us
+        self.events.append({"ph": "X", "name": name, "pid": self.rank, "tid": self.block,
+                            "ts": start_us, "dur": max(end - start_us, 0.0), "args": args})
+
+    # -- the seam's scalar instructions, as every model that traces records them ---------------
+
+    def notify(self, sig: Any, value: int, op: int) -> None:
+        p = sig.ptr
+        self.span("TNOTIFY", now_us(), None, rank=p.rank, offset=p.offset, value=value,
+                  op="Set" if op else "AtomicAdd")
+        self.events[-1]["dur"] = 0.0
+
+    def wait(self, sig: Any, value: int, cmp: str) -> None:
+        p = sig.ptr
+        args: dict[str, Any] = {"rank": p.rank, "offset": p.offset, "value": value, "cmp": cmp}
+        words = _words(sig)
+        if len(words) > 1:
+            args["offsets"] = words
+        self.spans.append(("TWAIT", now_us(), args))
+
+    def waited(self, sig: Any) -> None:
+        if self.spans:
+            name, t0, args = self.spans.pop()
+            args["seen"] = [w.load() for w in sig.words][:64]
+            self.span(name, t0, **args)
+
+    def test(self, sig: Any, value: int, cmp: str) -> None:
+        p = sig.ptr
+        self.instant("TTEST", rank=p.rank, offset=p.offset, value=value, cmp=cmp,
+                     seen=[w.load() for w in sig.words][:64])
+
+    def copy_begin(self, op: str, dst: Any, src: Any) -> None:
+        self.spans.append((op, now_us(), {
+            "bytes": dst.rows * dst.cols * dst.dtype.itemsize, "dtype": str(dst.dtype),
+            "dst_rank": dst.ptr.rank, "dst_offset": dst.ptr.offset,
+            "src_rank": src.ptr.rank, "src_offset": src.ptr.offset}))
+
+    def copy_end(self, op: str) -> None:
+        if self.spans:
+            name, t0, args = self.spans.pop()
+            self.span(name, t0, **args)
+
+    def flag(self, name: str, src: str, dst: str, event: int) -> None:
+        self.instant(name, src=src, dst=dst, event=event)
+
+    def flush(self) -> None:
+        """Append the collected events to the trace file (one locked write; valid JSON after)."""
+        if not self.events:
+            return
+        body = ",\n".join(json.dumps(e, default=str) for e in self.events)
+        self.events = []
+        header = "[\n" + json.dumps({"ph": "M", "name": "shmcomm_run", "pid": 0,
+                                     "args": {"run": self.run_id}})
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            size = os.fstat(fd).st_size
+            if size < len(header) + 3 or os.pread(fd, len(header), 0).decode(errors="replace") != header:
+                os.ftruncate(fd, 0)  # empty, or left by another run
+                os.pwrite(fd, (header + "\n]\n").encode(), 0)
+                size = len(header) + 3
+            os.pwrite(fd, (",\n" + body + "\n]\n").encode(), size - 3)  # over the closing "\n]\n"
+        finally:
+            os.close(fd)  # closing releases the lock
+
+
+class HostTrace:
+    """A rank's host track: one span per launch (kernel name, blocks); flushed after each."""
+
+    def __init__(self, path: str, run_id: str, rank: int) -> None:
+        self.tracer = Tracer(path, run_id, rank, HOST_TID)
+        self.t0 = 0.0
+        self.kernel = "?"
+        self.blocks = 0
+
+    def launch_start(self) -> None:
+        self.t0, self.blocks = now_us(), 0
+
+    def block(self, agent: Any) -> None:
+        self.kernel = getattr(agent.kernel, "__qualname__", None) or repr(agent.kernel)
+        self.blocks += 1
+
+    def launch_end(self, launch: int) -> None:
+        self.tracer.span(f"launch {self.kernel}", self.t0, launch=launch, blocks=self.blocks)
+        self.tracer.flush()
+
+
+def block_tracer(agent: Any) -> Tracer | None:
+    """The block's tracer when the run writes a trace (``Config.trace``), with its kernel span
+    opened; ``None`` otherwise."""
+    cfg = agent.rt.config
+    if not cfg.trace:
+        return None
+    t = Tracer(cfg.trace, agent.ctl.segment.name, agent.rank, agent.block_idx)
+    kernel = getattr(agent.kernel, "__qualname__", None) or repr(agent.kernel)
+    t.spans.append((f"kernel {kernel}", now_us(), {"launch": agent.rt.launches}))
+    return t
+
+
+def close_block(t: Tracer, failed: bool) -> None:
+    """The kernel returned (or raised): close its span (and any open one) and write the events."""
+    while t.spans:  # innermost first, the kernel's own span last
+        name, t0, args = t.spans.pop()
+        if failed:
+            args["unfinished"] = True
+        t.span(name, t0, **args)
+    t.flush()
+
+
+# --- after the run -------------------------------------------------------------------------------
+
+def load(path: str) -> list[dict[str, Any]]:
+    """The events of a trace file, either format (array or ``{"traceEvents": [...]}``)."""
+    with open(path) as f:
+        doc = json.load(f)
+    events = doc.get("traceEvents") if isinstance(doc, dict) else doc
+    if not isinstance(events, list):
+        raise ValueError(f"{path}: not a Chrome trace (no event list)")
+    return events
+
+
+def flows(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Flow arrows from each notify to every wait it released (the last notify on a watched word
+    that happened before the wait returned)."""
+    notifies: dict[tuple[int, int], list[tuple[float, dict]]] = defaultdict(list)
+    for e in events:
+        if e.get("name") == "TNOTIFY" and e.get("ph") in ("X", "i"):
+            a = e.get("args", {})
+            notifies[(a.get("rank"), a.get("offset"))].append((e["ts"], e))
+    times: dict[tuple[int, int], list[float]] = {}
+    for key, lst in notifies.items():
+        lst.sort(key=lambda x: x[0])
+        times[key] = [t for t, _ in lst]
+    out: list[dict[str, Any]] = []
+    flow_id = 0
+    for w in events:
+        if w.get("name") != "TWAIT" or w.get("ph") != "X":
+            continue
+        a = w.get("args", {})
+        end = w["ts"] + w.get("dur", 0.0)
+        best = None
+        for off in a.get("offsets") or [a.get("offset")]:
+            key = (a.get("rank"), off)
+            lst = notifies.get(key, [])
+            i = bisect.bisect_right(times.get(key, []), end)
+            if i and (best is None or lst[i - 1][0] > best["ts"]):
+                best = lst[i - 1][1]
+        if best is None:
+            continue
+        flow_id += 1
+        a["released_by"] = {"rank": best["pid"], "block": best["tid"], "value": best["args"].get("value")}
+        out.append({"ph": "s", "id": flow_id, "cat": _FLOW_CAT, "name": "notify -> wait",
+                    "pid": best["pid"], "tid": best["tid"], "ts": best["ts"]})
+        out.append({"ph": "f", "bp": "e", "id": flow_id, "cat": _FLOW_CAT, "name": "notify -> wait",
+                    "pid": w["pid"], "tid": w["tid"], "ts": max(w["ts"], end - 0.001)})
+    return out
+
+
+def finalize(path: str, metadata: dict[str, Any]) -> None:
+    """Rewrite the run's trace once it is over: names and metadata once, flow arrows, time order.
+    A file that is missing (nothing traced) or not a trace is left as it is."""
+    try:
+        events = load(path)
+    except (OSError, ValueError):
+        return
+    body = [e for e in events if e.get("ph") != "M"]
+    body.sort(key=lambda e: e.get("ts", 0.0))
+    body += flows(body)
+    tracks = sorted({(e["pid"], e["tid"]) for e in body if "pid" in e and "tid" in e})
+    meta: list[dict[str, Any]] = []
+    for pid in sorted({p for p, _ in tracks}):
+        meta.append({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": f"rank {pid}"}})
+        meta.append({"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": pid}})
+    for pid, tid in tracks:
+        name = "host" if tid == HOST_TID else f"block {tid}"
+        meta.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}})
+    doc = {"traceEvents": meta + body, "displayTimeUnit": "ms", "otherData": metadata}
+    tmp = f"{path}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    try:  # written aside (never through a link) and renamed over the path in one step
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        with os.fdopen(fd, "w") as f:
+            json.dump(doc, f, default=str)
+            f.write("\n")
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)

@@ -1,0 +1,283 @@
+"""``shmcomm.run`` under ``mpiexec``: every MPI process is one rank, on the mpi transport.
+
+There is no launcher process: ``mpiexec`` starts the ranks, and each calls ``run`` itself (the
+same program as on shm). In each rank a watch thread supervises the run:
+
+* a failing block (or host code) prints one report naming rank, block and traceback, then
+  ``MPI_Abort`` stops every rank of the job (exit status 1);
+* when every rank runs on one host, world rank 0 runs the deadlock watch of the shm launcher
+  over the host's control segment (a hang reported within ``deadlock_grace``);
+* at the run timeout every rank sends its pending waits (what each waiting block waits on, the
+  value it needs and the value it sees) to rank 0, which waits ``GATHER_S`` for the ranks that can
+  still answer, prints one report with all of them and aborts the job (exit status 124).
+
+On success every rank returns every rank's result (an ``allgather``), and the windows are freed
+collectively.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from ..config import Config
+from ..core import control as C
+from ..core.gm import Windows
+from ..core.runtime import KernelError
+from ..errors import Aborted, ArgumentError
+from ..exec import model_for
+from ..kernels.host import RankRuntime
+from ..transports.mpi import MpiTransport, load_mpi
+from .deadlock import WAIT_HEADER, DeadlockWatch, format_table
+
+POLL_S = 0.05
+GATHER_S = 5.0  # how long rank 0 waits for the other ranks' pending waits after a timeout
+KILL_WAIT_S = 30.0  # a rank stopped by another's failure waits this long for MPI_Abort to come
+EXIT_FAILURE, EXIT_TIMEOUT, EXIT_INTERRUPTED = 1, 124, 130
+_TAG_WAITS = 71
+
+
+def is_root() -> bool:
+    """Whether this process is world rank 0 (the one that prints results)."""
+    return load_mpi().COMM_WORLD.Get_rank() == 0
+
+
+def run_mpi(host: Callable[..., Any], config: Config, args: tuple = (),
+            nranks: int | None = None) -> list[Any]:
+    """Run ``host(rt, *args)`` as this MPI process's rank; return every rank's result (rank
+    order) on every rank. ``nranks``, when given, must equal the job's size."""
+    MPI = load_mpi()
+    world = MPI.COMM_WORLD
+    size = world.Get_size()
+    if nranks is not None and nranks != size:
+        raise ArgumentError(f"run: nranks={nranks} but mpiexec started {size} rank(s); leave "
+                            "nranks out under the mpi transport (mpiexec -n sets it)")
+    if config.mode == "schedule":
+        raise ArgumentError("run: schedule mode (one agent at a time, chosen by the shm "
+                            "launcher's scheduler) needs transport='shm'; under mpi use mode "
+                            "'eager' or 'hazard'")
+    if config.detect_races:
+        raise ArgumentError("run: detect_races needs transport='shm' (the race detector is not "
+                            "wired to the mpi launcher)")
+    config = config.replace(nranks=size)  # checks the range of nranks too
+    comm = world.Dup()  # the windows' and the results' communicator, apart from the user's
+    watch_comm = world.Dup()  # the watch thread's messages never match the main thread's
+    rank = comm.Get_rank()
+    transport = MpiTransport(comm, config.signal_bytes, config.heap_bytes, config.mpi_peers)
+    ctl = C.Control(size, segment=transport.control_segment)
+    ctl.set_rank(rank, C.R_PID, os.getpid())
+    ctl.set_rank(rank, C.R_STATE, C.R_RUNNING)
+    sys.setswitchinterval(config.switch_interval)
+    if threading.current_thread() is threading.main_thread():
+        # mpiexec forwards SIGTERM when it is told to stop: leave as after a Ctrl-C, with MPI's
+        # shared-memory files unlinked (Python's default would die at once and leave them)
+        signal.signal(signal.SIGTERM, _raise_terminated)
+    watch = _Watch(MPI, watch_comm, ctl, transport, config, rank)
+    comm.Barrier()  # every rank's control line is set before the watch looks at them
+    watch.start()
+    result: Any = None
+    try:
+        rt = RankRuntime(rank, config, Windows(transport), ctl, model_for(config))
+        result = host(rt, *args)
+    except KernelError as exc:
+        if isinstance(exc.exc, Aborted):
+            _await_abort(world)
+        _fail(transport, ctl, config, world, rank, f"rank {rank} block {exc.block}: "
+              f"{type(exc.exc).__name__}: {exc.exc}", exc.tb)
+    except Aborted:  # stopped by a failure, deadlock or timeout elsewhere: its rank reports
+        _await_abort(world)
+    except (KeyboardInterrupt, _Terminated) as exc:  # mpiexec forwards these to every rank
+        ctl.abort(C.ABORT_INTERRUPT)
+        how, code = (("interrupted by SIGINT (Ctrl-C)", EXIT_INTERRUPTED)
+                     if isinstance(exc, KeyboardInterrupt) else ("terminated by SIGTERM", 143))
+        if _claim_report(transport, ctl, rank):  # one rank says so; every rank stops now
+            print(f"shmcomm run {how}; every rank was stopped", file=sys.stderr, flush=True)
+        unlink_mpi_segments()
+        world.Abort(code)
+        os._exit(code)
+    except BaseException as exc:  # host code failed: one report, then the whole job stops
+        _fail(transport, ctl, config, world, rank, f"rank {rank}: {type(exc).__name__}: {exc}",
+              traceback.format_exc())
+    ctl.set_rank(rank, C.R_STATE, C.R_EXITED)
+    try:
+        results = comm.allgather(result)
+    except Exception as exc:  # a result that does not pickle
+        _fail(transport, ctl, config, world, rank, f"rank {rank}: its result could not be sent "
+              f"to the other ranks: {exc!r}", "")
+    watch.stop()
+    rt = None  # the runtime's views die before the windows do
+    ctl.close()
+    transport.close()
+    watch_comm.Free()
+    comm.Free()
+    return results
+
+
+class _Terminated(BaseException):
+    """SIGTERM reached this rank (raised by its handler in the main thread)."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise _Terminated()
+
+
+def _report(kind: str, text: str, seed: int) -> str:
+    return f"shmcomm run failed ({kind}) at {text}\nseed: {seed}"
+
+
+def _die(world: Any, message: str, code: int) -> None:
+    """Print ``message`` on stderr and stop every rank of the job with ``MPI_Abort``."""
+    sys.stdout.flush()
+    print(message, file=sys.stderr, flush=True)
+    try:
+        unlink_mpi_segments()
+    finally:
+        world.Abort(code)
+        os._exit(code)  # should Abort ever return, this rank still ends here
+
+
+def unlink_mpi_segments() -> list[str]:
+    """Remove the names of the shared-memory files this process has mapped from ``/dev/shm`` on
+    behalf of MPI (MPICH's ``mpich_shm_*``): ``MPI_Abort`` kills the job before MPICH unlinks
+    them, and they would stay behind. The mappings, and so the job, are not affected."""
+    gone = []
+    try:
+        with open("/proc/self/maps") as f:
+            fields = (line.split(None, 5) for line in f)
+            paths = {x[5].strip() for x in fields if len(x) == 6}
+    except OSError:
+        return gone
+    for path in sorted(paths):
+        if path.startswith("/dev/shm/mpich_shm_") and not path.endswith("(deleted)"):
+            try:
+                os.unlink(path)
+                gone.append(path)
+            except OSError:  # another rank of the job was first
+                pass
+    return gone
+
+
+def _claim_report(transport: MpiTransport, ctl: C.Control, rank: int) -> bool:
+    """Whether this rank reports the run's failure: the first to swap itself into world rank 0's
+    reporter word (an MPI atomic, so one rank of the whole job wins)."""
+    word = transport.control_word(ctl.reporter_addr)
+    return word.exchange(word.handle, rank + 1, 5) == 0
+
+
+def _fail(transport: MpiTransport, ctl: C.Control, config: Config, world: Any, rank: int,
+          where: str, tb: str) -> None:
+    """Report a failure of this rank, once for the job, and abort; or let the reporter do it."""
+    ctl.abort(C.ABORT_FAILURE)  # this host's waits stop now
+    if not _claim_report(transport, ctl, rank):
+        _await_abort(world)  # another rank's report (or a deadlock or timeout) is on its way
+    msg = _report("exception", where, config.seed)
+    if tb:
+        msg = msg.replace("\nseed:", "\n" + tb.rstrip() + "\nseed:", 1)
+    _die(world, msg, EXIT_FAILURE)
+
+
+def _await_abort(world: Any) -> None:
+    """Another rank reports and aborts the job; should that never come, abort it ourselves."""
+    time.sleep(KILL_WAIT_S)
+    unlink_mpi_segments()
+    world.Abort(EXIT_FAILURE)
+    os._exit(EXIT_FAILURE)
+
+
+class _Watch:
+    """The supervision thread of one rank: deadlock watch (single host, rank 0) and timeout."""
+
+    def __init__(self, MPI: Any, comm: Any, ctl: C.Control, transport: MpiTransport,
+                 config: Config, rank: int) -> None:
+        self.MPI, self.comm, self.ctl, self.transport = MPI, comm, ctl, transport
+        self.config, self.rank = config, rank
+        self.nranks = config.nranks
+        self.deadlock = (DeadlockWatch(ctl, transport, config.deadlock_grace)
+                         if rank == 0 and len(transport.node_ranks) == self.nranks else None)
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._main, name=f"shmcomm-mpi-watch-r{rank}",
+                                       daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.done.set()
+        self.thread.join()
+
+    def _main(self) -> None:
+        start = time.monotonic()
+        ctl = self.ctl
+        while not self.done.wait(POLL_S):
+            now = time.monotonic()
+            if now - start > self.config.timeout:
+                self._timeout()
+                return
+            if self.deadlock is not None and not ctl.aborted():
+                states = [ctl.load_rank(r, C.R_STATE) for r in range(self.nranks)]
+                live = [r for r, s in enumerate(states) if s == C.R_RUNNING]
+                finished = [r for r, s in enumerate(states) if s == C.R_EXITED]
+                report = self.deadlock.check(now, live, finished)
+                if report and ctl.abort(C.ABORT_DEADLOCK):
+                    if not _claim_report(self.transport, ctl, self.rank):
+                        return  # a failure's report came first
+                    _die(self.MPI.COMM_WORLD, _report("deadlock", f"rank {self.rank} (watch): "
+                                                      + report, self.config.seed), EXIT_FAILURE)
+
+    def _pending(self) -> list[tuple[str, ...]]:
+        """This rank's waiting agents as rows of the wait-for table, or one row saying what it
+        does instead."""
+        ctl, r = self.ctl, self.rank
+        agents = ctl.agents_of(r)
+        nb = ctl.rank_field(r, C.R_BLOCKS)
+        waits = [(r, b, agents[b]) for b in range(nb) if agents[b][C.A_STATE] == C.WAITING]
+        if agents[C.HOST_SLOT][C.A_STATE] == C.WAITING:
+            waits.append((r, None, agents[C.HOST_SLOT]))
+        if waits:
+            try:
+                return DeadlockWatch(ctl, self.transport, 0.0).rows(waits)
+            except Exception as exc:  # a word that cannot be read: say so, keep the report
+                return [(str(r), "-", f"(waits could not be read: {exc})", "", "", "", "")]
+        state = ("finished, waiting for the others" if ctl.load_rank(r, C.R_STATE) == C.R_EXITED
+                 else "running, no pending wait")
+        return [(str(r), "-", state, "", "", "", "")]
+
+    def _timeout(self) -> None:
+        rows = self._pending()
+        MPI, comm = self.MPI, self.comm
+        if self.rank != 0:
+            # no abort flag here: on a shared host it would end rank 0's waits before it has
+            # read them; rank 0 aborts the job once it has every answer
+            req = comm.isend(rows, dest=0, tag=_TAG_WAITS)
+            deadline = time.monotonic() + GATHER_S
+            while not req.Test() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            _await_abort(MPI.COMM_WORLD)
+            return
+        got: dict[int, list] = {0: rows}
+        reqs = {r: comm.irecv(source=r, tag=_TAG_WAITS) for r in range(1, self.nranks)}
+        deadline = time.monotonic() + GATHER_S
+        while reqs and time.monotonic() < deadline:
+            for r, req in list(reqs.items()):
+                done, msg = req.test()
+                if done:
+                    got[r] = msg
+                    del reqs[r]
+            time.sleep(0.01)
+        self.ctl.abort(C.ABORT_TIMEOUT)
+        if not _claim_report(self.transport, self.ctl, self.rank):
+            _await_abort(MPI.COMM_WORLD)  # a failure's report came first
+        table = [WAIT_HEADER]
+        for r in sorted(got):
+            table.extend(got[r])
+        silent = f"\n  ranks that did not answer: {', '.join(map(str, sorted(reqs)))}" if reqs else ""
+        _die(MPI.COMM_WORLD, _report(
+            "timeout", f"rank 0 (watch): the run did not finish within timeout="
+            f"{self.config.timeout:g} s; pending waits of every rank that answered within "
+            f"{GATHER_S:g} s:\n{format_table(table)}{silent}", self.config.seed), EXIT_TIMEOUT)

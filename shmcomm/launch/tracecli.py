@@ -1,0 +1,95 @@
+"""The ``trace`` command: a terminal summary of a run's Chrome trace file (who waited on whom,
+the longest waits, checker reports), for when opening Perfetto is too much."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from typing import Any
+
+from ..exec.trace import HOST_TID, flows, load
+from . import options as opt
+
+
+def summarize(events: list[dict[str, Any]], meta: dict[str, Any], top: int = 10) -> str:
+    """The summary text of a trace's events (flow arrows are derived if the file has none)."""
+    if not any(e.get("ph") == "s" for e in events):
+        flows(events)  # fills each released TWAIT's args["released_by"]
+    waits = [e for e in events if e.get("name") == "TWAIT" and e.get("ph") == "X"]
+    counts: dict[str, int] = defaultdict(int)
+    for e in events:
+        if e.get("ph") in ("X", "i"):
+            counts[e["name"].split(" ")[0]] += 1
+    lines = []
+    if meta:
+        lines.append("run: " + ", ".join(f"{k} {v}" for k, v in meta.items()
+                                         if v is not None and k not in ("tool", "failure")))
+        if meta.get("failure"):
+            lines.append(f"failure: {meta['failure']}")
+    ranks = sorted({e["pid"] for e in events if "pid" in e and e.get("ph") != "M"})
+    lines.append(f"events: {sum(counts.values())} on {len(ranks)} rank(s): "
+                 + ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1])[:8]))
+    pairs: dict[tuple[int, int], list[float]] = defaultdict(list)
+    for w in waits:
+        by = w["args"].get("released_by")
+        if by is not None:
+            pairs[(w["pid"], by["rank"])].append(w.get("dur", 0.0))
+    lines.append("who waited on whom (waiting rank <- notifying rank):")
+    if not pairs:
+        lines.append("  no TWAIT was released by a traced TNOTIFY")
+    lines.append(f"  {'rank':>4} <- {'rank':<4} {'waits':>7} {'total ms':>10} {'longest ms':>11}")
+    for (w, n), durs in sorted(pairs.items(), key=lambda kv: -sum(kv[1]))[:top]:
+        lines.append(f"  {w:>4} <- {n:<4} {len(durs):>7} {sum(durs) / 1e3:>10.3f} {max(durs) / 1e3:>11.3f}")
+    lines.append(f"longest waits (top {top}):")
+    for w in sorted(waits, key=lambda e: -e.get("dur", 0.0))[:top]:
+        a = w["args"]
+        by = a.get("released_by")
+        who = (f"released by rank {by['rank']} block {by['block']} (notify value {by['value']})"
+               if by else "no traced notify before it returned")
+        lines.append(f"  {w.get('dur', 0.0) / 1e3:9.3f} ms  rank {w['pid']} block {w['tid']}: "
+                     f"TWAIT(signal rank {a.get('rank')} offset {a.get('offset', 0):#x} "
+                     f"{a.get('cmp')} {a.get('value')}) saw {a.get('seen')}; {who}")
+    if not waits:
+        lines.append("  none")
+    for e in events:
+        if str(e.get("name", "")).startswith("hazard ["):
+            lines.append(f"checker report, rank {e['pid']} block {e['tid']}: "
+                         f"{e.get('args', {}).get('message', e['name'])}")
+    launches = [e for e in events if e.get("tid") == HOST_TID and e.get("ph") == "X"]
+    if launches:
+        lines.append(f"launches: {len(launches) // max(len(ranks), 1)} per rank, longest "
+                     f"{max(e.get('dur', 0.0) for e in launches) / 1e3:.3f} ms")
+    return "\n".join(lines)
+
+
+def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
+    p = opt.parser(prog or opt.prog_name("trace"),
+                   "Summarize a shmcomm Chrome trace file (written by --trace or kept by stress "
+                   "for a failing run): who waited on whom and the longest waits.",
+                   "exit status: 0 success, 2 usage error or a file that is not a trace")
+    p.add_argument("file", metavar="FILE", help="the trace JSON file")
+    p.add_argument("--top", type=int, default=10, help="rows of each table (default: %(default)s)")
+    return p
+
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    """Entry point of ``trace``; returns the exit status."""
+    p = build_parser(prog)
+    ns = p.parse_args(argv)
+    if ns.top < 1:
+        return opt.usage_error(p, f"--top must be >= 1, got {ns.top}")
+    try:
+        events = load(ns.file)
+        with open(ns.file) as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as exc:
+        return opt.usage_error(p, f"cannot read {ns.file!r} as a Chrome trace: {exc}")
+    meta = doc.get("otherData", {}) if isinstance(doc, dict) else {}
+    print(summarize(events, meta, ns.top))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
