@@ -1,17 +1,24 @@
-"""PTO communication instructions: signals, ``TNOTIFY`` / ``TWAIT`` / ``TTEST``, ``TPUT`` / ``TGET``.
+"""PTO communication instructions: signals, ``TNOTIFY`` / ``TWAIT`` / ``TTEST``, ``TPUT`` / ``TGET``,
+their asynchronous forms, ``SYNCALL`` and scalar GM access.
 
 What each instruction does and does not order (PTO A2/A3 semantics):
 
 * ``TNOTIFY(sig, v, op)`` updates element [0] of ``sig`` at once on the scalar pipe: a hardware
-  atomic add (``AtomicAdd``) or an atomic store (``Set``). It fences its own store, **not** earlier
-  data: to publish data first run ``pipe_barrier(PIPE_ALL)`` and ``dsb(DSB_DDR)``.
+  atomic add (``AtomicAdd``) or an atomic store (``Set``; ``Config.set_semantics="read-add"``:
+  a read, then an atomic add). It fences its own store, **not** earlier data: to publish data
+  first run ``pipe_barrier(PIPE_ALL)`` and ``dsb(DSB_DDR)``. As on a2a3 it ends with
+  ``pipe_barrier(PIPE_ALL)``, after the signal is out.
 * ``TWAIT(sig, v, cmp)`` blocks until every element satisfies ``element <cmp> v``, checked as a
   sequential sweep (not an atomic snapshot); ``TTEST`` is one sweep, returning a bool. Unlike the
   hardware (which spins forever) a wait that cannot be satisfied raises after ``wait_timeout``
   or when the run aborts, naming the signal, the comparison, and the value it holds.
 * ``TPUT`` / ``TGET`` move data through a UB staging tile: ``TLOAD`` on MTE2, an MTE2 -> MTE3
-  event, ``TSTORE`` on MTE3, chunked when the data is larger than the tile. They order MTE2
-  against MTE3 only and do not drain before a following ``TNOTIFY``.
+  event, ``TSTORE`` on MTE3, chunked as pto-isa's a2a3 backend (:mod:`shmcomm.core.copy`). They
+  do not drain at the end: a following ``TNOTIFY`` may overtake their data.
+* ``TPUT_ASYNC`` / ``TGET_ASYNC`` return an ``AsyncEvent``; the data has landed when its
+  ``Wait(session)`` returns. ``SYNCALL`` is a barrier of one launch's blocks (arrival only).
+* ``gm_load`` / ``gm_store`` / ``gm_atomic_store`` / ``gm_atomic_add`` access one GM element
+  through the execution model (``gm_access``), where a numpy view would go unseen.
 
 Signals are int32, 4-byte aligned, and may live anywhere in a window (the signal matrix at
 ``ctx.signal_base``, or a symmetric allocation). The library's kernels use fixed regions of the
@@ -22,22 +29,29 @@ either order. Take your words from the free range with ``rt.signal_region(name, 
 
 from __future__ import annotations
 
+from enum import IntEnum
 from typing import Any
 
 import numpy as np
 
 from .core import agent as _agent
+from .core.control import A_SYNCALL as _A_SYNCALL
 from .core.copy import copy_through
 from .core.gm import I32, GlobalTensor, GMPtr, set_signal
 from .core.regions import OWNER as _owner
 from .core.tile import Tile
+from .core.waiting import KIND_SYNCALL as _KIND_SYNCALL
 from .core.waiting import WaitSite, note_poll, wait_until
 from .errors import ArgumentError
 from .group import TBROADCAST, TGATHER, TREDUCE, TSCATTER, ParallelGroup
+from .pipe import RECORD, RecordEvent
+from .pipe import wait_events as _wait_events
 from .types import (
     CMP_FUNCS,
+    DSB_DDR,
     INT32_MAX,
     INT32_MIN,
+    PIPE_MTE3,
     AtomicType,
     NotifyOp,
     ReduceOp,
@@ -46,6 +60,8 @@ from .types import (
 )
 
 __all__ = [
+    "gm_load", "gm_store", "gm_atomic_store", "gm_atomic_add", "st_atomic", "SYNCALL",
+    "TPUT_ASYNC", "TGET_ASYNC", "AsyncSession", "AsyncEvent", "BuildAsyncSession", "DmaEngine",
     "Signal", "Signal2D", "NotifyOp", "WaitCmp", "ReduceOp", "AtomicType", "GlobalTensor",
     "TNOTIFY", "TWAIT", "TTEST", "TPUT", "TGET", "GetRemotePtr", "GMPtr", "get_block_idx",
     "get_block_num", "ParallelGroup", "TBROADCAST", "TSCATTER", "TGATHER", "TREDUCE",
@@ -53,6 +69,8 @@ __all__ = [
 
 _tls = _agent._tls
 _hooked = _agent.HOOKED  # [bool]: does any block of this process have model hooks?
+_fenced = _agent.FENCED  # [bool]: does any block of this process act on fences?
+_read_add = _agent.SET_READ_ADD  # [bool]: Set is read-then-add (Config.set_semantics)
 _new = object.__new__
 _ADD, _SET = NotifyOp.AtomicAdd, NotifyOp.Set
 _GE = WaitCmp.GE
@@ -110,6 +128,11 @@ class Signal:
     def value(self) -> int:
         """The word's current value (an acquire read)."""
         return self.cell.value
+
+    @property
+    def tensor(self) -> GlobalTensor:
+        """The signal as PTO sees it: a 1-element int32 ``GlobalTensor`` (``TLOAD`` takes it)."""
+        return GlobalTensor(self.ptr, (1,))
 
     def __repr__(self) -> str:
         return f"Signal(rank={self.ptr.rank}, offset={self.ptr.offset:#x}, value={self.value})"
@@ -202,6 +225,11 @@ class Signal2D:
         return self._site
 
     @property
+    def tensor(self) -> GlobalTensor:
+        """The signals as an int32 ``rows x cols`` ``GlobalTensor`` (``TLOAD`` takes it)."""
+        return GlobalTensor(self.ptr, (self.rows, self.cols), row_stride=self.row_stride)
+
+    @property
     def values(self) -> np.ndarray:
         return np.array([w.load() for w in self.words], dtype=np.int32).reshape(self.rows, self.cols)
 
@@ -210,9 +238,29 @@ class Signal2D:
                 f"{self.rows}x{self.cols}, stride={self.row_stride})")
 
 
-def _check_sig(sig: Any, op: str) -> None:
-    if type(sig) is not Signal and type(sig) is not Signal2D:
-        raise ArgumentError(f"{op}: expected a Signal or Signal2D, got {type(sig).__name__}")
+def _check_sig(sig: Any, op: str, first: bool = False) -> Signal | Signal2D:
+    """``sig`` as a Signal / Signal2D: an int32 ``GlobalTensor`` is one too (PTO's signals are
+    GlobalTensors): one element, or an N-D block whose rows are evenly strided (``first``: only
+    its element [0] matters, as for TNOTIFY)."""
+    if type(sig) is Signal or type(sig) is Signal2D:
+        return sig
+    if isinstance(sig, GlobalTensor):
+        if sig.dtype != I32:
+            raise ArgumentError(f"{op}: a signal tensor must be int32, got {sig.dtype}")
+        if sig.size == 1 or (first and sig.size):
+            return Signal(sig.ptr)
+        if sig.size == 0 or sig.row_stride is None:
+            raise ArgumentError(f"{op}: a signal tensor needs at least one element and evenly "
+                                f"strided rows; got {sig!r}")
+        return Signal2D(sig.ptr, sig.rows, sig.cols, sig.row_stride)
+    raise ArgumentError(f"{op}: expected a Signal, Signal2D or int32 GlobalTensor, got "
+                        f"{type(sig).__name__}")
+
+
+def _nd_signal(sig: Any) -> bool:
+    """An int32 N-D signal tensor whose outer dimensions are not one evenly strided run of rows."""
+    return isinstance(sig, GlobalTensor) and sig.dtype == I32 and sig.size > 0 \
+        and sig.row_stride is None
 
 
 def _check_i32(value: Any, op: str) -> int:
@@ -241,18 +289,27 @@ def _holds(cells: tuple, value: int, cmp: int) -> bool:
     return True
 
 
-def TNOTIFY(sig: Signal | Signal2D, value: int, op: NotifyOp = NotifyOp.AtomicAdd) -> None:
+def TNOTIFY(sig: Signal | Signal2D, value: int, op: NotifyOp | None = None, *events: Any) -> None:
     """Atomically add ``value`` to (``AtomicAdd``) or store it into (``Set``) the signal.
 
-    Local or remote signals alike (the seed notifies local counters too). No fence before the
-    store: earlier TSTOREs may still be in flight (hazard mode shows it).
+    ``op`` is required, as in PTO. Local or remote signals alike. As on a2a3 the notify waits for
+    ``events`` first, writes the word (``Set``: a store, or a read then an atomic add under
+    ``set_semantics="read-add"``), fences that one store, then ends with ``pipe_barrier(PIPE_ALL)``:
+    work issued *before* it is drained only after the signal is out, so data must still be
+    drained and fenced before the notify (hazard mode shows it).
     """
+    if events:
+        _wait_events(events, "TNOTIFY")
     t = type(sig)
     if t is not Signal and t is not Signal2D:
-        _check_sig(sig, "TNOTIFY")
+        sig = _check_sig(sig, "TNOTIFY", first=True)
+        t = type(sig)
     if type(value) is not int or not -0x80000000 <= value <= 0x7FFFFFFF:
         value = _check_i32(value, "TNOTIFY")
     if op is not _ADD and op is not _SET:  # ints 0/1 pass; another enum (WaitCmp.NE) does not
+        if op is None:
+            raise ArgumentError("TNOTIFY: op is required, as in PTO: NotifyOp.AtomicAdd (0) or "
+                                "NotifyOp.Set (1)")
         op = NotifyOp(check_enum(NotifyOp, op, "TNOTIFY: op"))
     if _hooked[0]:
         hooks = _hooks()
@@ -260,20 +317,34 @@ def TNOTIFY(sig: Signal | Signal2D, value: int, op: NotifyOp = NotifyOp.AtomicAd
             hooks.notify(sig, value, op)
     if op is _ADD:
         sig.fetch_add(sig.handle, value, 5)  # 5: seq_cst
+    elif _read_add[0]:  # pto-isa's proposed Set: read, then add the difference (two steps)
+        sig.fetch_add(sig.handle, (value - sig.load() + 0x80000000) % 0x100000000 - 0x80000000, 5)
     else:
         sig.exchange(sig.handle, value, 5)  # a read-modify-write: orders the waiters read below
     if sig.waiters.value:
         sig.wake()
+    if _fenced[0]:  # a2a3's TNOTIFY ends with pipe_barrier(PIPE_ALL)
+        fences = _tls.agent.fences
+        if fences is not None:
+            fences.notify_drain()
 
 
-def TWAIT(sig: Signal | Signal2D, value: int, cmp: WaitCmp) -> None:
-    """Block until every element of ``sig`` satisfies ``element <cmp> value``.
+def TWAIT(sig: Signal | Signal2D, value: int, cmp: WaitCmp, *events: Any) -> None:
+    """Block until every element of ``sig`` satisfies ``element <cmp> value`` (after waiting for
+    the event tokens ``events``).
 
     Raises ``WaitTimeout`` after ``wait_timeout`` and ``Aborted`` when the run aborts.
     """
+    if events:
+        _wait_events(events, "TWAIT")
     t = type(sig)
     if t is not Signal and t is not Signal2D:
-        _check_sig(sig, "TWAIT")
+        if _nd_signal(sig):  # an N-D block: the sequential sweep, one 2-D slab after another
+            for slab in sig.slabs():
+                TWAIT(slab, value, cmp)
+            return
+        sig = _check_sig(sig, "TWAIT")
+        t = type(sig)
     if type(value) is not int or not -0x80000000 <= value <= 0x7FFFFFFF:
         value = _check_i32(value, "TWAIT")
     if type(cmp) is not WaitCmp:
@@ -294,11 +365,17 @@ def TWAIT(sig: Signal | Signal2D, value: int, cmp: WaitCmp) -> None:
     wait_until(_agent.current(), sig.site, value, cmp)
 
 
-def TTEST(sig: Signal | Signal2D, value: int, cmp: WaitCmp) -> bool:
-    """One sweep: True if every element of ``sig`` satisfies ``element <cmp> value`` now."""
+def TTEST(sig: Signal | Signal2D, value: int, cmp: WaitCmp, *events: Any) -> bool:
+    """One sweep: True if every element of ``sig`` satisfies ``element <cmp> value`` now (after
+    waiting for the event tokens ``events``)."""
+    if events:
+        _wait_events(events, "TTEST")
     t = type(sig)
     if t is not Signal and t is not Signal2D:
-        _check_sig(sig, "TTEST")
+        if _nd_signal(sig):
+            return all(TTEST(slab, value, cmp) for slab in sig.slabs())
+        sig = _check_sig(sig, "TTEST")
+        t = type(sig)
     if type(value) is not int or not -0x80000000 <= value <= 0x7FFFFFFF:
         value = _check_i32(value, "TTEST")
     if type(cmp) is not WaitCmp:
@@ -350,6 +427,9 @@ def _check_copy(op: str, dst: Any, src: Any, tiles: tuple) -> None:
             raise ArgumentError(f"{op}: {name} must be a GlobalTensor, got {type(g).__name__}")
     if (dst.rows, dst.cols) != (src.rows, src.cols):
         raise ArgumentError(f"{op}: dst is {dst.rows}x{dst.cols} but src is {src.rows}x{src.cols}")
+    if dst.shape5 != src.shape5 and (dst.row_stride is None or src.row_stride is None):
+        raise ArgumentError(f"{op}: dst shape {dst.shape} and src shape {src.shape} differ, and "
+                            "one of them is strided in its outer dimensions; give both one shape")
     if dst.dtype != src.dtype:
         raise ArgumentError(f"{op}: dst dtype {dst.dtype} differs from src dtype {src.dtype}")
     for t in tiles:
@@ -359,31 +439,54 @@ def _check_copy(op: str, dst: Any, src: Any, tiles: tuple) -> None:
             raise ArgumentError(f"{op}: staging tile dtype {t.dtype} differs from the data's {dst.dtype}")
 
 
-def TPUT(dst: GlobalTensor, src: GlobalTensor, tile: Tile, *more: Any) -> None:
-    """Copy local ``src`` to (usually remote) ``dst`` through UB, chunked by the tile's shape.
+def _split_events(more: tuple) -> tuple[tuple, tuple]:
+    """``(arguments, events)``: PTO's trailing ``WaitEvents&...`` (anything with ``wait()``)."""
+    k = len(more)
+    while k and not isinstance(more[k - 1], (Tile, int)) and callable(getattr(more[k - 1], "wait", None)):
+        k -= 1
+    return more[:k], more[k:]
+
+
+def TPUT(dst: GlobalTensor, src: GlobalTensor, tile: Tile, *more: Any) -> RecordEvent:
+    """Copy local ``src`` to (usually remote) ``dst`` through UB, chunked as pto-isa's a2a3 backend
+    (by the tile's valid region, looping the outer dimensions; see :mod:`shmcomm.core.copy`).
 
     Forms, as PTO's overloads: ``TPUT(dst, src, tile)``, ``TPUT(dst, src, tile, atomic)`` with
     ``AtomicType.AtomicAdd`` for an atomic accumulate into ``dst``, and the ping-pong form
-    ``TPUT(dst, src, ping, pong[, atomic])``. Ends without draining MTE3.
+    ``TPUT(dst, src, ping, pong[, atomic])``; trailing ``Event`` tokens are waited for first.
+    Ends without draining MTE3. Returns ``RECORD`` (PTO's ``RecordEvent``).
     """
+    more, events = _split_events(more)
+    if events:
+        _wait_events(events, "TPUT")
     tiles: tuple = (tile,)
     atomic: Any = AtomicType.AtomicNone
     if more and isinstance(more[0], Tile):
         tiles, more = (tile, more[0]), more[1:]
     if len(more) > 1:
-        raise ArgumentError("TPUT: expected (dst, src, tile[, pong][, atomic])")
+        raise ArgumentError("TPUT: expected (dst, src, tile[, pong][, atomic][, *events])")
     if more:
         atomic = more[0]
     atomic = check_enum(AtomicType, atomic, "TPUT: atomic")
     _check_copy("TPUT", dst, src, tiles)
     _copy("TPUT", dst, src, tiles, atomic)
+    return RECORD
 
 
-def TGET(dst: GlobalTensor, src: GlobalTensor, tile: Tile, pong: Tile | None = None) -> None:
-    """Copy (usually remote) ``src`` to local ``dst`` through UB; ``pong`` for ping-pong."""
-    tiles = (tile,) if pong is None else (tile, pong)
+def TGET(dst: GlobalTensor, src: GlobalTensor, tile: Tile, *more: Any) -> RecordEvent:
+    """Copy (usually remote) ``src`` to local ``dst`` through UB: ``TGET(dst, src, tile)`` or the
+    ping-pong form ``TGET(dst, src, ping, pong)``; trailing ``Event`` tokens are waited for
+    first. Returns ``RECORD``."""
+    more, events = _split_events(more)
+    if events:
+        _wait_events(events, "TGET")
+    if len(more) > 1 or (more and not isinstance(more[0], Tile) and more[0] is not None):
+        raise ArgumentError("TGET: expected (dst, src, tile[, pong][, *events]); the pong tile "
+                            f"must be a Tile, got {type(more[0]).__name__}")
+    tiles = (tile,) if not more or more[0] is None else (tile, more[0])
     _check_copy("TGET", dst, src, tiles)
     _copy("TGET", dst, src, tiles, AtomicType.AtomicNone)
+    return RECORD
 
 
 def _copy(op: str, dst: GlobalTensor, src: GlobalTensor, tiles: tuple, atomic: int) -> None:
@@ -391,7 +494,243 @@ def _copy(op: str, dst: GlobalTensor, src: GlobalTensor, tiles: tuple, atomic: i
     hooks = agent.hooks
     if hooks is not None:
         hooks.copy_begin(op, dst, src)
-    copy_through(agent.pipes, (dst,), src, tiles, atomic)
+    copy_through(agent.pipes, (dst,), src, tiles, atomic, op)
     if hooks is not None:
         hooks.copy_end(op)
 
+
+
+# --- scalar GM access ---------------------------------------------------------------------------
+#
+# A kernel that reads or writes single GM elements (``ptr[i] = v``, ``st_atomic``) goes through
+# these rather than a numpy view, so the execution model sees the access (``gm_access``): hazard
+# mode, the race detector and the schedule explorer all learn of it.
+
+def _scalar(op: str, ptr: Any) -> GMPtr:
+    if not isinstance(ptr, GMPtr):
+        raise ArgumentError(f"{op}: ptr must be a GM pointer (GMPtr), got {type(ptr).__name__}")
+    if ptr.offset % ptr.itemsize:
+        raise ArgumentError(f"{op}: ptr must be aligned to its {ptr.itemsize}-byte dtype, got "
+                            f"offset {ptr.offset:#x}")
+    ptr.windows.check_extent(ptr.rank, ptr.offset, ptr.itemsize, op)
+    hooks = _agent.current().hooks
+    if hooks is not None:
+        hooks.gm_access(op, ptr, ptr.itemsize, op != "gm_load", op.startswith(("gm_atomic", "st_")))
+    return ptr
+
+
+def _elem(ptr: GMPtr) -> np.ndarray:
+    return ptr.windows.view(ptr.rank, ptr.offset, (1,), ptr.dtype)
+
+
+def _value(op: str, ptr: GMPtr, value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ArgumentError(f"{op}: value must be a number, got {value!r}")
+    if ptr.dtype.kind in "iu":
+        if not isinstance(value, (int, np.integer)):
+            raise ArgumentError(f"{op}: value must be an int for a {ptr.dtype} pointer, got {value!r}")
+        info = np.iinfo(ptr.dtype)
+        if not info.min <= value <= info.max:
+            raise ArgumentError(f"{op}: value must be in [{info.min}, {info.max}] for {ptr.dtype}, "
+                                f"got {value}")
+    return value
+
+
+def gm_load(ptr: GMPtr) -> Any:
+    """Read one element at ``ptr`` (``value = *ptr``); int32 words read atomically."""
+    ptr = _scalar("gm_load", ptr)
+    if ptr.dtype == I32:
+        return ptr.windows.transport.word(ptr.rank, ptr.offset).load()
+    return _elem(ptr)[0].item()
+
+
+def gm_store(ptr: GMPtr, value: Any) -> None:
+    """Write one element at ``ptr`` (``*ptr = value``): a plain store, no fence."""
+    ptr = _scalar("gm_store", ptr)
+    _elem(ptr)[0] = _value("gm_store", ptr, value)
+
+
+def gm_atomic_store(ptr: GMPtr, value: Any) -> None:
+    """Atomically store one element (int32: a hardware atomic that wakes its waiters; other
+    dtypes under the transport's data lock)."""
+    ptr = _scalar("gm_atomic_store", ptr)
+    value = _value("gm_atomic_store", ptr, value)
+    if ptr.dtype == I32:
+        ptr.windows.transport.word(ptr.rank, ptr.offset).set(int(value))
+        return
+    _locked(ptr, lambda a: a.__setitem__(0, value))
+
+
+def gm_atomic_add(ptr: GMPtr, value: Any) -> Any:
+    """Atomically add ``value`` to the element at ``ptr``; return the old value (int32: the
+    hardware atomic, which wakes waiters; other dtypes under the transport's data lock)."""
+    ptr = _scalar("gm_atomic_add", ptr)
+    value = _value("gm_atomic_add", ptr, value)
+    if ptr.dtype == I32:
+        return ptr.windows.transport.word(ptr.rank, ptr.offset).add(int(value))
+    old: list = []
+
+    def add(a: np.ndarray) -> None:
+        old.append(a[0].item())
+        np.add(a, np.asarray(value, dtype=a.dtype), out=a, casting="unsafe")
+    _locked(ptr, add)
+    return old[0]
+
+
+def st_atomic(value: Any, ptr: GMPtr) -> None:
+    """PTO's ``st_atomic<T>(value, ptr)`` after ``set_st_atomic_cfg(..., ATOMIC_SUM)``: an
+    atomic add at ``ptr`` (argument order as in PTO)."""
+    gm_atomic_add(ptr, value)
+
+
+def _locked(ptr: GMPtr, fn: Any) -> None:
+    agent = _agent.current()
+    transport = ptr.windows.transport
+    with transport.data_lock(ptr.rank, ptr.offset, ptr.itemsize, agent.wait_timeout,
+                             agent.ctl.aborted):
+        fn(_elem(ptr))
+
+
+# --- SYNCALL ------------------------------------------------------------------------------------
+
+def SYNCALL(workspace: Any = None, used_cores: int = 0) -> None:
+    """Cross-core barrier of the blocks of this launch (PTO's ``SYNCALL``).
+
+    ``SYNCALL()`` is the hardware form: every block of the launch arrives, then all go on.
+    ``SYNCALL(workspace, used_cores)`` is the soft form: the first int32 of ``workspace`` (a
+    ``GlobalTensor`` / ``Signal`` / int32 ``GMPtr``, zeroed before first use) counts arrivals of
+    ``used_cores`` blocks (0: all of the launch); every participant must call it equally often.
+    As in PTO it orders arrival only: it neither drains pipes nor fences data.
+    """
+    agent = _agent.current()
+    if isinstance(used_cores, bool) or not isinstance(used_cores, int) \
+            or not 0 <= used_cores <= agent.block_num:
+        raise ArgumentError(f"SYNCALL: used_cores must be an int in [0, {agent.block_num}] "
+                            f"(0: every block of the launch), got {used_cores!r}")
+    n = used_cores or agent.block_num
+    if workspace is None:  # the launch's own counter, in its block 0's control line
+        addr = agent.ctl.agent_addr(agent.rank, agent.first_slot) + 4 * _A_SYNCALL
+        word = agent.rt.windows.transport.control_word(addr)
+        site = WaitSite((word,), -1, addr - agent.ctl.base, kind=_KIND_SYNCALL, label="SYNCALL")
+    else:
+        ptr = workspace.ptr if isinstance(workspace, (GlobalTensor, Signal)) else workspace
+        sig = Signal(_check_signal_ptr(ptr, "SYNCALL: workspace", 4))
+        word, site = sig.word, sig.site
+    arrived = word.add(1) + 1
+    target = ((arrived - 1) // n + 1) * n
+    wait_until(agent, site, target, WaitCmp.GE)
+
+
+# --- TPUT_ASYNC / TGET_ASYNC ----------------------------------------------------------------------
+
+class DmaEngine(IntEnum):
+    """The engine of an asynchronous copy (PTO's ``DmaEngine``); every engine is a CPU copy here."""
+
+    SDMA = 0
+    URMA = 1
+    RDMA = 2
+
+
+class AsyncSession:
+    """What ``TPUT_ASYNC`` / ``TGET_ASYNC`` run in (PTO's ``AsyncSession``): the engine and the
+    block's DMA staging buffer. Build it with :func:`BuildAsyncSession`."""
+
+    __slots__ = ("engine", "tile", "valid", "rank", "block")
+
+    def __repr__(self) -> str:
+        return f"AsyncSession({self.engine.name}, rank {self.rank} block {self.block})"
+
+
+def BuildAsyncSession(ctx: Any, engine: DmaEngine = DmaEngine.SDMA,
+                      block_bytes: int = 64 * 1024) -> AsyncSession:
+    """A session for this block's asynchronous copies (PTO's ``BuildAsyncSession<engine>``).
+
+    ``block_bytes`` is the engine's transfer unit (its staging buffer, outside UB).
+    """
+    engine = DmaEngine(check_enum(DmaEngine, engine, "BuildAsyncSession: engine"))
+    if isinstance(block_bytes, bool) or not isinstance(block_bytes, int) \
+            or not 64 <= block_bytes <= 16 << 20:
+        raise ArgumentError(f"BuildAsyncSession: block_bytes must be an int in [64, {16 << 20}], "
+                            f"got {block_bytes!r}")
+    agent = _agent.current()
+    s = AsyncSession()
+    s.engine, s.tile, s.valid = engine, None, block_bytes
+    s.rank, s.block = agent.rank, agent.block_idx
+    return s
+
+
+class AsyncEvent:
+    """Handle of an asynchronous copy (PTO's ``AsyncEvent``): ``Wait(session)`` blocks until
+    the copy has landed in ``dst``; ``Test(session)`` says whether it has, without blocking.
+    As an event argument of another instruction it is waited for first."""
+
+    __slots__ = ("session", "mark", "done")
+
+    def Wait(self, session: AsyncSession | None = None) -> None:
+        self._check(session, "AsyncEvent.Wait")
+        if not self.done:
+            agent = _agent.current()
+            agent.pipes.barrier(PIPE_MTE3)
+            if agent.fences is not None:  # landed: visible at the destination, as the engine's
+                agent.fences.dsb(DSB_DDR)  # completion record says
+            self.done = True
+
+    def Test(self, session: AsyncSession | None = None) -> bool:
+        self._check(session, "AsyncEvent.Test")
+        if not self.done:
+            self.done = _agent.current().pipes.completed(PIPE_MTE3, self.mark)
+        return self.done
+
+    def wait(self) -> None:  # as an event argument of another instruction
+        self.Wait()
+
+    def _check(self, session: Any, what: str) -> None:
+        if session is not None and session is not self.session:
+            raise ArgumentError(f"{what}: session is not the one this copy was issued in")
+
+    def __repr__(self) -> str:
+        return f"AsyncEvent({'done' if self.done else 'in flight'})"
+
+
+def _async(op: str, dst: Any, src: Any, session: Any, events: tuple) -> AsyncEvent:
+    if events:
+        _wait_events(events, op)
+    if not isinstance(session, AsyncSession):
+        raise ArgumentError(f"{op}: session must be an AsyncSession from BuildAsyncSession(), "
+                            f"got {type(session).__name__}")
+    agent = _agent.current()
+    if (session.rank, session.block) != (agent.rank, agent.block_idx):
+        raise ArgumentError(f"{op}: session belongs to rank {session.rank} block {session.block}, "
+                            f"not to the calling {agent.where()}")
+    _check_copy(op, dst, src, ())
+    if session.tile is None or session.tile.dtype != dst.dtype:
+        cols = max(1, session.valid // dst.dtype.itemsize)
+        session.tile = Tile((1, cols), dst.dtype)  # the engine's own buffer, not UB
+    tile = session.tile
+    if dst.cols <= tile.cols:
+        tile.set_valid(1, dst.cols)
+    hooks = agent.hooks
+    if hooks is not None:
+        hooks.copy_begin(op, dst, src)
+    copy_through(agent.pipes, (dst,), src, (tile,), 0, op)
+    if hooks is not None:
+        hooks.copy_end(op)
+    ev = AsyncEvent()
+    ev.session, ev.mark, ev.done = session, agent.pipes.mark(PIPE_MTE3), False
+    return ev
+
+
+def TPUT_ASYNC(dst: GlobalTensor, src: GlobalTensor, session: AsyncSession,
+               *events: Any) -> AsyncEvent:
+    """Start copying local ``src`` to (usually remote) ``dst`` GM to GM; returns at once.
+
+    The copy lands when ``ev.Wait(session)`` returns (or ``ev.Test(session)`` says so); until
+    then ``dst`` may hold old data (hazard mode keeps it in flight). It uses no UB tile.
+    """
+    return _async("TPUT_ASYNC", dst, src, session, events)
+
+
+def TGET_ASYNC(dst: GlobalTensor, src: GlobalTensor, session: AsyncSession,
+               *events: Any) -> AsyncEvent:
+    """Start copying (usually remote) ``src`` to local ``dst`` GM to GM; see ``TPUT_ASYNC``."""
+    return _async("TGET_ASYNC", dst, src, session, events)

@@ -32,6 +32,8 @@ TRANSPORTS = ("shm", "mpi")  # shmcomm.transports: shared memory (forked ranks) 
 MPI_PEERS = ("shared", "rma")  # mpi: map the windows of the host's ranks, or reach all by RMA
 # hazard-mode sub-models (shmcomm.exec.hazard); "all" turns every one on
 HAZARDS = ("pipes", "visibility", "lines", "jitter", "checkers")
+# what TNOTIFY(..., NotifyOp.Set) does: a2a3's plain store, or pto-isa's proposed read-then-add
+SET_SEMANTICS = ("store", "read-add")
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 
 
@@ -64,6 +66,10 @@ class Config:
     ``mpiexec`` starts is one rank and calls ``run`` itself). ``mpi_peers``: ``shared`` maps the
     windows of ranks on the same host; ``rma`` reaches every other rank through MPI's one-sided
     operations only, as if on another host (the multi-host paths, on one machine).
+    ``set_semantics``: ``TNOTIFY``'s ``Set``: ``"store"`` (a2a3: a plain store of the word, whose
+    cache line the ``lines`` hazard model writes back whole) or ``"read-add"`` (pto-isa's
+    proposed change: read the word, then atomically add the difference; not atomic against
+    another writer between the two).
     """
 
     nranks: int = 8
@@ -90,6 +96,7 @@ class Config:
     race_exitfirst: bool = False
     transport: str = "shm"
     mpi_peers: str = "shared"
+    set_semantics: str = "store"
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -151,6 +158,7 @@ _FIELDS: dict[str, tuple] = {
     "race_exitfirst": (bool, False, True),
     "transport": (str, TRANSPORTS),
     "mpi_peers": (str, MPI_PEERS),
+    "set_semantics": (str, SET_SEMANTICS),
 }
 
 

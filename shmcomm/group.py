@@ -34,7 +34,7 @@ from .core.copy import chunks, copy_through
 from .core.gm import GlobalTensor
 from .core.tile import Tile
 from .errors import ArgumentError, ShmcommError
-from .pipe import TLOAD, TSTORE, pipe_barrier, set_flag, wait_flag
+from .pipe import RECORD, TLOAD, TSTORE, RecordEvent, pipe_barrier, set_flag, wait_events, wait_flag
 from .types import EVENT_ID0, PIPE_MTE2, PIPE_MTE3, ReduceOp, check_enum
 
 __all__ = ["ParallelGroup", "TBROADCAST", "TSCATTER", "TGATHER", "TREDUCE"]
@@ -72,6 +72,23 @@ class ParallelGroup:
         if isinstance(root, bool) or not isinstance(root, int) or not 0 <= root < nranks:
             raise ArgumentError(f"ParallelGroup: root must be an int in [0, {nranks}), got {root!r}")
         self.tensors, self.nranks, self.root = tensors, nranks, root
+
+    def GetRootIdx(self) -> int:
+        """The root's index in ``tensors`` (PTO's ``GetRootIdx``)."""
+        return self.root
+
+    def GetSize(self) -> int:
+        """The number of members (PTO's ``GetSize``)."""
+        return self.nranks
+
+    def __getitem__(self, i: int) -> GlobalTensor:
+        """Member ``i``'s tensor (PTO's ``parallelGroup[i]``)."""
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < self.nranks:
+            raise ArgumentError(f"ParallelGroup[i]: i must be an int in [0, {self.nranks}), got {i!r}")
+        return self.tensors[i]
+
+    def __len__(self) -> int:
+        return self.nranks
 
     @property
     def root_rank(self) -> int:
@@ -119,6 +136,16 @@ def _check_same_shape(op: str, name: str, g: GlobalTensor, group: ParallelGroup)
         raise ArgumentError(f"{op}: {name} shape {g.shape} differs from the group's {group.tensors[0].shape}")
 
 
+def _tiles_events(op: str, tile: Tile, more: tuple) -> tuple:
+    """The staging tiles (``tile`` and an optional pong) after waiting for the trailing event
+    tokens of ``more`` (PTO's ``WaitEvents&...``)."""
+    pong = more[0] if more and (isinstance(more[0], Tile) or more[0] is None) else None
+    events = more[1:] if more and (isinstance(more[0], Tile) or more[0] is None) else more
+    if events:
+        wait_events(events, op)
+    return (tile,) if pong is None else (tile, pong)
+
+
 def _split_tiles(op: str, first: Tile, more: tuple) -> tuple[tuple, tuple]:
     """(tiles, rest): ``first`` plus an optional pong tile at the front of ``more``."""
     if more and isinstance(more[0], Tile):
@@ -149,7 +176,7 @@ def _move(op: str, dsts: Sequence[GlobalTensor], src: GlobalTensor, tiles: tuple
     if hooks is not None:
         for d in dsts:
             hooks.copy_begin(op, d, src)
-    copy_through(agent.pipes, dsts, src, tiles)
+    copy_through(agent.pipes, dsts, src, tiles, 0, op)
     if hooks is not None:
         for _ in dsts:
             hooks.copy_end(op)
@@ -157,7 +184,7 @@ def _move(op: str, dsts: Sequence[GlobalTensor], src: GlobalTensor, tiles: tuple
 
 # --- the collectives --------------------------------------------------------------------------
 
-def TBROADCAST(group: ParallelGroup, src: GlobalTensor, tile: Tile, pong: Tile | None = None) -> None:
+def TBROADCAST(group: ParallelGroup, src: GlobalTensor, tile: Tile, *more: Any) -> RecordEvent:
     """Root copies local ``src`` into every member's tensor (``dst^(k) = src`` for all k).
 
     Each chunk is loaded once into UB and stored to every member; a member tensor that is
@@ -166,37 +193,40 @@ def TBROADCAST(group: ParallelGroup, src: GlobalTensor, tile: Tile, pong: Tile |
     group = _check_group("TBROADCAST", group)
     _check_local("TBROADCAST", "src", src, group)
     _check_same_shape("TBROADCAST", "src", src, group)
-    tiles = (tile,) if pong is None else (tile, pong)
+    tiles = _tiles_events("TBROADCAST", tile, more)
     _check_tiles("TBROADCAST", tiles, src.dtype)
     dsts = [g for g in group.tensors if not (g.ptr == src.ptr and g.row_stride == src.row_stride)]
     _move("TBROADCAST", dsts, src, tiles)
+    return RECORD
 
 
-def TSCATTER(group: ParallelGroup, src: GlobalTensor, tile: Tile, pong: Tile | None = None) -> None:
+def TSCATTER(group: ParallelGroup, src: GlobalTensor, tile: Tile, *more: Any) -> RecordEvent:
     """Root splits local ``src`` along the row dimension: member ``i`` gets rows ``[i*H, (i+1)*H)``."""
     group = _check_group("TSCATTER", group)
     _check_local("TSCATTER", "src", src, group)
-    tiles = (tile,) if pong is None else (tile, pong)
+    tiles = _tiles_events("TSCATTER", tile, more)
     _check_tiles("TSCATTER", tiles, src.dtype)
     cols = src.cols
     for i, wr, mr, h in _row_blocks("TSCATTER", src, group.tensors[0], group.nranks):
         _move("TSCATTER", (group.tensors[i].chunk(mr, mr + h, 0, cols),),
               src.chunk(wr, wr + h, 0, cols), tiles)
+    return RECORD
 
 
-def TGATHER(group: ParallelGroup, dst: GlobalTensor, tile: Tile, pong: Tile | None = None) -> None:
+def TGATHER(group: ParallelGroup, dst: GlobalTensor, tile: Tile, *more: Any) -> RecordEvent:
     """Root concatenates every member's tensor along the row dimension into local ``dst``."""
     group = _check_group("TGATHER", group)
     _check_local("TGATHER", "dst", dst, group)
-    tiles = (tile,) if pong is None else (tile, pong)
+    tiles = _tiles_events("TGATHER", tile, more)
     _check_tiles("TGATHER", tiles, dst.dtype)
     cols = dst.cols
     for i, wr, mr, h in _row_blocks("TGATHER", dst, group.tensors[0], group.nranks):
         _move("TGATHER", (dst.chunk(wr, wr + h, 0, cols),),
               group.tensors[i].chunk(mr, mr + h, 0, cols), tiles)
+    return RECORD
 
 
-def TREDUCE(group: ParallelGroup, dst: GlobalTensor, acc: Tile, recv: Tile, *more: Any) -> None:
+def TREDUCE(group: ParallelGroup, dst: GlobalTensor, acc: Tile, recv: Tile, *more: Any) -> RecordEvent:
     """Root reduces every member's tensor element-wise into local ``dst``.
 
     Forms, as PTO's overloads: ``TREDUCE(group, dst, acc, recv, op)`` and the ping-pong form
@@ -206,7 +236,12 @@ def TREDUCE(group: ParallelGroup, dst: GlobalTensor, acc: Tile, recv: Tile, *mor
     """
     group = _check_group("TREDUCE", group)
     _check_local("TREDUCE", "dst", dst, group)
-    recvs, rest = _split_tiles("TREDUCE", recv, more)
+    k = len(more)
+    while k and callable(getattr(more[k - 1], "wait", None)) and not isinstance(more[k - 1], Tile):
+        k -= 1  # trailing event tokens (PTO's WaitEvents&...)
+    if k < len(more):
+        wait_events(more[k:], "TREDUCE")
+    recvs, rest = _split_tiles("TREDUCE", recv, more[:k])
     if len(rest) != 1:
         raise ArgumentError("TREDUCE: expected (group, dst, acc, recv, op) or "
                             "(group, dst, acc, ping, pong, op)")
@@ -217,8 +252,8 @@ def TREDUCE(group: ParallelGroup, dst: GlobalTensor, acc: Tile, recv: Tile, *mor
     ufunc = _UFUNCS[op]
     root = group.tensors[group.root]
     others = [g for i, g in enumerate(group.tensors) if i != group.root]
-    trows = min(t.rows for t in tiles)
-    tcols = min(t.cols for t in tiles)
+    trows = min(t.valid_row for t in tiles)  # chunks from the tiles' valid region, as pto-isa
+    tcols = min(t.valid_col for t in tiles)
     j = 0
     for r0, r1, c0, c1 in chunks(dst.rows, dst.cols, trows, tcols):
         TLOAD(acc, root.chunk(r0, r1, c0, c1))
@@ -234,3 +269,4 @@ def TREDUCE(group: ParallelGroup, dst: GlobalTensor, acc: Tile, recv: Tile, *mor
         TSTORE(dst.chunk(r0, r1, c0, c1), acc)
         set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0)  # the next chunk's load into acc waits for it
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0)
+    return RECORD

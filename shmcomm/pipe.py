@@ -21,7 +21,7 @@ from typing import Any
 
 from .core import agent as _agent
 from .core.gm import GlobalTensor, GMPtr
-from .core.tile import Tile
+from .core.tile import Tile, assign, block_ub
 from .errors import ArgumentError
 from .types import (
     CACHELINE_OUT,
@@ -57,7 +57,8 @@ __all__ = [
     "EVENT_ID0", "EVENT_ID1", "EVENT_ID2", "EVENT_ID3", "EVENT_ID4", "EVENT_ID5", "EVENT_ID6",
     "EVENT_ID7", "DSB_ALL", "DSB_DDR", "DSB_UB", "SINGLE_CACHE_LINE", "ENTIRE_DATA_CACHE",
     "CACHELINE_OUT", "AtomicType", "Tile", "TLOAD", "TSTORE", "TSTORE_IMPL", "set_flag",
-    "wait_flag", "pipe_barrier", "dsb", "dcci",
+    "wait_flag", "pipe_barrier", "dsb", "dcci", "Event", "RecordEvent", "RECORD",
+    "get_subblockid", "get_subblockdim", "TASSIGN",
 ]
 _tls = _agent._tls
 
@@ -89,6 +90,12 @@ def _check_event(event: Any, what: str) -> int:
     return event
 
 
+def _as_tensor(g: Any) -> Any:
+    """A Signal / Signal2D is a GlobalTensor in PTO: ``TLOAD`` / ``TSTORE`` take its tensor."""
+    return g if isinstance(g, GlobalTensor) or not isinstance(
+        getattr(type(g), "tensor", None), property) else g.tensor
+
+
 def _check_fit(op: str, tile: Any, g: Any) -> None:
     if not isinstance(tile, Tile):
         raise ArgumentError(f"{op}: tile must be a Tile from ctx.tile(), got {type(tile).__name__}")
@@ -96,6 +103,10 @@ def _check_fit(op: str, tile: Any, g: Any) -> None:
         raise ArgumentError(f"{op}: expected a GlobalTensor, got {type(g).__name__}")
     if g.dtype != tile.dtype:
         raise ArgumentError(f"{op}: tile dtype {tile.dtype} differs from the tensor's {g.dtype}")
+    if g.row_stride is None:
+        raise ArgumentError(
+            f"{op}: {g!r} is strided in its outer dimensions, so it is not one block of rows; "
+            "move it slab by slab (g.slab(i0, i1, i2)), as TPUT / TGET do")
     if g.rows > tile.rows or g.cols > tile.cols:
         raise ArgumentError(
             f"{op}: a {g.rows}x{g.cols} tensor does not fit a {tile.rows}x{tile.cols} tile "
@@ -104,6 +115,7 @@ def _check_fit(op: str, tile: Any, g: Any) -> None:
 
 def TLOAD(tile: Tile, src: GlobalTensor) -> None:
     """Issue a GM -> UB copy of ``src`` into ``tile`` on ``PIPE_MTE2`` (viewed as rows x cols)."""
+    src = _as_tensor(src)
     _check_fit("TLOAD", tile, src)
     _pipes().load(tile, src)
 
@@ -114,6 +126,7 @@ def TSTORE(dst: GlobalTensor, tile: Tile, atomic: AtomicType = AtomicType.Atomic
     ``AtomicType.AtomicAdd`` accumulates (``dst += tile``) atomically against every other
     AtomicAdd on the same memory, from any block or rank.
     """
+    dst = _as_tensor(dst)
     _check_fit("TSTORE", tile, dst)
     atomic = check_enum(AtomicType, atomic, "TSTORE: atomic")
     _pipes().store(dst, tile, atomic)
@@ -165,3 +178,85 @@ def dcci(ptr: Any = None, mode: int = SINGLE_CACHE_LINE, dst: int = CACHELINE_OU
     if type(mode) is not int or not SINGLE_CACHE_LINE <= mode <= ENTIRE_DATA_CACHE:
         raise ArgumentError(f"dcci: mode must be SINGLE_CACHE_LINE=0 or ENTIRE_DATA_CACHE=1; got {mode!r}")
     _pipes().dcci(ptr if isinstance(ptr, GMPtr) else None, mode)
+
+
+# --- event tokens (pto/common/event.hpp) ---------------------------------------------------------
+
+class RecordEvent:
+    """What ``TPUT`` / ``TGET`` / the root collectives return (PTO's ``RecordEvent``): assigning it
+    to an :class:`Event` records that event (``Event(src, dst, record=TPUT(...))``)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "RecordEvent"
+
+
+RECORD = RecordEvent()
+
+
+class Event:
+    """An event token between two pipes (PTO's ``Event<SrcOp, DstOp>``).
+
+    ``record()`` sets the flag from ``src_pipe`` to ``dst_pipe`` (``set_flag``); ``wait()`` waits
+    for and consumes it (``wait_flag``). Pass events as the trailing arguments of an instruction
+    (``TNOTIFY(sig, 1, NotifyOp.AtomicAdd, ev)``) to wait for them first, as PTO's
+    ``WaitEvents&... events``. ``record=`` records at construction (``Event e = TPUT(...)``).
+    """
+
+    __slots__ = ("src", "dst", "event_id")
+
+    def __init__(self, src_pipe: int, dst_pipe: int, event_id: int = EVENT_ID0,
+                 record: RecordEvent | None = None) -> None:
+        self.src = _check_pipe(src_pipe, "Event: src_pipe")
+        self.dst = _check_pipe(dst_pipe, "Event: dst_pipe")
+        self.event_id = _check_event(event_id, "Event: event_id")
+        if record is not None:
+            if not isinstance(record, RecordEvent):
+                raise ArgumentError(f"Event: record must be a RecordEvent, got {type(record).__name__}")
+            self.record()
+
+    def record(self) -> Event:
+        set_flag(self.src, self.dst, self.event_id)
+        return self
+
+    def wait(self) -> Event:
+        wait_flag(self.src, self.dst, self.event_id)
+        return self
+
+    def __repr__(self) -> str:
+        return f"Event({PIPE_NAMES[self.src]}, {PIPE_NAMES[self.dst]}, EVENT_ID{self.event_id})"
+
+
+def wait_events(events: tuple, op: str) -> None:
+    """Wait for every event token of ``events`` in order (PTO's ``WaitAllEvents``)."""
+    for i, ev in enumerate(events):
+        w = getattr(ev, "wait", None)
+        if not callable(w) or isinstance(ev, type):
+            raise ArgumentError(f"{op}: event argument {i} must be an Event or AsyncEvent token, "
+                                f"got {type(ev).__name__}")
+        w()
+
+
+def get_subblockid() -> int:
+    """This vector core's index inside its AI core (``get_subblockid``): shmcomm runs one vector
+    core per block, so always 0."""
+    _agent.current()
+    return 0
+
+
+def get_subblockdim() -> int:
+    """Vector cores per block (``get_subblockdim``): 1 in shmcomm (one thread per block)."""
+    _agent.current()
+    return 1
+
+
+def TASSIGN(tile: Tile, addr: int) -> None:
+    """Place ``tile`` at byte ``addr`` of this block's UB (PTO's ``TASSIGN``).
+
+    Tiles placed over the same bytes share them, as on the NPU: a ``TLOAD`` into one while a
+    queued ``TSTORE`` still reads the other is a real UB overlap race (hazard mode shows it).
+    """
+    if not isinstance(tile, Tile):
+        raise ArgumentError(f"TASSIGN: tile must be a Tile from ctx.tile(), got {type(tile).__name__}")
+    assign(tile, block_ub(_agent.current()), addr)

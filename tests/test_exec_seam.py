@@ -472,20 +472,21 @@ def test_custom_model_receives_every_hook():
         for b in (0, 1):
             w = W * (b + 1)
             own, remote = (rank, w, 1), (peer, w + 1, 1)
-            put = [("copy_begin", "TPUT", peer, rank), ("load", rank), ("barrier", PIPE_ALL),
+            # one piece (fits the tile): pto-isa's TPUT has no pipe_barrier on this path, TGET has
+            put = [("copy_begin", "TPUT", peer, rank), ("load", rank),
                    ("store", peer, 0), ("copy_end", "TPUT")]
             get = [("copy_begin", "TGET", rank, rank), ("load", rank), ("barrier", PIPE_ALL),
                    ("store", rank, 0), ("copy_end", "TGET")]
             assert res["logs"][b] == [
                 ("start",),
-                ("notify", own, 3, "AtomicAdd"),
-                ("notify", remote, 7, "Set"),
+                ("notify", own, 3, "AtomicAdd"), ("barrier", PIPE_ALL),  # TNOTIFY's own barrier
+                ("notify", remote, 7, "Set"), ("barrier", PIPE_ALL),
                 ("wait", (rank, w + 1, 1), 7, "EQ"), ("waited", (rank, w + 1, 1), 7, "EQ"),
                 ("wait", (rank, w, 2), 3, "GE"), ("waited", (rank, w, 2), 3, "GE"),
                 ("test", own, 4, "LT"),
                 *put,
                 ("barrier", PIPE_ALL), ("dsb", DSB_DDR),
-                ("notify", (peer, w + 2, 1), 1, "AtomicAdd"),
+                ("notify", (peer, w + 2, 1), 1, "AtomicAdd"), ("barrier", PIPE_ALL),
                 ("wait", (rank, w + 2, 1), 1, "GE"), ("waited", (rank, w + 2, 1), 1, "GE"),
                 *get,
                 ("expect_blocks", "k_every_hook", "nblocks", 2),
@@ -521,14 +522,13 @@ def test_custom_model_sees_root_collective_copies():
     assert logs[1] == logs[2] == [("start",), ("finish",), ("barrier", PIPE_ALL)]
 
     def moved(op, dst, src):
-        return [("copy_begin", op, dst, src), ("load", src), ("barrier", PIPE_ALL),
-                ("store", dst, 0), ("copy_end", op)]
+        return [("copy_begin", op, dst, src), ("load", src), ("store", dst, 0), ("copy_end", op)]
 
     assert logs[0] == [
         ("start",),
         # one load, stored to both other members; the root's own tensor is the source
         ("copy_begin", "TBROADCAST", 1, 0), ("copy_begin", "TBROADCAST", 2, 0),
-        ("load", 0), ("barrier", PIPE_ALL), ("store", 1, 0), ("store", 2, 0),
+        ("load", 0), ("store", 1, 0), ("store", 2, 0),  # pto-isa: no pipe_barrier here
         ("copy_end", "TBROADCAST"), ("copy_end", "TBROADCAST"),
         *moved("TSCATTER", 0, 0), *moved("TSCATTER", 1, 0), *moved("TSCATTER", 2, 0),
         *moved("TGATHER", 0, 0), *moved("TGATHER", 0, 1), *moved("TGATHER", 0, 2),

@@ -26,6 +26,11 @@ _tls = threading.local()
 # Whether any block of this process has model hooks (set at the first such launch, never
 # cleared): until then TNOTIFY / TWAIT skip the thread-local lookup entirely.
 HOOKED = [False]
+# Whether any block of this process acts on fences (set at the first such launch): TNOTIFY's
+# internal pipe_barrier(PIPE_ALL) is skipped entirely until then.
+FENCED = [False]
+# Config.set_semantics == "read-add" (set once per rank process).
+SET_READ_ADD = [False]
 
 
 class Agent:
@@ -34,18 +39,23 @@ class Agent:
     __slots__ = ("rt", "rank", "slot", "block_idx", "block_num", "ctl", "line", "state_addr",
                  "seq", "policy", "spin_s", "wait_timeout", "pipes", "hooks", "fences", "rng", "ub_used",
                  "is_host", "active", "kernel", "wait_fields", "since_cell", "poll_cell", "polling",
-                 "stall_s", "__weakref__")
+                 "stall_s", "ub", "first_slot", "__weakref__")
 
-    def __init__(self, rt: RankRuntime, slot: int, block_num: int, seed: int) -> None:
+    def __init__(self, rt: RankRuntime, slot: int, block_num: int, seed: int,
+                 block_idx: int | None = None) -> None:
         self.rt = rt
         self.rank = rt.rank
         self.slot = slot
         self.is_host = slot == C.HOST_SLOT
-        self.block_idx = -1 if self.is_host else slot
+        # a launch's blocks take consecutive free slots: block_idx counts from 0 in its launch
+        self.block_idx = -1 if self.is_host else (slot if block_idx is None else block_idx)
         self.block_num = block_num
         self.ctl = rt.ctl
         self.line = rt.ctl.agent_addr(rt.rank, slot)
         self.state_addr = self.line + 4 * C.A_STATE
+        at.store(self.line + 4 * C.A_BLOCK, self.block_idx)
+        if self.block_idx == 0:
+            at.store(self.line + 4 * C.A_SYNCALL, 0)  # a fresh launch's SYNCALL rounds
         # the wait fields of the control line (A_SEQ .. A_KIND), written at every registered wait
         self.wait_fields = (ctypes.c_int32 * (C.A_KIND - C.A_SEQ + 1)).from_address(
             self.line + 4 * C.A_SEQ)
@@ -61,6 +71,8 @@ class Agent:
         self.wait_timeout = cfg.wait_timeout
         self.rng = random.Random(seed)
         self.ub_used = 0
+        self.ub: Any = None  # the block's UB as bytes, made at the first TASSIGN
+        self.first_slot = slot - max(self.block_idx, 0)  # the launch's block 0 (SYNCALL counter)
         self.active = False
         self.pipes: Any = None  # the block's BlockModel (shmcomm.core.model)
         self.hooks: Any = None  # the same model when it observes scalar instructions, else None

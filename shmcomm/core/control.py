@@ -1,7 +1,7 @@
 """The control segment: one per run, shared by the launcher and every rank.
 
 It holds what supervision needs and nothing a kernel touches directly. Layout (int32 words,
-each group starting on its own 64-byte line so hot words do not share a line)::
+each group starting on its own 128-byte line so hot words do not share a cache line)::
 
     line 0   MAGIC, nranks, slots per rank, ncores
     line 1   abort flag (0 = running, else an ABORT_* reason)
@@ -11,13 +11,16 @@ each group starting on its own 64-byte line so hot words do not share a line)::
     line 4   host barrier arrivals (monotonic; rt.barrier() derives its round from it)
     line 5   host barrier: reserved
     ranks    one line per rank: state, pid, launch count, digest of the named signal regions
-             (symmetry check of rt.signal_region), blocks of the current launch, heap top (low
-             and high 32 bits; symmetry check of rt.alloc)
-    agents   one line per (rank, slot); slot b < MAX_BLOCKS is block b, slot MAX_BLOCKS the
-             host thread: state, wait sequence number, waited signal (rank, offset as low and
-             high 32 bits, rows, cols, row stride), comparison, expected value, wait start (ms
-             since the run started), wait kind, pending (queued pipe work not yet retired), when
-             it last started or ended a wait (ms), its thread id, its last failed TTEST (ms)
+             (symmetry check of rt.signal_region), blocks of the running launches, heap top (low
+             and high 32 bits; symmetry check of rt.alloc), the bit mask of the running
+             launches' slots (two words)
+    agents   one line per (rank, slot); slot s < MAX_BLOCKS belongs to a block of a running
+             launch (a launch's blocks take consecutive free slots), slot MAX_BLOCKS the host
+             thread: state, wait sequence number, waited signal (rank, offset as low and high 32
+             bits, rows, cols, row stride), comparison, expected value, wait start (ms since the
+             run started), wait kind, pending (queued pipe work not yet retired), when it last
+             started or ended a wait (ms), its thread id, its last failed TTEST (ms), its block
+             index in its launch, and (block 0's line) the launch's SYNCALL arrivals
     extra    ``extra_bytes`` for an execution model that coordinates across processes (schedule
              mode's turn, strategy state and record), 64-byte aligned at ``extra_base``
 
@@ -43,7 +46,7 @@ from ..transports.shm import atomics as at
 from ..transports.shm.segments import Segment
 
 MAGIC = 0x53484D43  # "SHMC"
-LINE = 16  # int32 words in a 64-byte line
+LINE = 32  # int32 words in a line: 128 bytes, room for an agent's 18 fields
 HOST_SLOT = MAX_BLOCKS
 SLOTS = MAX_BLOCKS + 1
 
@@ -66,13 +69,17 @@ ABORT_NAMES = {ABORT_FAILURE: "a failure elsewhere in the run", ABORT_DEADLOCK: 
 # fields of an agent line (A_SEQ .. A_KIND are written together at every registered wait)
 A_STATE, A_SEQ, A_SIG_RANK, A_SIG_OFF, A_SIG_OFF_HI, A_ROWS, A_COLS, A_STRIDE = range(8)
 A_CMP, A_VALUE, A_START = 8, 9, 10
-A_KIND = 11  # 0 = signal wait (TWAIT), 1 = host barrier, 2 = TTEST poll
+A_KIND = 11  # 0 = signal wait (TWAIT), 1 = host barrier, 2 = TTEST poll, 3 = SYNCALL
 A_PENDING = 12  # queued pipe work a deferring model still has to retire (0 in eager mode)
 A_SINCE = 13  # ms when the agent last started running or ended a registered wait
 A_TID = 14  # the agent's thread id (the launcher reads its /proc state)
 A_POLL = 15  # ms of its last TTEST that found the condition false
+A_BLOCK = 16  # block index in its launch (a launch's blocks take any free consecutive slots)
+A_SYNCALL = 17  # in the line of a launch's block 0: the launch's SYNCALL arrival counter
 # fields of a rank line
 R_STATE, R_PID, R_LAUNCHES, R_SIGREGIONS, R_BLOCKS, R_HEAPTOP, R_HEAPTOP_HI = range(7)
+# which slots belong to running launches: bit s of (R_SLOTS_HI << 32 | R_SLOTS_LO)
+R_SLOTS_LO, R_SLOTS_HI = 7, 8
 
 
 class Control:
@@ -154,6 +161,12 @@ class Control:
     def offset_of(self, line: np.ndarray) -> int:
         """The waited signal's byte offset of an agent line (stored as two 32-bit halves)."""
         return (int(line[A_SIG_OFF]) & 0xFFFFFFFF) | (int(line[A_SIG_OFF_HI]) & 0xFFFFFFFF) << 32
+
+    def running_slots(self, rank: int) -> list[int]:
+        """The slots of ``rank``'s running launches."""
+        m = (self.rank_field(rank, R_SLOTS_HI) & 0xFFFFFFFF) << 32 | (
+            self.rank_field(rank, R_SLOTS_LO) & 0xFFFFFFFF)
+        return [s for s in range(MAX_BLOCKS) if m >> s & 1]
 
     def now_ms(self) -> int:
         return int((time.monotonic() - self.t0) * 1000) & 0x7FFFFFFF

@@ -14,15 +14,17 @@ Pointers are on every kernel's hot path (``signal_base + r``, ``GetRemotePtr``),
 holds three fields: its :class:`PtrSpace` (the windows and the dtype, shared by every pointer of
 that dtype), its rank and its byte offset; ``p + n`` builds one object and checks one range.
 
-A ``GlobalTensor`` is a dense, row-major view of GM through a typed pointer (up to 5-D). The data
-instructions see every tensor as 2-D, ``rows x cols`` with ``cols`` the last dimension and
-``rows`` the product of the others, as PTO splits transfers along DIM_3 / DIM_4.
+A ``GlobalTensor`` is a view of GM through a typed pointer: up to 5-D, with one stride per
+dimension (dense row-major by default). The data instructions see every tensor as 2-D,
+``rows x cols`` with ``cols`` the last dimension and ``rows`` the product of the others, as PTO
+splits transfers along DIM_3 / DIM_4.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from ..errors import ArgumentError
@@ -31,17 +33,21 @@ from .regions import SignalRegions
 
 ALIGN = 64  # cache line: allocations and the signal matrix start on one
 
-# dtypes a GM pointer may carry (PTO's data types that numpy has)
+# dtypes a GM pointer may carry: PTO's data types that numpy has, and bfloat16 (numpy has none;
+# ml_dtypes, the JAX project's package, gives numpy a real bfloat16 with its ufuncs)
+BF16 = np.dtype(ml_dtypes.bfloat16)
 DTYPES = tuple(
     np.dtype(t)
     for t in (np.float32, np.float16, np.int32, np.int16, np.int8, np.uint8, np.uint16, np.uint32,
               np.int64, np.uint64, np.float64)
-)
+) + (BF16,)
 I32 = np.dtype(np.int32)
 
 
 def as_dtype(dtype: Any, what: str = "dtype") -> np.dtype:
     """Normalize ``dtype`` and check that shmcomm supports it."""
+    if isinstance(dtype, str) and dtype == "bfloat16":
+        return BF16
     try:
         dt = np.dtype(dtype)
     except TypeError:
@@ -274,47 +280,108 @@ def set_signal(ptr: GMPtr, sig: Any) -> None:
 class GlobalTensor:
     """``shape`` elements of ``ptr.dtype`` starting at ``ptr`` (bounds-checked at creation).
 
-    ``row_stride`` (2-D only, in elements, >= cols) makes a strided view of a sub-region, as
-    ``Signal2D(ptr, rowStride)`` does; the default is dense.
+    PTO's ``GlobalTensor<T, Shape<5>, Stride<5>>``: up to 5 dimensions (a shorter shape is
+    padded on the left with 1s, as ``Shape<1, 1, 1, R, C>``) and one stride per dimension in
+    elements (``strides=None``: dense row-major). The last dimension must be contiguous
+    (stride 1, PTO's ND layout). ``row_stride`` (2-D only, >= cols) is the older shorthand for a
+    strided 2-D view, as ``Signal2D(ptr, rowStride)``.
+
+    The data instructions see the tensor as ``rows x cols``: ``cols`` the last dimension,
+    ``rows`` the product of the others. When the outer dimensions are not one evenly strided
+    run of rows (``row_stride`` is ``None``), ``TPUT`` / ``TGET`` loop over them as pto-isa does;
+    ``TLOAD`` / ``TSTORE`` need such a tensor in 2-D slices (``tensor.slab(i0, i1, i2)``).
+    A tensor is immutable once checked: assigning an attribute raises.
     """
 
-    __slots__ = ("ptr", "shape", "rows", "cols", "row_stride", "extent_bytes")
+    __slots__ = ("ptr", "shape", "strides", "shape5", "strides5", "rows", "cols", "row_stride",
+                 "extent_bytes")
 
-    def __init__(self, ptr: GMPtr, shape: Any, row_stride: int | None = None) -> None:
+    def __init__(self, ptr: GMPtr, shape: Any, strides: Any = None,
+                 row_stride: int | None = None) -> None:
         if not isinstance(ptr, GMPtr):
             raise ArgumentError(f"GlobalTensor: ptr must be a GM pointer (GMPtr), got {type(ptr).__name__}")
         shape = check_shape(shape, "GlobalTensor: shape")
-        n = 1
-        for d in shape:
-            n *= d
-        cols = shape[-1]
-        self.ptr = ptr
-        self.shape = shape
-        self.cols = cols
-        self.rows = n // cols if cols else 0
-        if row_stride is None:
-            row_stride = cols
-        elif len(shape) != 2 or isinstance(row_stride, bool) or not isinstance(row_stride, int) \
-                or row_stride < cols:
-            raise ArgumentError(
-                f"GlobalTensor: row_stride needs a 2-D shape and an int >= cols ({cols}); "
-                f"got {row_stride!r} for shape {shape}")
-        self.row_stride = row_stride
-        self.extent_bytes = _extent(self.rows, cols, row_stride) * ptr.itemsize
+        nd = len(shape)
+        if row_stride is not None:
+            if strides is not None:
+                raise ArgumentError("GlobalTensor: give strides or row_stride, not both")
+            if nd != 2 or isinstance(row_stride, bool) or not isinstance(row_stride, int) \
+                    or row_stride < shape[-1]:
+                raise ArgumentError(
+                    f"GlobalTensor: row_stride needs a 2-D shape and an int >= cols ({shape[-1]}); "
+                    f"got {row_stride!r} for shape {shape}")
+            strides = (row_stride, 1)
+        if strides is None:
+            dense, acc = [], 1
+            for d in reversed(shape):
+                dense.append(acc)
+                acc *= d
+            strides = tuple(reversed(dense))
+        else:
+            strides = _check_strides(strides, nd)
+        pad = 5 - nd
+        shape5 = (1,) * pad + shape
+        strides5 = _pad_strides(shape5, (0,) * pad + strides)
+        rows = shape5[0] * shape5[1] * shape5[2] * shape5[3]
+        n = rows * shape5[4]
+        extent = 0 if n == 0 else 1 + sum((d - 1) * st for d, st in zip(shape5, strides5, strict=True))
+        _set = object.__setattr__
+        _set(self, "ptr", ptr)
+        _set(self, "shape", shape)
+        _set(self, "strides", strides)
+        _set(self, "shape5", shape5)
+        _set(self, "strides5", strides5)
+        _set(self, "cols", shape5[4])
+        _set(self, "rows", rows)
+        _set(self, "row_stride", _row_stride(shape5, strides5))
+        _set(self, "extent_bytes", extent * ptr.itemsize)
         ptr.windows.check_extent(ptr.rank, ptr.offset, self.extent_bytes, "GlobalTensor")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise ArgumentError(f"GlobalTensor is immutable: make a new one instead of setting {name!r}")
 
     @classmethod
     def _raw(cls, ptr: GMPtr, rows: int, cols: int, row_stride: int) -> GlobalTensor:
         """A 2-D tensor inside one the caller has already checked (chunking inside TPUT)."""
         t = object.__new__(cls)
-        t.ptr, t.shape, t.rows, t.cols, t.row_stride = ptr, (rows, cols), rows, cols, row_stride
-        t.extent_bytes = _extent(rows, cols, row_stride) * ptr.itemsize
+        _set = object.__setattr__
+        _set(t, "ptr", ptr)
+        _set(t, "shape", (rows, cols))
+        _set(t, "strides", (row_stride, 1))
+        _set(t, "shape5", (1, 1, 1, rows, cols))
+        _set(t, "strides5", (rows * row_stride, rows * row_stride, rows * row_stride, row_stride, 1))
+        _set(t, "rows", rows)
+        _set(t, "cols", cols)
+        _set(t, "row_stride", row_stride)
+        _set(t, "extent_bytes", _extent(rows, cols, row_stride) * ptr.itemsize)
         return t
 
     def chunk(self, r0: int, r1: int, c0: int, c1: int) -> GlobalTensor:
         """Rows ``[r0, r1)`` and columns ``[c0, c1)`` of the 2-D form, as a strided tensor."""
-        return GlobalTensor._raw(self.ptr + (r0 * self.row_stride + c0), r1 - r0, c1 - c0,
-                                 self.row_stride)
+        rs = self.row_stride
+        if rs is None:
+            raise ArgumentError(
+                f"{self!r}: its outer dimensions are not one evenly strided run of rows; take "
+                "2-D slices with .slab(i0, i1, i2) first")
+        return GlobalTensor._raw(self.ptr + (r0 * rs + c0), r1 - r0, c1 - c0, rs)
+
+    def slab(self, i0: int, i1: int, i2: int) -> GlobalTensor:
+        """The 2-D ``(DIM_3, DIM_4)`` slice at outer index ``(i0, i1, i2)`` (pto-isa's chunk loop)."""
+        s, st = self.shape5, self.strides5
+        for name, i, d in (("i0", i0, s[0]), ("i1", i1, s[1]), ("i2", i2, s[2])):
+            if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < d:
+                raise ArgumentError(f"GlobalTensor.slab: {name} must be an int in [0, {d}), got {i!r}")
+        rows = s[3]
+        return GlobalTensor._raw(self.ptr + (i0 * st[0] + i1 * st[1] + i2 * st[2]), rows, s[4],
+                                 st[3] if rows > 1 else max(st[3], s[4]))
+
+    def slabs(self):
+        """Every 2-D ``(DIM_3, DIM_4)`` slice in outer-index order (DIM_0, then DIM_1, DIM_2)."""
+        s = self.shape5
+        for i0 in range(s[0]):
+            for i1 in range(s[1]):
+                for i2 in range(s[2]):
+                    yield self.slab(i0, i1, i2)
 
     @property
     def dtype(self) -> np.dtype:
@@ -324,21 +391,45 @@ class GlobalTensor:
     def size(self) -> int:
         return self.rows * self.cols
 
+    @property
+    def dense(self) -> bool:
+        """Whether the tensor is one contiguous run of ``size`` elements."""
+        return self.row_stride == self.cols or (self.rows <= 1 and self.row_stride is not None)
+
+    def GetShape(self, dim: int) -> int:
+        """PTO's ``GetShape(GlobalTensorDim::DIM_i)``: dimension ``dim`` of the 5-D shape."""
+        return self.shape5[_dim(dim, "GetShape")]
+
+    def GetStride(self, dim: int) -> int:
+        """PTO's ``GetStride(GlobalTensorDim::DIM_i)``: stride (elements) of dimension ``dim``."""
+        return self.strides5[_dim(dim, "GetStride")]
+
+    def data(self) -> GMPtr:
+        """The tensor's first element (PTO's ``data()``)."""
+        return self.ptr
+
     def view(self) -> np.ndarray:
-        """The numpy view of the tensor in its window, shaped ``shape``."""
-        if self.row_stride != self.cols:
-            return self.view2d()
+        """The numpy view of the tensor in its window, shaped ``shape`` (strided if it is)."""
         p = self.ptr
-        return p.windows.view(p.rank, p.offset, self.shape, p.dtype)
+        if self.dense:
+            return p.windows.view(p.rank, p.offset, self.shape, p.dtype)
+        flat = p.windows.view(p.rank, p.offset, (self.extent_bytes // p.itemsize,), p.dtype)
+        return np.lib.stride_tricks.as_strided(
+            flat, self.shape, tuple(st * p.itemsize for st in self.strides), writeable=True)
 
     def view2d(self) -> np.ndarray:
         """The ``rows x cols`` numpy view (strided when ``row_stride > cols``)."""
         p = self.ptr
-        if self.row_stride == self.cols or self.rows <= 1:
+        rs = self.row_stride
+        if rs is None:
+            raise ArgumentError(
+                f"{self!r}: its outer dimensions are not one evenly strided run of rows, so it has "
+                "no 2-D view; move it in 2-D slices (.slab(i0, i1, i2)), as TPUT / TGET do")
+        if rs == self.cols or self.rows <= 1:
             return p.windows.view(p.rank, p.offset, (self.rows, self.cols), p.dtype)
         flat = p.windows.view(p.rank, p.offset, (self.extent_bytes // p.itemsize,), p.dtype)
         return np.lib.stride_tricks.as_strided(
-            flat, (self.rows, self.cols), (self.row_stride * p.itemsize, p.itemsize))
+            flat, (self.rows, self.cols), (rs * p.itemsize, p.itemsize))
 
     def read_into(self, out: np.ndarray) -> None:
         """Copy the ``rows x cols`` elements into ``out`` (a view when the transport maps the
@@ -360,7 +451,61 @@ class GlobalTensor:
             np.copyto(self.view2d(), data)
 
     def __repr__(self) -> str:
-        return f"GlobalTensor({self.ptr!r}, shape={self.shape})"
+        st = "" if self.dense else f", strides={self.strides}"
+        return f"GlobalTensor({self.ptr!r}, shape={self.shape}{st})"
+
+
+def _check_strides(strides: Any, nd: int) -> tuple[int, ...]:
+    try:
+        st = tuple(strides)
+    except TypeError:
+        raise ArgumentError(f"GlobalTensor: strides must be a tuple of ints, got {strides!r}") from None
+    if len(st) == 5 and nd < 5:
+        st = st[5 - nd:]
+    if len(st) != nd:
+        raise ArgumentError(f"GlobalTensor: strides must give one int per dimension ({nd}) or 5; "
+                            f"got {strides!r}")
+    for v in st:
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ArgumentError(f"GlobalTensor: strides must be ints >= 1 (elements); got {strides!r}")
+    if st[-1] != 1:
+        raise ArgumentError(f"GlobalTensor: the last dimension must be contiguous (stride 1, ND "
+                            f"layout); got strides {strides!r}")
+    return tuple(int(v) for v in st)
+
+
+def _pad_strides(shape5: tuple, strides5: tuple) -> tuple[int, ...]:
+    """Strides of the padded (size-1) dimensions: what a dense outer dimension would have."""
+    out = list(strides5)
+    for i in range(3, -1, -1):
+        if out[i] == 0:
+            out[i] = out[i + 1] * shape5[i + 1]
+    return tuple(out)
+
+
+def _row_stride(shape5: tuple, strides5: tuple) -> int | None:
+    """The one stride between consecutive rows of the 2-D form, or ``None`` when the outer
+    dimensions are not one evenly strided run of rows."""
+    rs = None
+    expect = None
+    for i in range(3, -1, -1):
+        d = shape5[i]
+        if d == 1:
+            continue
+        if rs is None:
+            rs, expect = strides5[i], strides5[i] * d
+        elif strides5[i] != expect:
+            return None
+        else:
+            expect *= d
+    return shape5[4] if rs is None else rs
+
+
+def _dim(dim: Any, what: str) -> int:
+    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or not 0 <= dim < 5:
+        raise ArgumentError(f"GlobalTensor.{what}: dim must be an int in [0, 5) (DIM_0..DIM_4), "
+                            f"got {dim!r}")
+    return int(dim)
 
 
 def _extent(rows: int, cols: int, row_stride: int) -> int:

@@ -93,6 +93,20 @@ class BlockModel:
     def dsb(self, mode: int) -> None:
         pass
 
+    def mark(self, pipe: int) -> Any:
+        """A mark of the work issued to ``pipe`` so far (``completed`` takes it)."""
+        return None
+
+    def completed(self, pipe: int, mark: Any) -> bool:
+        """Whether the work issued to ``pipe`` up to ``mark`` has completed (a model that
+        completes work at issue: always)."""
+        return True
+
+    def notify_drain(self) -> None:
+        """The ``pipe_barrier(PIPE_ALL)`` that ends every ``TNOTIFY`` (a2a3): it runs after the
+        signal is out, so a model may let queued work finish at its own pace here."""
+        self.barrier(PIPE_ALL)
+
     def dcci(self, ptr: Any, mode: int) -> None:
         pass
 
@@ -127,7 +141,12 @@ class BlockModel:
 
 
 class RankModel:
-    """The execution model in one rank process: launch-level state and the block factory."""
+    """The execution model in one rank process: launch-level state and the block factory.
+
+    ``concurrent_launches``: whether launches of one rank may run at the same time (streams,
+    several host threads); a model that runs one agent at a time says no."""
+
+    concurrent_launches = True
 
     def __init__(self, rt: RankRuntime) -> None:
         self.rt = rt

@@ -25,11 +25,11 @@ from ..config import MAX_BLOCKS, Config, check_block_threads
 from ..errors import Aborted, ArgumentError, ShmcommError
 from ..types import WaitCmp
 from . import control as C
-from .agent import HOOKED, Agent, bind
+from .agent import FENCED, HOOKED, SET_READ_ADD, Agent, bind
 from .gm import GMPtr, Windows, as_dtype
 from .heap import SymmetricArray, SymmetricHeap
 from .model import RankModel
-from .tile import Tile, tile_shape
+from .tile import Tile, assign, block_ub, tile_shape
 from .waiting import KIND_HOST_BARRIER, WaitSite, wait_until
 
 
@@ -50,17 +50,26 @@ class DeviceContext:
         self.signal_base = rt.signal_base
         self.windows = rt.windows
 
-    def tile(self, shape: Any, dtype: Any) -> Tile:
-        """A block-local UB tile; all tiles of a block together fit ``ub_bytes``."""
+    def tile(self, shape: Any, dtype: Any, valid: Any = None, addr: int | None = None) -> Tile:
+        """A block-local UB tile; all tiles of a block together fit ``ub_bytes``.
+
+        ``valid=(valid_row, valid_col)`` sets its valid region (PTO's dynamic ``ValidRow`` /
+        ``ValidCol``; default the whole tile). ``addr`` places it at that byte offset of the
+        block's UB, as ``TASSIGN(tile, addr)``: tiles placed over the same bytes share them.
+        """
         rows, cols = tile_shape(shape)
-        need = rows * cols * as_dtype(dtype, "tile dtype").itemsize  # checked before allocating
         agent = self._agent
+        if addr is not None:
+            t = Tile((rows, cols), dtype, valid)
+            assign(t, block_ub(agent), addr, "ctx.tile: addr")
+            return t
+        need = rows * cols * as_dtype(dtype, "tile dtype").itemsize  # checked before allocating
         cap = agent.rt.config.ub_bytes
         if agent.ub_used + need > cap:
             raise ArgumentError(
                 f"ctx.tile: {need} bytes requested but only {cap - agent.ub_used} of "
                 f"ub_bytes={cap} are left in {agent.where()}'s UB")
-        t = Tile((rows, cols), dtype)
+        t = Tile((rows, cols), dtype, valid)
         agent.ub_used += t.nbytes
         return t
 
@@ -110,13 +119,20 @@ class RankRuntime:
         self.kernel_state: dict[str, Any] = {}
         self._regions_digest = 0  # of the rt.signal_region calls so far (their symmetry check)
         self.host_agent = Agent(self, C.HOST_SLOT, 0, seed=_seed(config.seed, rank, 0, C.HOST_SLOT))
-        self.agents: list[Agent] = []
+        self.agents: list[Agent] = []  # the blocks of every launch running now
+        self._lock = threading.Lock()  # launches may start and end in several host threads
+        self._slots = 0  # bit s: control slot s belongs to a running launch
+        self._running = 0  # launches running now
+        self._joiners = 0  # host threads waiting for a launch
+        self._streams: list[Stream] = []
+        self._issued = 0  # launches issued so far (their blocks' seeds derive from the count)
         # blocks of this rank that failed on their own: the launcher reports them even when the
         # host code caught the KernelError and went on (a run with a failed block never passes)
         self.block_failures: list[KernelError] = []
         self._hostbar = WaitSite((windows.transport.control_word(ctl.hostbar_addr),), -1,
                                  ctl.hostbar_addr - ctl.base, kind=KIND_HOST_BARRIER,
                                  label="rt.barrier")
+        SET_READ_ADD[0] = config.set_semantics == "read-add"
         self.model = model(self)  # after the fields above: a model may read them
         bind(self.host_agent)
         self.host_agent.start_running()
@@ -124,6 +140,11 @@ class RankRuntime:
     @property
     def seed(self) -> int:
         return self.config.seed
+
+    @property
+    def running_launches(self) -> int:
+        """Launches of this rank running now (streams and host threads run several at once)."""
+        return self._running
 
     @property
     def signals(self) -> np.ndarray:
@@ -187,12 +208,36 @@ class RankRuntime:
                 "every rank must make the same calls, same names and sizes, in the same order")
         return self.signal_base + start
 
-    def launch(self, kernel: Callable[..., Any], blocks: int | None = None, args: tuple = (),
-               kwargs: dict | None = None) -> None:
-        """Run ``kernel(ctx, *args, **kwargs)`` on ``blocks`` threads; return when all finish.
+    def stream(self) -> Stream:
+        """A new stream: launches on it run in issue order, concurrently with other streams.
 
-        If a block raises, the run aborts (every other wait anywhere raises ``Aborted``) and this
-        raises :class:`KernelError` for the first block that failed on its own.
+        ``rt.launch(kernel, ..., stream=s)`` returns at once (like ``kernel<<<blocks, nullptr,
+        s>>>``); ``s.synchronize()`` (``aclrtSynchronizeStream``) waits for its launches and
+        raises their :class:`KernelError`.
+        """
+        s = Stream(self)
+        self._streams.append(s)
+        return s
+
+    def synchronize(self) -> None:
+        """Wait for the launches of every stream of this rank (``aclrtSynchronizeDevice``)."""
+        for s in list(self._streams):
+            s.synchronize()
+
+    def launch(self, kernel: Callable[..., Any], blocks: int | None = None, args: tuple = (),
+               kwargs: dict | None = None, stream: Stream | None = None) -> Launch | None:
+        """Run ``kernel(ctx, *args, **kwargs)`` on ``blocks`` threads.
+
+        Without ``stream`` it returns ``None`` when all blocks finish. With a ``stream``
+        (``rt.stream()``) it returns at once with the :class:`Launch` handle; the launch starts after the
+        stream's earlier launches finished, and runs concurrently with other streams' launches
+        (a compute kernel beside a communication kernel, as PTO hosts do). Every running launch
+        of a rank has its own ``block_idx`` / ``block_num`` and its own control slots; together
+        they may use ``MAX_BLOCKS`` blocks.
+
+        If a block raises, the run aborts (every other wait anywhere raises ``Aborted``) and the
+        launch raises :class:`KernelError` for the first block that failed on its own (at
+        ``wait()`` / ``synchronize()`` for a stream launch).
         """
         if not callable(kernel):
             raise ArgumentError(f"launch: kernel must be callable, got {type(kernel).__name__}")
@@ -204,43 +249,66 @@ class RankRuntime:
             raise ArgumentError(f"launch: args must be a tuple, got {type(args).__name__}")
         if kwargs is not None and not isinstance(kwargs, dict):
             raise ArgumentError(f"launch: kwargs must be a dict (or None), got {type(kwargs).__name__}")
-        kwargs = dict(kwargs or {})
-        self.launches += 1
-        self.model.launch_start()  # before peers can see this launch's count
-        agents = [Agent(self, b, blocks, _seed(self.config.seed, self.rank, self.launches, b))
-                  for b in range(blocks)]
-        for a in agents:
-            a.set_state(C.IDLE)
-            a.kernel = kernel
-            a.pipes = self.model.block(a)
-            a.fences = a.pipes if a.pipes.acts_on_fences else None
-            if a.hooks is not None:
-                HOOKED[0] = True
-        self.agents = agents
-        self.ctl.set_rank(self.rank, C.R_BLOCKS, blocks)
-        self.ctl.set_rank(self.rank, C.R_LAUNCHES, self.launches)
-        self.host_agent.set_state(C.JOINING)
-        errors: list[tuple[int, BaseException, str]] = []
-        threads = [threading.Thread(target=self._block_main, args=(a, kernel, args, kwargs, errors),
-                                    name=f"shmcomm-r{self.rank}-b{a.block_idx}", daemon=True)
-                   for a in agents]
-        try:
-            for t in threads:
-                t.start()
-            self.model.host_join()
-            for t in threads:
-                t.join()
-        finally:
-            self.host_agent.start_running()
-            self.agents = []
-            self.model.launch_end()
-        if errors:
-            own = [e for e in errors if not isinstance(e[1], Aborted)]
-            block, exc, tb = (own or errors)[0]
-            err = KernelError(self.rank, block, exc, tb)
-            if own:
-                self.block_failures.append(err)
-            raise err
+        if stream is not None and (not isinstance(stream, Stream) or stream.rt is not self):
+            raise ArgumentError(f"launch: stream must be a Stream from this rank's rt.stream(), "
+                                f"got {stream!r}")
+        if not self.model.concurrent_launches and (stream is not None or self._running):
+            raise ArgumentError(
+                f"launch: the {self.config.mode} mode runs one launch of a rank at a time; "
+                "launch without a stream, from one host thread (or use eager / hazard mode)")
+        job = Launch(self, kernel, blocks, args, dict(kwargs or {}))
+        with self._lock:  # seeds follow the host's issue order, not the streams' start order
+            self._issued += 1
+            job.seq = self._issued
+        if stream is None:
+            job.start()
+            try:
+                self.model.host_join()
+            finally:
+                job.wait()
+            return None  # nothing to hold on to (and a host may return it: it must pickle)
+        stream.enqueue(job)
+        return job
+
+    # -- launch bookkeeping (Launch calls these, under self._lock) -----------------------------
+
+    def _claim_slots(self, blocks: int) -> int:
+        """The first of ``blocks`` consecutive free control slots of this rank."""
+        used = self._slots
+        run = 0
+        for s in range(MAX_BLOCKS):
+            run = 0 if used >> s & 1 else run + 1
+            if run == blocks:
+                first = s - blocks + 1
+                self._slots |= ((1 << blocks) - 1) << first
+                self._publish_slots()
+                return first
+        busy = bin(used).count("1")
+        raise ArgumentError(
+            f"launch: {blocks} blocks requested, but {busy} of this rank's MAX_BLOCKS={MAX_BLOCKS} "
+            f"block slots are taken by launches still running (free: {MAX_BLOCKS - busy}, "
+            "not all consecutive); synchronize a stream first or launch fewer blocks")
+
+    def _release_slots(self, first: int, blocks: int) -> None:
+        self._slots &= ~(((1 << blocks) - 1) << first)
+        self._publish_slots()
+
+    def _publish_slots(self) -> None:
+        """The deadlock watch reads which slots run (two 32-bit halves) and how many blocks."""
+        m = self._slots
+        ctl = self.ctl
+        ctl.set_rank(self.rank, C.R_SLOTS_LO, _i32(m & 0xFFFFFFFF))
+        ctl.set_rank(self.rank, C.R_SLOTS_HI, _i32(m >> 32))
+        ctl.set_rank(self.rank, C.R_BLOCKS, bin(m).count("1"))
+
+    def _joining(self, delta: int) -> None:
+        """Count host threads joining a launch: the host agent is JOINING while any is."""
+        with self._lock:
+            self._joiners += delta
+            if self._joiners:
+                self.host_agent.set_state(C.JOINING)
+            else:
+                self.host_agent.start_running()  # its stuck clock restarts with the host code
 
     def _block_main(self, agent: Agent, kernel: Callable, args: tuple, kwargs: dict,
                     errors: list) -> None:
@@ -286,9 +354,170 @@ class RankRuntime:
         return f"RankRuntime(rank={self.rank}/{self.nranks}, launches={self.launches})"
 
 
-def _i32(u32: int) -> int:
-    """An unsigned 32-bit value as the int32 a control word stores."""
-    return u32 - (1 << 32) if u32 >= 1 << 31 else u32
+def _i32(v: int) -> int:
+    return v - (1 << 32) if v & 0x80000000 else v
+
+
+class Launch:
+    """One kernel launch: its blocks, their control slots, and its outcome.
+
+    ``rt.launch`` returns it; ``wait()`` blocks until every block finished and raises the
+    launch's :class:`KernelError`; ``done`` tells whether it has finished.
+    """
+
+    def __init__(self, rt: RankRuntime, kernel: Callable, blocks: int, args: tuple,
+                 kwargs: dict) -> None:
+        self.rt, self.kernel, self.blocks, self.args, self.kwargs = rt, kernel, blocks, args, kwargs
+        self.threads: list[threading.Thread] = []
+        self.errors: list[tuple[int, BaseException, str]] = []
+        self.started = False
+        self.seq = 0  # issue number on this rank (rt.launch sets it)
+        self._ended = False
+        self._go = threading.Event()  # set once started, or when its stream gave up on it
+
+    @property
+    def done(self) -> bool:
+        return self.started and not any(t.is_alive() for t in self.threads)
+
+    def start(self) -> None:
+        """Take slots, bind the model and start the blocks (returns at once)."""
+        rt = self.rt
+        with rt._lock:
+            first = rt._claim_slots(self.blocks)
+            self.first = first
+            rt.launches += 1
+            rt._running += 1
+            try:
+                rt.model.launch_start()  # before peers can see this launch's count
+                agents = [Agent(rt, first + b, self.blocks,
+                                _seed(rt.config.seed, rt.rank, self.seq, b), block_idx=b)
+                          for b in range(self.blocks)]
+                for a in agents:
+                    a.set_state(C.IDLE)
+                    a.kernel = self.kernel
+                    a.pipes = rt.model.block(a)
+                    a.fences = a.pipes if a.pipes.acts_on_fences else None
+                    if a.hooks is not None:
+                        HOOKED[0] = True
+                    if a.fences is not None:
+                        FENCED[0] = True
+            except BaseException:
+                rt._running -= 1
+                rt._release_slots(first, self.blocks)
+                raise
+            self.agents = agents
+            rt.agents = rt.agents + agents
+            rt.ctl.set_rank(rt.rank, C.R_LAUNCHES, rt.launches)
+        self.threads = [threading.Thread(
+            target=rt._block_main, args=(a, self.kernel, self.args, self.kwargs, self.errors),
+            name=f"shmcomm-r{rt.rank}-b{a.block_idx}", daemon=True) for a in agents]
+        for t in self.threads:
+            t.start()
+        self.started = True  # after the starts: `done` must not see unstarted threads
+        self._go.set()
+
+    def wait(self) -> None:
+        """Block until every block finished; raise :class:`KernelError` if one failed."""
+        rt = self.rt
+        rt._joining(1)
+        try:
+            self._go.wait()  # a stream launch still queued behind an earlier one
+            for t in self.threads:
+                t.join()
+        finally:
+            rt._joining(-1)
+            self._end()
+        if self.errors:
+            own = [e for e in self.errors if not isinstance(e[1], Aborted)]
+            block, exc, tb = (own or self.errors)[0]
+            err = KernelError(rt.rank, block, exc, tb)
+            if own:
+                rt.block_failures.append(err)
+            raise err
+
+    def _end(self) -> None:
+        rt = self.rt
+        with rt._lock:
+            if self._ended or not self.started:
+                return
+            self._ended = True
+            rt.agents = [a for a in rt.agents if a not in self.agents]
+            rt._release_slots(self.first, self.blocks)
+            rt._running -= 1
+            rt.model.launch_end()
+
+    def __repr__(self) -> str:
+        name = getattr(self.kernel, "__name__", "kernel")
+        state = "done" if self.done else ("running" if self.started else "queued")
+        return f"<Launch {name} x{self.blocks} blocks on rank {self.rt.rank}: {state}>"
+
+
+class Stream:
+    """An ordered queue of launches (``aclrtStream``): each starts after the previous finished.
+
+    Launches of different streams run concurrently. ``synchronize()`` waits for every launch
+    issued so far and raises the first failure.
+    """
+
+    def __init__(self, rt: RankRuntime) -> None:
+        self.rt = rt
+        self.pending: list[Launch] = []
+        self._worker: threading.Thread | None = None
+        self._cond = threading.Condition()
+        self._failed: BaseException | None = None
+
+    def enqueue(self, job: Launch) -> None:
+        with self._cond:
+            self.pending.append(job)
+            if self._worker is None:
+                self._worker = threading.Thread(target=self._run, name="shmcomm-stream",
+                                                daemon=True)
+                self._worker.start()
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        # a host-side helper thread: starts each queued launch once the previous one ended
+        while True:
+            with self._cond:
+                job = next((j for j in self.pending if not j.started), None)
+                if job is None:
+                    self._worker = None
+                    self._cond.notify_all()
+                    return
+            try:
+                job.start()
+            except BaseException as exc:  # a launch that could not start fails the stream
+                with self._cond:
+                    self._failed = exc
+                    for j in self.pending:
+                        j._go.set()  # never starts: its waiters return to see the failure
+                    self.pending = [j for j in self.pending if j.started]
+                    self._worker = None
+                    self._cond.notify_all()
+                return
+            for t in job.threads:
+                t.join()
+            job._end()
+
+    def synchronize(self) -> None:
+        """Wait for every launch issued on this stream; raise the first one's KernelError."""
+        rt = self.rt
+        rt._joining(1)
+        try:
+            with self._cond:
+                while self._worker is not None and self._failed is None:
+                    self._cond.wait(0.05)  # bounded: the worker also ends when a block fails
+                jobs, self.pending = self.pending, []
+                failed, self._failed = self._failed, None
+        finally:
+            rt._joining(-1)
+        for j in jobs:
+            j.wait()
+        if failed is not None:
+            raise failed
+
+    def __repr__(self) -> str:
+        return f"<Stream rank {self.rt.rank}: {len(self.pending)} launch(es) issued>"
 
 
 def _seed(seed: int, rank: int, launch: int, slot: int) -> int:

@@ -20,25 +20,92 @@ def tile_shape(shape: Any) -> tuple[int, int]:
     return dims[0], dims[1]
 
 
+def check_valid(valid: Any, rows: int, cols: int, what: str) -> tuple[int, int]:
+    """``valid`` as a tile's valid region ``(valid_row, valid_col)`` inside ``rows x cols``."""
+    try:
+        vr, vc = valid
+    except (TypeError, ValueError):
+        raise ArgumentError(f"{what}: valid must be (valid_row, valid_col), got {valid!r}") from None
+    for name, v, hi in (("valid_row", vr, rows), ("valid_col", vc, cols)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 1 <= v <= hi:
+            raise ArgumentError(f"{what}: {name} must be an int in [1, {hi}], got {v!r}")
+    return int(vr), int(vc)
+
+
 class Tile:
     """A block-local UB buffer of ``rows x cols`` elements (made by ``ctx.tile``).
 
-    ``valid`` is the region the last ``TLOAD`` filled, as PTO's ``ValidRow`` / ``ValidCol``.
-    ``array`` is the numpy buffer (block-local memory, never shared).
+    ``valid_row`` / ``valid_col`` is the tile's valid region (PTO's ``GetValidRow`` /
+    ``GetValidCol``; the whole tile unless given): ``TPUT`` / ``TGET`` chunk by it. ``ub_offset``
+    is where the tile sits in its block's UB (``TASSIGN``); tiles whose byte ranges overlap share
+    memory, as on hardware. ``valid`` is the region the last ``TLOAD`` filled. ``array`` is the
+    numpy buffer (block-local memory, never shared with other blocks).
     """
 
-    __slots__ = ("array", "rows", "cols", "dtype", "valid")
+    __slots__ = ("array", "rows", "cols", "dtype", "valid", "valid_row", "valid_col", "ub_offset")
 
-    def __init__(self, shape: Any, dtype: Any) -> None:
+    def __init__(self, shape: Any, dtype: Any, valid: Any = None, array: np.ndarray | None = None,
+                 ub_offset: int = -1) -> None:
         shape = tile_shape(shape)
         self.dtype = as_dtype(dtype, "tile dtype")
         self.rows, self.cols = shape
-        self.array = np.zeros(shape, dtype=self.dtype)
+        self.array = np.zeros(shape, dtype=self.dtype) if array is None else array
         self.valid = (0, 0)
+        self.valid_row, self.valid_col = (
+            shape if valid is None else check_valid(valid, shape[0], shape[1], "tile"))
+        self.ub_offset = ub_offset
+
+    def GetValidRow(self) -> int:
+        return self.valid_row
+
+    def GetValidCol(self) -> int:
+        return self.valid_col
+
+    def set_valid(self, valid_row: int, valid_col: int) -> None:
+        """Change the valid region (a dynamic ``ValidRow`` / ``ValidCol`` tile)."""
+        self.valid_row, self.valid_col = check_valid((valid_row, valid_col), self.rows, self.cols,
+                                                     "Tile.set_valid")
+
+    def rows_view(self, r0: int, nrows: int) -> Tile:
+        """Rows ``[r0, r0 + nrows)`` as a tile on the same UB bytes (the half tiles of pto-isa's
+        intra-tile ping-pong)."""
+        t = Tile((nrows, self.cols), self.dtype, array=self.array[r0:r0 + nrows],
+                 ub_offset=-1 if self.ub_offset < 0 else
+                 self.ub_offset + r0 * self.cols * self.dtype.itemsize)
+        return t
 
     @property
     def nbytes(self) -> int:
         return self.array.nbytes
 
     def __repr__(self) -> str:
-        return f"Tile({self.rows}x{self.cols} {self.dtype}, valid={self.valid[0]}x{self.valid[1]})"
+        vr = "" if (self.valid_row, self.valid_col) == (self.rows, self.cols) else \
+            f", valid region {self.valid_row}x{self.valid_col}"
+        at = "" if self.ub_offset < 0 else f" at UB {self.ub_offset:#x}"
+        return (f"Tile({self.rows}x{self.cols} {self.dtype}{at}{vr}, "
+                f"loaded={self.valid[0]}x{self.valid[1]})")
+
+
+UB_ALIGN = 32  # UB addresses of tiles are 32-byte aligned on A2/A3
+
+
+def block_ub(agent: Any) -> np.ndarray:
+    """The block's UB as ``ub_bytes`` bytes (made at its first placed tile)."""
+    if agent.ub is None:
+        agent.ub = np.zeros(agent.rt.config.ub_bytes, dtype=np.uint8)
+    return agent.ub
+
+
+def assign(tile: Tile, ub: np.ndarray, addr: Any, what: str = "TASSIGN: addr") -> None:
+    """Place ``tile`` at byte ``addr`` of the block's UB (``TASSIGN``): from now on its data are
+    those bytes, shared with every other tile placed over them."""
+    nbytes = tile.rows * tile.cols * tile.dtype.itemsize
+    if isinstance(addr, bool) or not isinstance(addr, (int, np.integer)):
+        raise ArgumentError(f"{what} must be an int (a byte offset in UB), got {addr!r}")
+    addr = int(addr)
+    if addr % UB_ALIGN or not 0 <= addr <= ub.nbytes - nbytes:
+        raise ArgumentError(
+            f"{what} must be a multiple of {UB_ALIGN} in [0, {ub.nbytes - nbytes}] for a "
+            f"{nbytes}-byte tile in a {ub.nbytes}-byte UB (ub_bytes); got {addr:#x}")
+    tile.array = ub[addr:addr + nbytes].view(tile.dtype).reshape(tile.rows, tile.cols)
+    tile.ub_offset = addr

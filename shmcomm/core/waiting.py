@@ -54,7 +54,7 @@ SLEEP_MAX_S = 0.02
 # a wait loop pass this late means the process was stopped (SIGSTOP, a suspended job) or starved:
 # that time does not count against wait_timeout
 STALLED_S = 1.0
-KIND_SIGNAL, KIND_HOST_BARRIER, KIND_TTEST = 0, 1, 2
+KIND_SIGNAL, KIND_HOST_BARRIER, KIND_TTEST, KIND_SYNCALL = 0, 1, 2, 3
 
 _fetch_add = at.fast_fetch_add  # control-segment words: c_void_p
 _busy = [-1.0, False]  # when the box was last sampled, and whether it was busy
@@ -85,6 +85,7 @@ class WaitSite:
 
     def describe(self, index: int = 0) -> str:
         where = ("the host barrier" if self.kind == KIND_HOST_BARRIER else
+                 "SYNCALL (the blocks of this launch)" if self.kind == KIND_SYNCALL else
                  f"signal rank {self.sig_rank} offset {self.sig_offset:#x}")
         if self.rows * self.cols > 1:
             where += f" (element [{index // self.cols}, {index % self.cols}] of {self.rows}x{self.cols})"

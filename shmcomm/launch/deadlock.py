@@ -17,7 +17,7 @@ import numpy as np
 
 from ..config import MAX_BLOCKS
 from ..core import control as C
-from ..core.waiting import KIND_HOST_BARRIER, KIND_TTEST
+from ..core.waiting import KIND_HOST_BARRIER, KIND_SYNCALL, KIND_TTEST
 from ..errors import ShmcommError
 from ..transports import Transport
 from ..types import CMP_FUNCS, CMP_SYMBOLS
@@ -26,7 +26,8 @@ from ..types import CMP_FUNCS, CMP_SYMBOLS
 # a quarter of deadlock_grace: an agent that tested once and went on computing is no waiter)
 POLL_FRESH_MS = 250
 _I32 = np.dtype(np.int32)
-_WAIT_KINDS = (0, KIND_HOST_BARRIER, KIND_TTEST)
+_WAIT_KINDS = (0, KIND_HOST_BARRIER, KIND_TTEST, KIND_SYNCALL)
+_CONTROL_KINDS = (KIND_HOST_BARRIER, KIND_SYNCALL)  # words of the control segment
 
 
 class CorruptControl(ShmcommError):
@@ -72,7 +73,7 @@ class Wait:
                       f"rows >= 1 and 1 <= cols <= stride (got {self.rows}x{self.cols} / "
                       f"{self.stride})")
         words = (self.rows - 1) * self.stride + self.cols
-        if self.kind == KIND_HOST_BARRIER:
+        if self.kind in _CONTROL_KINDS:
             limit = ctl.segment.size
         else:
             if not 0 <= self.sig_rank < ctl.nranks:
@@ -85,7 +86,7 @@ class Wait:
     def values(self) -> np.ndarray:
         """The waited words as a rows x cols int32 array (read now, in sweep order)."""
         words = (self.rows - 1) * self.stride + self.cols
-        if self.kind == KIND_HOST_BARRIER:
+        if self.kind in _CONTROL_KINDS:
             flat = self._ctl.words[self.offset // 4:self.offset // 4 + words]
         else:
             flat = self._transport.view(self.sig_rank, self.offset, (words,), _I32)
@@ -101,6 +102,8 @@ class Wait:
     def describe(self) -> str:
         if self.kind == KIND_HOST_BARRIER:
             return "host barrier (rt.barrier)"
+        if self.kind == KIND_SYNCALL:
+            return "SYNCALL (blocks of one launch)"
         what = f"signal rank {self.sig_rank} offset {self.offset:#x}"
         if self.kind == KIND_TTEST:
             what = "TTEST poll on " + what
@@ -111,15 +114,23 @@ class Wait:
 
 
 def agent_lines(ctl: C.Control, rank: int) -> list[tuple[int | None, np.ndarray]]:
-    """``(block or None for the host, line)`` of every agent of ``rank``'s current launch (the
-    block count checked), host last."""
+    """``(block or None for the host, line)`` of every agent of ``rank``'s running launches
+    (several with streams; the block count and block indices checked), host last."""
     agents = ctl.agents_of(rank)
     nb = ctl.rank_field(rank, C.R_BLOCKS)
     if not 0 <= nb <= MAX_BLOCKS:
         raise CorruptControl(rank, None, (
             f"corrupted control segment: rank {rank}'s line holds blocks={nb}, outside "
             f"[0, {MAX_BLOCKS}]; a rank wrote over shmcomm's control memory"), str(nb).encode())
-    lines: list[tuple[int | None, np.ndarray]] = [(b, agents[b]) for b in range(nb)]
+    lines: list[tuple[int | None, np.ndarray]] = []
+    for s in ctl.running_slots(rank):
+        b = int(agents[s, C.A_BLOCK])
+        if not 0 <= b < MAX_BLOCKS:
+            raise CorruptControl(rank, None, (
+                f"corrupted control segment: the agent line in rank {rank}'s slot {s} holds "
+                f"block index {b}, outside [0, {MAX_BLOCKS}); a rank wrote over shmcomm's "
+                "control memory"), agents[s].tobytes())
+        lines.append((b, agents[s]))
     lines.append((None, agents[C.HOST_SLOT]))
     for b, line in lines:
         if not 0 <= int(line[C.A_STATE]) < len(C.AGENT_STATES):
@@ -194,20 +205,21 @@ class DeadlockWatch:
         for r in live:
             lines = agent_lines(ctl, r)
             host = lines[-1][1]
+            hstate = int(host[C.A_STATE])
             if is_waiting(host, now_ms, self.fresh_ms):
                 waits.append(Wait(ctl, self.transport, r, None, host))
-            elif int(host[C.A_STATE]) == C.JOINING:
-                blocked = []
-                for b, line in lines[:-1]:
-                    if is_waiting(line, now_ms, self.fresh_ms):
-                        blocked.append(Wait(ctl, self.transport, r, b, line))
-                    elif int(line[C.A_STATE]) not in (C.DONE, C.FAILED):
-                        return None  # running (or not started): it may still change memory
-                if not blocked:
-                    return None
-                waits.extend(blocked)
-            else:
+            elif hstate != C.JOINING:
                 return None
+            # the blocks of every launch running on this rank (streams run several at once)
+            blocked = []
+            for b, line in lines[:-1]:
+                if is_waiting(line, now_ms, self.fresh_ms):
+                    blocked.append(Wait(ctl, self.transport, r, b, line))
+                elif int(line[C.A_STATE]) not in (C.DONE, C.FAILED):
+                    return None  # running (or not started): it may still change memory
+            if hstate == C.JOINING and not blocked:
+                return None
+            waits.extend(blocked)
         for w in waits:
             if w.line[C.A_PENDING] or w.first_unsatisfied()[0] < 0:
                 return None

@@ -593,6 +593,7 @@ def serve_run(rank: int, config: Config, transport: ShmTransport, ctl: C.Control
         transport.attach(rank)
         rt = RankRuntime(rank, config, Windows(transport), ctl, model)
         result = host(rt, *args)
+        rt.synchronize()  # launches left running on streams finish (and report) before we exit
         msg = ("ok", result)
     except KernelError as exc:
         msg = _failure_msg(rank, exc.block, exc.exc, exc.tb)

@@ -115,8 +115,9 @@ class HazardRankModel(RankModel):
                 del stale[off]
         self.host_stored = []
         ctl = rt.ctl
-        clean = rt.launches > 1 and all(ctl.load_rank(r, C.R_LAUNCHES) < rt.launches
-                                        for r in range(rt.nranks) if r != rt.rank)
+        # another launch of this rank running now (a stream) may have notified already
+        clean = rt.launches > 1 and rt.running_launches <= 1 and all(
+            ctl.load_rank(r, C.R_LAUNCHES) < rt.launches for r in range(rt.nranks) if r != rt.rank)
         self.launch = LaunchState(rt.launches, stale if clean else None, waited)
 
     def block(self, agent: Agent) -> BlockModel:
@@ -141,6 +142,7 @@ class HazardBlockModel(BlockModel):
         self.rng = random.Random(agent.rng.getrandbits(64))  # due times: one stream
         self.vis = RemoteStores(self._apply) if "visibility" in models else None
         self.lines = LineModel(agent.rt.windows, self._clobber) if "lines" in models else None
+        self.set_read_add = cfg.set_semantics == "read-add"
         # jitter and idle draw from their own stream: how often a wait idles depends on timing
         self.jitter = Jitter(random.Random(agent.rng.getrandbits(64))) if "jitter" in models else None
         self.tracer = block_tracer(agent)
@@ -269,6 +271,24 @@ class HazardBlockModel(BlockModel):
         self._after_sync(PIPE_MTE3)
         self._sync_pending()
 
+    def mark(self, pipe: int) -> Any:
+        return self.issued[pipe]
+
+    def completed(self, pipe: int, mark: Any) -> bool:
+        self._tick()  # retire what is due by now
+        return self.retired[pipe] >= mark
+
+    def notify_drain(self) -> None:
+        """TNOTIFY's closing barrier: the queued copies finish when their DMA would (their due
+        times), not the instant the signal went out, so a notify issued before its data is
+        drained still races with the data (as on the NPU)."""
+        if type(self)._now is HazardBlockModel._now:  # wall-clock due times (not a step clock)
+            due = max((item[1] for p in _QUEUED for item in self.queues[p]), default=0.0)
+            wait = due - self._now()
+            if wait > 0:
+                time.sleep(min(wait, 10 * self.delay + 0.01))
+        self.barrier(PIPE_ALL)
+
     def dsb(self, mode: int) -> None:
         if self.jitter:
             self.jitter.point()
@@ -391,7 +411,7 @@ class HazardBlockModel(BlockModel):
         for f in self.on["notify"]:
             f(sig, value, op)
         if self.lines:
-            if op:
+            if op and not self.set_read_add:  # a read-add Set is an atomic at the memory
                 self.lines.fill(ptr.rank, ptr.offset, value, self._due(),
                                 kernel_site(self.agent) if self.m_check else "")
             else:

@@ -201,6 +201,8 @@ class HostHooks:
 class ScheduleRankModel(HazardRankModel):
     """Schedule mode in one rank process: the host agent's turns, and a block model per block."""
 
+    concurrent_launches = False  # the host registers each launch's blocks while holding the turn
+
     def __init__(self, rt: RankRuntime, strategy: Any) -> None:
         super().__init__(rt)
         self.sched = Scheduler(rt.ctl, rt.windows.transport, strategy)

@@ -1,0 +1,33 @@
+"""pto-isa's TPUT suite (``tests/npu/a2a3/comm/st/testcase/tput``), case by case.
+
+Same shapes, tiles, dtypes, rank counts and checks as the C++ cases (see :mod:`pto_ring`); each
+case passes in eager and in hazard mode (pipes, visibility, lines, jitter and every checker on).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from pto_ring import CHUNKED_CASES, case_errors
+
+pytestmark = pytest.mark.timeout(900)
+
+f32, i32, u8 = np.float32, np.int32, np.uint8
+# (name, dtype, shape, tile, form, nranks) exactly as main.cpp's TEST(TPut, ...) list
+CASES = [
+    ("Vec_FloatSmall_4Ranks", f32, (1, 256), (1, 256), "single", 4),
+    ("Vec_Int32Large", i32, (1, 4096), (1, 4096), "single", 2),
+    ("Vec_Uint8Small_8Ranks", u8, (1, 512), (1, 512), "single", 8),
+    ("Shape2D_Float16x16", f32, (16, 16), (16, 16), "single", 2),
+    ("Shape2D_Float8x32", f32, (8, 32), (8, 32), "single", 2),
+    ("Shape2D_Int32_4x64", i32, (4, 64), (4, 64), "single", 2),
+    ("AtomicAdd_Int32_4Ranks", i32, (1, 256), (1, 256), "atomic", 4),
+    *CHUNKED_CASES,
+]
+
+
+@pytest.mark.parametrize("mode", ["eager", "hazard"])
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_tput(case, mode):
+    errors = case_errors("TPUT", CASES, case, mode)
+    assert not errors, errors
