@@ -176,8 +176,15 @@ def _import(name: str) -> Any:
     except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt):
             raise
-        raise ProgramImportError(f"--program: importing module {name!r} failed: "
-                                 f"{type(exc).__name__}: {exc}", traceback.format_exc()) from None
+        raise ProgramImportError(f"--program: importing module {name!r} {_failed(exc)}",
+                                 traceback.format_exc()) from None
+
+
+def _failed(exc: BaseException) -> str:
+    """How a module's import ended: a ``sys.exit`` there is named as such, not as a crash."""
+    if isinstance(exc, SystemExit):
+        return f"called sys.exit({exc.code!r})"
+    return f"failed: {type(exc).__name__}: {exc}"
 
 
 def _load_file(path: str) -> Any:
@@ -199,7 +206,7 @@ def _load_file(path: str) -> Any:
         sys.modules.pop(name, None)
         if isinstance(exc, KeyboardInterrupt):
             raise
-        raise ProgramImportError(f"--program: loading {path!r} failed: {type(exc).__name__}: {exc}",
+        raise ProgramImportError(f"--program: loading {path!r} {_failed(exc)}",
                                  traceback.format_exc()) from None
     return mod
 
