@@ -119,8 +119,9 @@ def _traced(rt):
 def _is_trace(path) -> bool:
     import json
 
-    events = json.loads(open(path).read())
-    return any(e.get("name") == "shmcomm_run" for e in events)
+    with open(path) as f:
+        doc = json.load(f)
+    return doc.get("otherData", {}).get("tool") == "shmcomm" and bool(doc["traceEvents"])
 
 
 def test_trace_replaces_a_symlink_without_following_it(tmp_path):

@@ -81,15 +81,20 @@ class WaitLog:
         for rank in live:
             try:
                 lines = agent_lines(self.ctl, rank)
-                for block, line in lines:
-                    key = (rank, block)
-                    if is_waiting(line, now_ms):
-                        self.waits[key] = Wait(self.ctl, self.transport, rank, block, line)
-                        self.ended.pop(key, None)
-                    elif key in self.waits and key not in self.ended:
-                        self.ended[key] = now_ms
             except CorruptControl:
                 continue  # the deadlock watch reports it
+            seen = set()
+            for block, line in lines:
+                key = (rank, block)
+                seen.add(key)
+                if is_waiting(line, now_ms):
+                    self.waits[key] = Wait(self.ctl, self.transport, rank, block, line)
+                    self.ended.pop(key, None)
+                elif key in self.waits and key not in self.ended:
+                    self.ended[key] = now_ms
+            for key in self.waits:  # its launch ended (the slots are free): the wait is over
+                if key[0] == rank and key not in seen and key not in self.ended:
+                    self.ended[key] = now_ms
         for key in self.waits:  # a rank that exited (the victim, after its report) waits no more
             if key[0] not in live and key not in self.ended:
                 self.ended[key] = now_ms

@@ -134,6 +134,9 @@ class _Launcher:
         trace = TraceFile(self.config.trace) if self.config.trace else None
         if trace is not None:  # ranks write beside the path; the file moves there at the end
             self.config = self.config.replace(trace=trace.aside)
+            if isinstance(getattr(self.model, "config", None), Config):
+                # a factory that writes the trace itself (schedule mode) writes it there too
+                self.model.config = self.model.config.replace(trace=trace.aside)  # type: ignore[union-attr]
         cfg = self.config
         restore = self._catch_signals()
         try:

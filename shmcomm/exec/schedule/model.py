@@ -205,6 +205,7 @@ class ScheduleRankModel(HazardRankModel):
 
     def __init__(self, rt: RankRuntime, strategy: Any) -> None:
         super().__init__(rt)
+        self.host_trace = None  # wall-clock stamps would differ between replays: the step trace
         self.sched = Scheduler(rt.ctl, rt.windows.transport, strategy)
         self.host = agent_id(rt.rank, C.HOST_SLOT)
         rt.host_agent.hooks = HostHooks(self.sched, self.host)
