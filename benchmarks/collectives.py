@@ -504,11 +504,11 @@ def main(argv: list[str] | None = None) -> int:
     sizes = sizes_between(lo, hi, factor)
     cases = [(c, d, o) for c in colls for d in dtypes for o in (redops if c != "ag" else ["none"])]
     window_s = 0.1 if q else 0.3
+    if ns.mpi and "ar" not in colls:
+        p.error("--mpi compares AllReduce: --collectives must include ar")
     mpiexec = find_mpiexec() if ns.mpi else None
     if ns.mpi and mpiexec is None:
         p.error("--mpi needs mpi4py and mpiexec: pip install -e '.[mpi]'")
-    if ns.mpi and "ar" not in colls:
-        p.error("--mpi compares AllReduce: --collectives must include ar")
     job = {"cases": [c for c in cases if c[0] == "ar"], "sizes": sizes, "warmup": warmup,
            "iters": iters, "check": bool(ns.check), "window_s": window_s}
     meta = machine()
