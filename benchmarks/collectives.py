@@ -23,7 +23,8 @@ shape: the same kernel on shmcomm's mpi transport (``AllReduce/mpi``) and MPICH'
 table puts the three busbw figures side by side.
 
 Writes ``<out>.json`` (versioned, machine metadata, load averages) and ``<out>.png``
-(matplotlib, the ``bench`` extra). Exit status 1 when any result was wrong, 2 on a usage error.
+(matplotlib, the ``bench`` extra). Exit status 1 when any result was wrong or an ``--mpi`` job
+failed, 2 on a usage error.
 
     python benchmarks/collectives.py --quick                 # every type and op, small sizes
     python benchmarks/collectives.py -b 4K -e 64M -f 4       # float32 sum, nranks 2 4 8, blocks 1 4
@@ -434,7 +435,8 @@ def machine() -> dict[str, Any]:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         description=__doc__.splitlines()[0],
-        epilog="exit status: 0 every result right, 1 a result was wrong (#wrong > 0), 2 usage error")
+        epilog="exit status: 0 every result right, 1 a result was wrong (#wrong > 0) or an --mpi job "
+               "failed, 2 usage error")
     p.add_argument("--quick", action="store_true",
                    help="every type and op at 4 KiB and 64 KiB on 4 ranks x 2 blocks, -n 5 -w 1; "
                         "options given as well override it (default: off)")
