@@ -53,7 +53,7 @@ from shmcomm.kernels.barrier import EpochBarrier
 from shmcomm.kernels.collectives import all_gather, all_reduce, max_share, reduce_scatter, share_bounds
 from shmcomm.transports.mpi.library import find_mpiexec
 
-SCHEMA = "shmcomm.bench.collectives/3"  # /3: rows name their transport (--mpi)
+SCHEMA = "shmcomm.bench.collectives/2"  # rows gained "transport" (--mpi): additive, same schema
 KiB, MiB = 1024, 1024 * 1024
 COLLS = ("rs", "ag", "ar")
 COLL_NAMES = {"rs": "ReduceScatter", "ag": "AllGather", "ar": "AllReduce"}
