@@ -16,12 +16,20 @@ compares every output element with numpy's result and counts the wrong ones, as 
 * ``memcpy/rank`` and ``vs roof``: numpy's memcpy measured in the same run while every rank copies
   at once (what the cores give each rank), and ``busbw`` over it.
 
+With ``--mpi`` (the ``mpi`` extra: mpi4py + the MPICH wheel) every AllReduce case is measured two
+more ways in the same run, each its own ``mpiexec -n nranks`` job right after the shm rows of its
+shape: the same kernel on shmcomm's mpi transport (``AllReduce/mpi``) and MPICH's own out-of-place
+``MPI_Allreduce`` (``MPI_Allreduce``, one thread per rank), both checked like the shm rows; a second
+table puts the three busbw figures side by side.
+
 Writes ``<out>.json`` (versioned, machine metadata, load averages) and ``<out>.png``
-(matplotlib, the ``bench`` extra). Exit status 1 when any result was wrong, 2 on a usage error.
+(matplotlib, the ``bench`` extra). Exit status 1 when any result was wrong or an ``--mpi`` job
+failed, 2 on a usage error.
 
     python benchmarks/collectives.py --quick                 # every type and op, small sizes
     python benchmarks/collectives.py -b 4K -e 64M -f 4       # float32 sum, nranks 2 4 8, blocks 1 4
     python benchmarks/collectives.py -d all -o all -b 1K -e 1M -f 32 --nranks 4
+    python benchmarks/collectives.py --collectives ar -b 1M -e 16M --nranks 4,8 --blocks 4 --mpi
 """
 
 from __future__ import annotations
@@ -31,6 +39,8 @@ import datetime
 import json
 import os
 import platform
+import signal
+import subprocess
 import sys
 import time
 from typing import Any
@@ -41,8 +51,9 @@ import shmcomm
 from shmcomm.config import MAX_BLOCKS, MAX_RANKS
 from shmcomm.kernels.barrier import EpochBarrier
 from shmcomm.kernels.collectives import all_gather, all_reduce, max_share, reduce_scatter, share_bounds
+from shmcomm.transports.mpi.library import find_mpiexec
 
-SCHEMA = "shmcomm.bench.collectives/2"
+SCHEMA = "shmcomm.bench.collectives/2"  # rows gained "transport" (--mpi): additive, same schema
 KiB, MiB = 1024, 1024 * 1024
 COLLS = ("rs", "ag", "ar")
 COLL_NAMES = {"rs": "ReduceScatter", "ag": "AllGather", "ar": "AllReduce"}
@@ -145,14 +156,14 @@ def _bench_kernel(ctx, coll: str, redop: str, src, dst, count: int, warmup: int,
     out.append((ctx.block_idx, (time.perf_counter() - t0) / iters))
 
 
-def _memcpy_per_rank(rt, nbytes: int, window_s: float, repeats: int = 3) -> float:
+def _memcpy_per_rank(barrier, nbytes: int, window_s: float, repeats: int = 3) -> float:
     """GiB/s of back-to-back np.copyto of a private buffer over ``window_s`` while every rank
     copies at the same time (a window, not one copy, so that the ranks' copies overlap)."""
     a = np.ones(max(nbytes // 4, 1), np.float32)
     b = np.empty_like(a)
     rates = []
     for _ in range(repeats):
-        rt.barrier()
+        barrier()
         t0 = time.perf_counter()
         copies = 0
         while True:
@@ -162,7 +173,7 @@ def _memcpy_per_rank(rt, nbytes: int, window_s: float, repeats: int = 3) -> floa
             if t >= window_s:
                 break
         rates.append(copies * a.nbytes / t / 2**30)
-    rt.barrier()
+    barrier()
     return sorted(rates)[len(rates) // 2]
 
 
@@ -176,7 +187,7 @@ def _host(rt, cases: list[tuple[str, str, str]], sizes: list[int], blocks: int, 
         bufs[dt_name] = (rt.alloc((nmax,), dt), rt.alloc((max_share(nmax, rt.nranks),), dt),
                          rt.alloc((nmax,), dt))
     for size in sizes:
-        roof = _memcpy_per_rank(rt, max(size, 1 * MiB), window_s)
+        roof = _memcpy_per_rank(rt.barrier, max(size, 1 * MiB), window_s)
         for coll, dt_name, redop in cases:
             dt = np.dtype(dt_name)
             count = max(size // dt.itemsize, 1)
@@ -208,13 +219,21 @@ def _host(rt, cases: list[tuple[str, str, str]], sizes: list[int], blocks: int, 
 
 
 def measure(nranks: int, blocks: int, cases: list[tuple[str, str, str]], sizes: list[int],
-            warmup: int, iters: int, check: bool, window_s: float) -> list[dict]:
-    """Rows for one ``nranks x blocks`` shape (one shmcomm run)."""
+            warmup: int, iters: int, check: bool, window_s: float,
+            transport: str = "shm") -> list[dict]:
+    """Rows for one ``nranks x blocks`` shape (one shmcomm run on ``transport``; under "mpi"
+    every process of the ``mpiexec`` job calls this and gets every row)."""
     per_dtype = max(sizes) + max_share(max(sizes), nranks) + max(sizes) + 3 * 4096
     heap = len({c[1] for c in cases}) * per_dtype + 1 * MiB
     load0 = os.getloadavg()
     res = shmcomm.run(_host, nranks=nranks, blocks=blocks, window_bytes=heap, timeout=3600,
-                      args=(cases, sizes, blocks, warmup, iters, check, window_s))
+                      transport=transport, args=(cases, sizes, blocks, warmup, iters, check, window_s))
+    return summarize(res, nranks, blocks, check, transport, load0)
+
+
+def summarize(res: list[list[dict]], nranks: int, blocks: int, check: bool, transport: str,
+              load0: tuple[float, float, float]) -> list[dict]:
+    """One row per case from every rank's rows of it: the slowest rank's time, #wrong summed."""
     rows = []
     for i, base in enumerate(res[0]):
         per = [r[i] for r in res]
@@ -224,10 +243,129 @@ def measure(nranks: int, blocks: int, cases: list[tuple[str, str, str]], sizes: 
         busbw = algbw * busbw_factor(base["coll"], nranks)
         wrong = sum(p["wrong"] for p in per) if check else -1
         rows.append({**{k: base[k] for k in ("coll", "dtype", "redop", "size", "count", "iters")},
-                     "nranks": nranks, "blocks": blocks, "time_us": t * 1e6, "algbw_GiBps": algbw,
+                     "transport": transport, "nranks": nranks, "blocks": blocks, "time_us": t * 1e6,
+                     "algbw_GiBps": algbw,
                      "busbw_GiBps": busbw, "wrong": wrong, "memcpy_per_rank_GiBps": roof,
                      "vs_roof": busbw / roof, "loadavg": [round(x, 2) for x in load0]})
     return rows
+
+
+# --- MPI: AllReduce on shmcomm's mpi transport and MPICH's own MPI_Allreduce (--mpi) ------------
+# Each is one ``mpiexec -n nranks`` job running this script again (``--mpi-worker``), right after
+# the shm rows of the same shape, so the three AllReduce figures share the box's load. Rank 0 of
+# the job prints its rows as one JSON line; the rows are checked against numpy like the shm ones.
+
+MPI_JOB_TIMEOUT_S = 3600.0
+MPI_IMPLS = {"mpi": "AllReduce/mpi", "mpich": "MPI_Allreduce"}  # row label by transport
+
+
+def _mpich_allreduce(cases: list[tuple[str, str, str]], sizes: list[int], warmup: int, iters: int,
+                     check: bool, window_s: float) -> list[list[dict]]:
+    """Every rank of the job: out-of-place ``MPI_Allreduce`` per AllReduce case and size, the
+    rows of :func:`_host`'s shape (one thread per rank); every rank's rows, gathered."""
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    mpi_op = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}
+    rows = []
+    for size in sizes:
+        roof = _memcpy_per_rank(comm.Barrier, max(size, 1 * MiB), window_s)
+        for coll, dt_name, redop in cases:
+            dt = np.dtype(dt_name)
+            count = max(size // dt.itemsize, 1)
+            src, dst = input_values(comm.rank, count, dt), np.zeros(count, dt)
+            for _ in range(warmup):
+                comm.Allreduce(src, dst, op=mpi_op[redop])
+            comm.Barrier()
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                comm.Allreduce(src, dst, op=mpi_op[redop])
+            comm.Barrier()
+            t = (time.perf_counter() - t0) / iters
+            wrong = -1
+            if check:
+                want = expected(coll, redop, comm.size, comm.rank, count, dt)
+                wrong = int(np.count_nonzero(dst != want))
+            rows.append({"coll": coll, "dtype": dt_name, "redop": redop, "size": count * dt.itemsize,
+                         "count": count, "iters": iters, "time_s": t, "wrong": wrong,
+                         "memcpy_GiBps": roof})
+    return comm.allgather(rows)
+
+
+def _mpi_worker(kind: str, job: dict[str, Any]) -> None:
+    """Body of every process of an ``mpiexec`` job (``--mpi-worker``); rank 0 prints the rows."""
+    cases = [tuple(c) for c in job["cases"]]
+    args = (cases, job["sizes"], job["warmup"], job["iters"], job["check"], job["window_s"])
+    if kind == "mpi":
+        from shmcomm.launch.mpi import is_root
+        from shmcomm.transports.mpi import load_mpi
+
+        nranks = load_mpi().COMM_WORLD.Get_size()
+        load0 = os.getloadavg()
+        rows = measure(nranks, job["blocks"], *args, transport="mpi")
+    else:
+        from mpi4py import MPI
+
+        def is_root() -> bool:
+            return MPI.COMM_WORLD.Get_rank() == 0
+
+        load0 = os.getloadavg()
+        res = _mpich_allreduce(*args)
+        rows = summarize(res, MPI.COMM_WORLD.Get_size(), 1, job["check"], "mpich", load0)
+    if is_root():
+        print(json.dumps(rows), flush=True)
+
+
+def mpi_rows(mpiexec: str, kind: str, nranks: int, blocks: int, job: dict[str, Any]) -> list[dict]:
+    """The rows of one ``--mpi-worker`` job, ``kind`` "mpi" (shmcomm's mpi transport) or "mpich"
+    (``MPI_Allreduce``); the job runs in its own process group, stopped whole on a timeout."""
+    cmd = [mpiexec, "-n", str(nranks), sys.executable, os.path.abspath(__file__),
+           "--mpi-worker", kind, "--mpi-job", json.dumps({**job, "blocks": blocks})]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=MPI_JOB_TIMEOUT_S)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)  # mpiexec tears its job down and unlinks its files
+            try:
+                proc.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    lines = [ln for ln in out.splitlines() if ln.startswith("[")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"{MPI_IMPLS[kind]} {nranks}x{blocks}: mpiexec exited with status "
+                           f"{proc.returncode}: {err.strip()[-600:]}")
+    return json.loads(lines[-1])
+
+
+def mpi_table(rows: list[dict]) -> str:
+    """AllReduce busbw per shape, type, op and size: shm, the mpi transport, MPI_Allreduce."""
+    hdr = (f"{'nranks':>7}{'blocks':>7}{'size(B)':>11}{'type':>8}{'redop':>6}{'shm':>10}"
+           f"{'mpi':>10}{'MPI_Allreduce':>15}{'mpi/shm':>9}{'mpi/MPICH':>11}")
+    lines = ["AllReduce busbw (GiB/s): shmcomm on shm, shmcomm on the mpi transport, "
+             "MPICH's MPI_Allreduce (one thread per rank)", hdr, "-" * len(hdr)]
+
+    def busbw(transport: str, r: dict) -> float:
+        key = ("dtype", "redop", "size", "nranks") + (("blocks",) if transport != "mpich" else ())
+        m = next((x for x in rows if x["transport"] == transport
+                  and all(x[k] == r[k] for k in key)), None)
+        return m["busbw_GiBps"] if m else float("nan")
+
+    for r in (r for r in rows if r["transport"] == "shm" and r["coll"] == "ar"):
+        shm, mpi, mpich = r["busbw_GiBps"], busbw("mpi", r), busbw("mpich", r)
+        lines.append(f"{r['nranks']:>7}{r['blocks']:>7}{r['size']:>11}{r['dtype']:>8}{r['redop']:>6}"
+                     f"{shm:>10.3f}{mpi:>10.3f}{mpich:>15.3f}{mpi / shm:>9.2f}{mpi / mpich:>11.2f}")
+    return "\n".join(lines)
+
+
+# --- end of the MPI section -----------------------------------------------------------------------
+
+
+def label(row: dict) -> str:
+    """The ``collective`` column: the collective's name, or the MPI implementation's (--mpi)."""
+    return MPI_IMPLS.get(row.get("transport", "shm"), COLL_NAMES[row["coll"]])
 
 
 def table(rows: list[dict]) -> str:
@@ -238,7 +376,7 @@ def table(rows: list[dict]) -> str:
     lines = [hdr, "-" * len(hdr)]
     for r in rows:
         wrong = "N/A" if r["wrong"] < 0 else str(r["wrong"])
-        lines.append(f"{COLL_NAMES[r['coll']]:<14}{r['nranks']:>7}{r['blocks']:>7}{r['size']:>11}"
+        lines.append(f"{label(r):<14}{r['nranks']:>7}{r['blocks']:>7}{r['size']:>11}"
                      f"{r['count']:>10}{r['dtype']:>8}{r['redop']:>6}{r['time_us']:>11.1f}"
                      f"{r['algbw_GiBps']:>14.3f}{r['busbw_GiBps']:>14.3f}{wrong:>8}"
                      f"{r['memcpy_per_rank_GiBps']:>13.3f}{r['vs_roof']:>9.2f}")
@@ -255,6 +393,7 @@ def plot(rows: list[dict], path: str, meta: dict[str, Any]) -> str | None:
         import matplotlib.pyplot as plt
     except ImportError:
         return "matplotlib is not installed (pip install -e '.[bench]'): plot skipped"
+    rows = [r for r in rows if r["transport"] == "shm"]  # --mpi's rows are in mpi_table
     dtype = "float32" if any(r["dtype"] == "float32" for r in rows) else rows[0]["dtype"]
     colls = [c for c in COLLS if any(r["coll"] == c for r in rows)]
     fig, axes = plt.subplots(1, len(colls), figsize=(5 * len(colls), 4.4), squeeze=False)
@@ -296,7 +435,8 @@ def machine() -> dict[str, Any]:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         description=__doc__.splitlines()[0],
-        epilog="exit status: 0 every result right, 1 a result was wrong (#wrong > 0), 2 usage error")
+        epilog="exit status: 0 every result right, 1 a result was wrong (#wrong > 0) or an --mpi job "
+               "failed, 2 usage error")
     p.add_argument("--quick", action="store_true",
                    help="every type and op at 4 KiB and 64 KiB on 4 ranks x 2 blocks, -n 5 -w 1; "
                         "options given as well override it (default: off)")
@@ -326,12 +466,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="results/collectives",
                    help="path stem of the .json and .png written (default: %(default)s)")
     p.add_argument("--no-plot", action="store_true", help="write no .png (default: off)")
+    # -- MPI section (see "MPI: AllReduce on ..." above) --
+    p.add_argument("--mpi", action="store_true",
+                   help="also run every AllReduce case on shmcomm's mpi transport and as MPICH's "
+                        "MPI_Allreduce, each under mpiexec after the shm rows of its shape, checked "
+                        "the same way; needs the mpi extra (default: off)")
+    p.add_argument("--mpi-worker", choices=tuple(MPI_IMPLS), default=None, help=argparse.SUPPRESS)
+    p.add_argument("--mpi-job", default=None, help=argparse.SUPPRESS)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     p = build_parser()
     ns = p.parse_args(argv)
+    if ns.mpi_worker:
+        _mpi_worker(ns.mpi_worker, json.loads(ns.mpi_job))
+        return 0
     q = ns.quick
 
     def pick(value: Any, quick: Any, full: Any) -> Any:
@@ -355,17 +505,36 @@ def main(argv: list[str] | None = None) -> int:
     blocks = pick(ns.blocks, [2], [1, 4])
     sizes = sizes_between(lo, hi, factor)
     cases = [(c, d, o) for c in colls for d in dtypes for o in (redops if c != "ag" else ["none"])]
+    window_s = 0.1 if q else 0.3
+    if ns.mpi and "ar" not in colls:
+        p.error("--mpi compares AllReduce: --collectives must include ar")
+    mpiexec = find_mpiexec() if ns.mpi else None
+    if ns.mpi and mpiexec is None:
+        p.error("--mpi needs mpi4py and mpiexec: pip install -e '.[mpi]'")
+    job = {"cases": [c for c in cases if c[0] == "ar"], "sizes": sizes, "warmup": warmup,
+           "iters": iters, "check": bool(ns.check), "window_s": window_s}
     meta = machine()
     t0 = time.perf_counter()
     rows: list[dict] = []
     for nr in nranks:
         for nb in blocks:
-            rows += measure(nr, nb, cases, sizes, warmup, iters, bool(ns.check), 0.1 if q else 0.3)
+            rows += measure(nr, nb, cases, sizes, warmup, iters, bool(ns.check), window_s)
+            if mpiexec:
+                try:
+                    rows += mpi_rows(mpiexec, "mpi", nr, nb, job)
+                    if not any(r["transport"] == "mpich" and r["nranks"] == nr for r in rows):
+                        rows += mpi_rows(mpiexec, "mpich", nr, 1, job)
+                except RuntimeError as e:
+                    print(f"collectives.py: {e}", file=sys.stderr)
+                    return 1
     meta["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     print(f"shmcomm collectives, {meta['date']}, {meta['cpus']} CPUs, load average "
           f"{meta['loadavg_start'][0]:.2f} -> {meta['loadavg_end'][0]:.2f}; -n {iters} -w {warmup} "
           f"-c {ns.check}; out-of-place")
     print(table(rows))
+    if mpiexec:
+        print()
+        print(mpi_table(rows))
     wrong = sum(r["wrong"] for r in rows if r["wrong"] > 0)
     if ns.check:
         print(f"# wrong elements: {wrong} ({'OK' if wrong == 0 else 'FAILED'})")

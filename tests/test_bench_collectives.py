@@ -29,9 +29,18 @@ def _wrong_column(out: str) -> list[int]:
     hdr = next(i for i, line in enumerate(lines) if line.startswith("collective"))
     start = lines[hdr].index("busbw(GiB/s)") + len("busbw(GiB/s)")
     end = lines[hdr].index("#wrong") + len("#wrong")
-    rows = [line for line in lines[hdr + 2:] if line and not line.startswith("#")
-            and not line.startswith("wrote")]
+    rows = []
+    for line in lines[hdr + 2:]:
+        if not line or line.startswith(("#", "wrote")):  # a blank line ends the table
+            break
+        rows.append(line)
     return [int(line[start:end]) for line in rows]
+
+
+def _labels(out: str) -> list[str]:
+    lines = out.splitlines()
+    hdr = next(i for i, line in enumerate(lines) if line.startswith("collective"))
+    return [line.split()[0] for line in lines[hdr + 2:hdr + 2 + len(_wrong_column(out))]]
 
 
 def test_quick_checks_every_type_and_op_and_finds_nothing_wrong(tmp_path, capsys):
@@ -63,11 +72,30 @@ def test_a_broken_kernel_shows_wrong_elements(tmp_path, capsys):
     assert "FAILED" in out
 
 
+@pytest.mark.timeout(300)
+def test_mpi_rows_are_checked_beside_shm(tmp_path, capsys):
+    """--mpi at its smallest: AllReduce on shm, on the mpi transport and as MPI_Allreduce, each
+    result checked (#wrong = 0, never N/A), and the side-by-side table printed."""
+    pytest.importorskip("mpi4py")
+    mod = _module()
+    status = mod.main(["--mpi", "-b", "4K", "-e", "4K", "--nranks", "2", "--blocks", "1", "-n", "2",
+                       "--collectives", "ar", "--no-plot", "--out", str(tmp_path / "c")])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert _labels(out) == ["AllReduce", "AllReduce/mpi", "MPI_Allreduce"]
+    assert _wrong_column(out) == [0, 0, 0]
+    assert "MPI_Allreduce (one thread per rank)" in out and "# wrong elements: 0 (OK)" in out
+    doc = json.loads((tmp_path / "c.json").read_text())
+    assert sorted(r["transport"] for r in doc["rows"]) == ["mpi", "mpich", "shm"]
+    assert all(r["wrong"] == 0 and r["count"] == 1024 for r in doc["rows"])
+
+
 @pytest.mark.parametrize("argv, words", [
     (["--nranks", "0"], "--nranks"), (["--nranks", "2,x"], "--nranks"),
     (["-b", "0"], "--minbytes"), (["-b", "4Q"], "--minbytes"), (["-b", "1M", "-e", "4K"], "<="),
     (["-f", "1"], "--stepfactor"), (["-n", "0"], "--iters"), (["-d", "float64"], "--datatype"),
     (["-o", "avg"], "--op"), (["-c", "2"], "--check"),
+    (["--mpi", "--collectives", "rs"], "--collectives must include ar"),
 ])
 def test_bad_input_is_a_usage_error(argv, words):
     p = subprocess.run([sys.executable, SCRIPT, *argv, "--no-plot"], capture_output=True,
