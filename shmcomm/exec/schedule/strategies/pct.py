@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..scheduler import H_DEPTH, H_PCT_K, H_PCT_NEXT
-from . import next_u64, seed_rng
+from .base import next_u64, seed_rng
 
 PCT_STEPS = 400  # default estimate of a run's steps (k)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from . import next_u64, seed_rng
+from .base import next_u64, seed_rng
 
 
 class RandomWalk:
