@@ -4,5 +4,4 @@ rank processes that serves many runs (:mod:`.pool`), the deadlock
 watch (:mod:`.deadlock`), the stale-segment cleanup (:mod:`.cleanup`) and the default job
 (:mod:`.programs`)."""
 
-from .cli import main as main
 from .supervisor import run as run
