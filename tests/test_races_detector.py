@@ -57,10 +57,24 @@ def _race(host, nranks=2, blocks=1, args=(), **kw) -> shmcomm.RaceReport:
     return err
 
 
+# these three race only when the run's own timing leaves the two accesses unordered (eager mode
+# has no scheduler to force it): a run whose timing happened to order them is retried, twice
+INTERLEAVING_BUGS = {"set_flag_reuse", "phase_blind_slot", "cumulative_counter"}
+
+
 @pytest.mark.parametrize("name,nranks,blocks,size", RACE_BUGS)
-def test_every_race_bug_of_the_catalogue_is_reported_in_eager_mode_on_its_first_run(
-        name, nranks, blocks, size):
-    err = _race(ENTRIES[name].host, nranks, blocks, (size,))
+def test_every_race_bug_of_the_catalogue_is_reported_in_eager_mode(name, nranks, blocks, size):
+    tries = 3 if name in INTERLEAVING_BUGS else 1
+    for seed in range(tries):
+        try:
+            shmcomm.run(ENTRIES[name].host, nranks=nranks, blocks=blocks, args=(size,),
+                        seed=seed, **RUN)
+        except shmcomm.RaceReport as exc:
+            err = exc
+            break
+    else:
+        pytest.fail(f"{name}: no race reported in {tries} run(s)")
+    assert err.failures[0].kind == "race"
     text = str(err)
     if name == "host_reset_race":  # a signal word, judged on its clock when one side acts
         assert "data race on signal word" in text and "plain store" in text, text
