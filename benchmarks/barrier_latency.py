@@ -37,7 +37,6 @@ import json
 import multiprocessing as mp
 import os
 import platform
-import signal
 import statistics
 import subprocess
 import sys
@@ -53,7 +52,7 @@ from shmcomm.comm import TNOTIFY, TWAIT, GetRemotePtr, NotifyOp, Signal, WaitCmp
 from shmcomm.kernels.barrier import CentralBarrier, DeviceBarrier, EpochBarrier
 from shmcomm.kernels.layout import CENTRAL_BARRIER, EPOCH_BARRIER, USER_FREE_START
 from shmcomm.pipe import PIPE_ALL, pipe_barrier
-from shmcomm.transports.mpi.library import find_mpiexec
+from shmcomm.transports.mpi.library import find_mpiexec, run_script
 
 SCHEMA = "shmcomm.bench.barrier_latency/1"
 # Signal words: the library barriers use their regions of shmcomm.kernels.layout (EpochBarrier
@@ -344,23 +343,10 @@ def mpi_case(mpiexec: str, nranks: int, blocks: int, iters: int, repeats: int) -
 def _mpiexec_json(mpiexec: str, nranks: int, args: list[str]) -> dict[str, Any]:
     """Run this script under ``mpiexec -n nranks`` with ``args``; the last JSON line rank 0
     printed."""
-    cmd = [mpiexec, "-n", str(nranks), sys.executable, os.path.abspath(__file__), *args]
-    # own process group: if we time out or are interrupted, no MPI rank outlives us (an orphaned
-    # MPICH job leaves its segment in /dev/shm)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=CASE_TIMEOUT_S)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)  # lets mpiexec tear its job down and clean up
-            try:
-                proc.wait(timeout=3)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-    if proc.returncode != 0:
-        raise RuntimeError(f"mpiexec failed ({proc.returncode}): {err.strip()[-400:]}")
+    code, out, err = run_script(mpiexec, nranks, [os.path.abspath(__file__), *args],
+                                CASE_TIMEOUT_S)
+    if code != 0:
+        raise RuntimeError(f"mpiexec failed ({code}): {err.strip()[-400:]}")
     line = [ln for ln in out.splitlines() if ln.startswith("{")][-1]
     return json.loads(line)
 

@@ -39,8 +39,6 @@ import datetime
 import json
 import os
 import platform
-import signal
-import subprocess
 import sys
 import time
 from typing import Any
@@ -51,7 +49,7 @@ import shmcomm
 from shmcomm.config import MAX_BLOCKS, MAX_RANKS
 from shmcomm.kernels.barrier import EpochBarrier
 from shmcomm.kernels.collectives import all_gather, all_reduce, max_share, reduce_scatter, share_bounds
-from shmcomm.transports.mpi.library import find_mpiexec
+from shmcomm.transports.mpi.library import find_mpiexec, run_script
 
 SCHEMA = "shmcomm.bench.collectives/2"  # rows gained "transport" (--mpi): additive, same schema
 KiB, MiB = 1024, 1024 * 1024
@@ -319,24 +317,13 @@ def _mpi_worker(kind: str, job: dict[str, Any]) -> None:
 def mpi_rows(mpiexec: str, kind: str, nranks: int, blocks: int, job: dict[str, Any]) -> list[dict]:
     """The rows of one ``--mpi-worker`` job, ``kind`` "mpi" (shmcomm's mpi transport) or "mpich"
     (``MPI_Allreduce``); the job runs in its own process group, stopped whole on a timeout."""
-    cmd = [mpiexec, "-n", str(nranks), sys.executable, os.path.abspath(__file__),
-           "--mpi-worker", kind, "--mpi-job", json.dumps({**job, "blocks": blocks})]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=MPI_JOB_TIMEOUT_S)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)  # mpiexec tears its job down and unlinks its files
-            try:
-                proc.wait(timeout=3)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+    code, out, err = run_script(mpiexec, nranks, [
+        os.path.abspath(__file__), "--mpi-worker", kind,
+        "--mpi-job", json.dumps({**job, "blocks": blocks})], MPI_JOB_TIMEOUT_S)
     lines = [ln for ln in out.splitlines() if ln.startswith("[")]
-    if proc.returncode != 0 or not lines:
+    if code != 0 or not lines:
         raise RuntimeError(f"{MPI_IMPLS[kind]} {nranks}x{blocks}: mpiexec exited with status "
-                           f"{proc.returncode}: {err.strip()[-600:]}")
+                           f"{code}: {err.strip()[-600:]}")
     return json.loads(lines[-1])
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import subprocess
 import sys
 from typing import Any
 
@@ -61,3 +63,26 @@ def find_mpiexec() -> str | None:
         return None
     local = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     return local if os.access(local, os.X_OK) else shutil.which("mpiexec")
+
+
+def run_script(mpiexec: str, nranks: int, argv: list[str], timeout: float,
+               ) -> tuple[int, str, str]:
+    """``mpiexec -n nranks python argv``: ``(status, stdout, stderr)``. The job runs in its own
+    process group, so on a timeout or an interrupt no rank outlives the caller (an orphaned MPICH
+    job leaves its segment in /dev/shm): SIGTERM first (mpiexec tears its job down and unlinks its
+    files), SIGKILL after 3 s."""
+    cmd = [mpiexec, "-n", str(nranks), sys.executable, *argv]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    out, err = "", ""
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    return proc.returncode, out, err
