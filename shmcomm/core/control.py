@@ -42,8 +42,8 @@ from typing import Any
 import numpy as np
 
 from ..config import MAX_BLOCKS
-from ..transports.shm import atomics as at
-from ..transports.shm.segments import Segment
+from ..transports import HostSegment as Segment
+from ..transports import host_atomics as at
 
 MAGIC = 0x53484D43  # "SHMC"
 LINE = 32  # int32 words in a line: 128 bytes, room for an agent's 18 fields
