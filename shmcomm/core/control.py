@@ -162,6 +162,11 @@ class Control:
         """The waited signal's byte offset of an agent line (stored as two 32-bit halves)."""
         return (int(line[A_SIG_OFF]) & 0xFFFFFFFF) | (int(line[A_SIG_OFF_HI]) & 0xFFFFFFFF) << 32
 
+    def control_words(self, rank: int, start: int, count: int) -> np.ndarray:
+        """Words ``[start, start+count)`` of the segment as rank ``rank``'s agents see them (what
+        a wait on a control word, a host barrier or SYNCALL, waits on)."""
+        return self.words[start:start + count]
+
     def running_slots(self, rank: int) -> list[int]:
         """The slots of ``rank``'s running launches."""
         m = (self.rank_field(rank, R_SLOTS_HI) & 0xFFFFFFFF) << 32 | (
