@@ -12,7 +12,11 @@ As a command (root; needs ``ip`` from iproute2 and ``unshare`` from util-linux):
 
     python scripts/netns_hosts.py --hosts 3 -- python -m shmcomm launch --transport mpi
 
-runs ``mpiexec -n 3`` (one rank per host unless ``--ranks``) and exits with its status.
+runs ``mpiexec -n 3`` (one rank per host unless ``--ranks``) and exits with its status;
+``--shell`` runs the command itself with ``scripts/netns-mpiexec`` ready to start MPI jobs::
+
+    python scripts/netns_hosts.py --hosts 3 --shell -- python benchmarks/collectives.py \
+        --mpi --mpiexec scripts/netns-mpiexec --nranks 3 --collectives ar
 ``--cleanup`` deletes namespaces left by a killed run (their creator pid is gone).
 """
 
@@ -28,7 +32,8 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-LAUNCHER = os.path.join(HERE, "netns-exec")
+LAUNCHER = os.path.join(HERE, "netns-exec")  # mpiexec's launcher into a namespace (not ssh)
+MPIEXEC = os.path.join(HERE, "netns-mpiexec")  # mpiexec across the namespaces, from host 0
 NAME_PREFIX = "shmcnet"  # namespaces are named shmcnet<creator pid>x<token>{h<k>,sw}
 SUBNET = "10.200.0"  # private to the namespaces made here
 # the MPI job's network path between "hosts": UCX over TCP on the veths only
@@ -96,18 +101,17 @@ class Hosts:
             _ip("-n", ns, "link", "set", "eth0", "up")
             _ip("-n", ns, "link", "set", "lo", "up")
 
-    def mpiexec(self, mpiexec: str, nranks: int, argv: list[str]) -> list[str]:
-        """The command that runs ``mpiexec -n nranks argv`` across the hosts, from host 0."""
-        script = ('echo h0 > /proc/sys/kernel/hostname && exec "$@"')
-        return ["ip", "netns", "exec", self.ns("h0"), "unshare", "--uts", "sh", "-c", script,
-                "sh", mpiexec, "-launcher", "ssh", "-launcher-exec", LAUNCHER,
-                "-localhost", self.address(0), "-hosts", ",".join(self.names),
-                "-n", str(nranks), *argv]
+    def mpiexec(self, nranks: int, argv: list[str]) -> list[str]:
+        """The command that runs ``mpiexec -n nranks argv`` across the hosts, from host 0 (with
+        the environment of :meth:`env`)."""
+        return [MPIEXEC, "-n", str(nranks), *argv]
 
-    def env(self, base: dict[str, str] | None = None) -> dict[str, str]:
-        """The environment for :meth:`mpiexec` (the launcher's namespace prefix, UCX on TCP)."""
+    def env(self, mpiexec: str, base: dict[str, str] | None = None) -> dict[str, str]:
+        """The environment of :meth:`mpiexec` and ``scripts/netns-mpiexec``: the namespaces, the
+        real ``mpiexec``, UCX on TCP over the veths."""
         return dict(base if base is not None else os.environ, NETNS_EXEC_PREFIX=self.prefix,
-                    **NET_ENV)
+                    NETNS_HOSTS=",".join(self.names), NETNS_LOCALHOST=self.address(0),
+                    NETNS_MPIEXEC=mpiexec, **NET_ENV)
 
     def close(self) -> None:
         """Kill what runs in the namespaces, then delete them (idempotent)."""
@@ -151,6 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mpiexec", default=os.path.join(os.path.dirname(sys.executable), "mpiexec"))
     p.add_argument("--timeout", type=float, default=600.0, help="seconds (default: 600)")
     p.add_argument("--cleanup", action="store_true", help="delete namespaces of dead runs")
+    p.add_argument("--shell", action="store_true",
+                   help="run the command itself (not under mpiexec), with scripts/netns-mpiexec "
+                        "set up to start MPI jobs across the hosts (e.g. a benchmark's --mpiexec)")
     p.add_argument("command", nargs="*", help="the program each rank runs (after --)")
     ns = p.parse_args(argv)
     if ns.cleanup:
@@ -166,8 +173,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"netns_hosts.py: {why}", file=sys.stderr)
         return 2
     with Hosts(ns.hosts) as hosts:
-        cmd = hosts.mpiexec(ns.mpiexec, ns.ranks or ns.hosts, ns.command)
-        proc = subprocess.Popen(cmd, env=hosts.env(), start_new_session=True)
+        cmd = ns.command if ns.shell else hosts.mpiexec(ns.ranks or ns.hosts, ns.command)
+        proc = subprocess.Popen(cmd, env=hosts.env(ns.mpiexec), start_new_session=True)
         try:
             return proc.wait(timeout=ns.timeout)
         except BaseException:

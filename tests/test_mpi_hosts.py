@@ -182,9 +182,9 @@ def netns():
 
 def _across(hosts: netns_hosts.Hosts, argv: list[str], cwd: str = ROOT,
             ) -> subprocess.CompletedProcess:
-    env = hosts.env(dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, cwd])))
+    env = hosts.env(find_mpiexec(), dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, cwd])))
     env.pop("SHMCOMM_TRANSPORT", None)
-    cmd = hosts.mpiexec(find_mpiexec(), hosts.n, [sys.executable, *argv])
+    cmd = hosts.mpiexec(hosts.n, [sys.executable, *argv])
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     try:
