@@ -101,12 +101,27 @@ def suite(size: int) -> None:
     assert all(shmcomm.run(ring_host, args=(False,)))
     assert all(shmcomm.run(ring_host, mode="hazard", seed=3, hazards="all"))
     if len(sys.argv) > 2:  # a trace file: every rank's blocks write their events into it
-        shmcomm.run(ring_host, mode="hazard", seed=3, trace=sys.argv[2])
-        import json
+        _check_trace(size, sys.argv[2])
 
-        with open(sys.argv[2]) as f:
-            events = json.load(f)
-        assert {e["pid"] for e in events if e.get("ph") == "X"} == set(range(size)), events[:5]
+
+def _check_trace(size: int, path: str) -> None:
+    """The ring in hazard mode, traced: one finalized file with every rank's events, and the
+    flow arrows from a notify on one rank to the wait it released on another."""
+    from shmcomm.exec.trace import load
+
+    shmcomm.run(ring_host, mode="hazard", seed=3, trace=path)
+    if load_mpi().COMM_WORLD.Get_rank() != 0:
+        return
+    import json
+
+    with open(path) as f:
+        doc = json.load(f)
+    assert doc["otherData"]["transport"] == "mpi", doc.get("otherData")
+    events = load(path)
+    assert {e["pid"] for e in events if e.get("ph") == "X"} == set(range(size)), events[:5]
+    starts = {e["id"]: e["pid"] for e in events if e.get("ph") == "s"}
+    ends = {e["id"]: e["pid"] for e in events if e.get("ph") == "f"}
+    assert any(starts[i] != ends.get(i, starts[i]) for i in starts), "no arrow across ranks"
 
 
 def race_pair(size: int) -> None:
@@ -206,6 +221,8 @@ def hosts(size: int) -> None:
     tg.test_tscatter_splits_rows_and_tgather_concatenates_them(size, 1, (3, 5), (2, 2), True)
     assert all(shmcomm.run(ring_host))
     assert all(shmcomm.run(ring_host, mode="hazard", seed=3, hazards="all"))
+    if len(sys.argv) > 2:
+        _check_trace(size, sys.argv[2])
 
 
 def conformance(size: int) -> None:

@@ -47,8 +47,8 @@ def _launch(programs: str, name: str, *extra: str, env: dict | None = None):
 
 # -- (a) every rank its own host -----------------------------------------------------------------
 
-def test_nolocal_host_collectives_and_kernels_across_hosts():
-    res = mpirun(3, [CASES, "hosts"], env=NOLOCAL)
+def test_nolocal_host_collectives_and_kernels_across_hosts(tmp_path):
+    res = mpirun(3, [CASES, "hosts", str(tmp_path / "trace.json")], env=NOLOCAL)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "mpi case hosts: OK (3 ranks)" in res.stdout
 

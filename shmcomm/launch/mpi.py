@@ -36,6 +36,7 @@ from ..kernels.host import RankRuntime
 from ..transports.mpi import MpiTransport, load_mpi
 from .deadlock import WAIT_HEADER, DeadlockWatch, format_table
 from .mpi_control import MpiControl, Progress
+from .mpi_trace import merge_trace
 
 POLL_S = 0.05
 GATHER_S = 5.0  # how long rank 0 waits for the other ranks' pending waits after a timeout
@@ -117,6 +118,12 @@ def run_mpi(host: Callable[..., Any], config: Config, args: tuple = (),
     except Exception as exc:  # a result that does not pickle
         _fail(transport, ctl, config, world, rank, f"rank {rank}: its result could not be sent "
               f"to the other ranks: {exc!r}", "")
+    if config.trace:  # every rank's events in rank 0's file, whatever host wrote them
+        merge_trace(comm, transport.node, rank, config.trace, {
+            "tool": "shmcomm", "host": _program(host), "nranks": size, "blocks": config.blocks,
+            "mode": config.mode, "seed": config.seed, "transport": "mpi",
+            "hazards": config.hazards if config.mode == "hazard" else None, "result": "ok",
+            "failure": None})
     watch.stop()
     rt = None  # the runtime's views die before the windows do
     if progress is not None:
