@@ -318,7 +318,8 @@ def conformance(size: int) -> None:
 
 
 CASES = {"collectives": collectives, "suite": suite, "race_pair": race_pair, "unfenced": unfenced,
-         "rma": rma, "conformance": conformance, "hosts": hosts}
+         "rma": rma, "conformance": conformance, "hosts": hosts,
+         "trace": lambda size: _check_trace(size, sys.argv[2])}
 
 
 def main() -> None:

@@ -181,8 +181,10 @@ def netns():
 
 
 def _across(hosts: netns_hosts.Hosts, argv: list[str], cwd: str = ROOT,
-            ) -> subprocess.CompletedProcess:
+            private: str | None = None) -> subprocess.CompletedProcess:
     env = hosts.env(find_mpiexec(), dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, cwd])))
+    if private:  # every host but h0 sees its own empty tmpfs there
+        env["NETNS_PRIVATE_DIR"] = private
     env.pop("SHMCOMM_TRANSPORT", None)
     cmd = hosts.mpiexec(hosts.n, [sys.executable, *argv])
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -225,3 +227,14 @@ def test_netns_deadlock_is_reported_across_hosts(netns, programs):
     assert "ranks already finished: 1" in res.stderr
     for r in (0, 2):
         assert f"\n  {r}     0      signal rank {r} offset 0x9000" in res.stderr, res.stderr
+
+
+def test_netns_trace_is_merged_from_hosts_with_their_own_file_system(netns, tmp_path):
+    """Hosts h1 and h2 write the trace into their own file systems (a private tmpfs over the
+    trace's directory): rank 0's file gets their events, with arrows across ranks."""
+    folder = tmp_path / "trace"
+    folder.mkdir()
+    res = _across(netns, [CASES, "trace", str(folder / "t.json")], private=str(folder))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "mpi case trace: OK (3 ranks)" in res.stdout
+    assert os.listdir(folder) == ["t.json"]  # h1's and h2's own files stayed on their hosts
