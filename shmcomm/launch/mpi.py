@@ -1,18 +1,24 @@
 """``shmcomm.run`` under ``mpiexec``: every MPI process is one rank, on the mpi transport.
 
 There is no launcher process: ``mpiexec`` starts the ranks, and each calls ``run`` itself (the
-same program as on shm). In each rank a watch thread supervises the run:
+same program as on shm). First every rank checks that all agree on nranks, the window sizes and
+the program (the same ``ArgumentError`` on every rank otherwise; a rank that never comes stops
+the job at the run timeout). The ranks may sit on several hosts: each host has its own control
+segment, and what crosses hosts goes by RMA (:mod:`shmcomm.launch.mpi_control`). In each rank a
+watch thread supervises the run:
 
 * a failing block (or host code) prints one report naming rank, block and traceback, then
   ``MPI_Abort`` stops every rank of the job (exit status 1);
-* when every rank runs on one host, world rank 0 runs the deadlock watch of the shm launcher
-  over the host's control segment (a hang reported within ``deadlock_grace``);
+* world rank 0 runs the deadlock watch of the shm launcher over every rank's control lines,
+  reading other hosts' by RMA (a hang reported within ``deadlock_grace``);
 * at the run timeout every rank sends its pending waits (what each waiting block waits on, the
   value it needs and the value it sees) to rank 0, which waits ``GATHER_S`` for the ranks that can
   still answer, prints one report with all of them and aborts the job (exit status 124).
 
-On success every rank returns every rank's result (an ``allgather``), and the windows are freed
-collectively.
+On success every rank returns every rank's result (an ``allgather``), the trace is merged into
+rank 0's file (:mod:`shmcomm.launch.mpi_trace`), and the windows are freed collectively. MPI's
+files for the windows (``/dev/shm/mpich_shm_*``) are unlinked as soon as every rank has mapped
+them, so a killed rank or ``mpiexec`` leaves nothing behind.
 """
 
 from __future__ import annotations
