@@ -163,6 +163,29 @@ def test_killed_rank_leaves_no_mpi_files(programs):
     assert not (left & mapped), f"the killed job left MPI's files behind: {left & mapped}"
 
 
+def test_cleanup_removes_mpich_files_no_process_maps(tmp_path):
+    from shmcomm.launch.cleanup import LIVE, cleanup
+
+    stale, live = tmp_path / "mpich_shm_5eed0001_1", tmp_path / "mpich_shm_5eed0001_2"
+    for f in (stale, live):
+        f.write_bytes(bytes(4096))
+        old = time.time() - 3600
+        os.utime(f, (old, old))
+    mapper = subprocess.Popen([sys.executable, "-c", (
+        "import mmap, sys, time\nf = open(sys.argv[1], 'r+b')\nm = mmap.mmap(f.fileno(), 0)\n"
+        "print('mapped', flush=True)\ntime.sleep(120)"), str(live)], stdout=subprocess.PIPE,
+        text=True)
+    try:
+        assert mapper.stdout.readline().strip() == "mapped"
+        entries = {e.name: e for e in cleanup(shm_dir=str(tmp_path))}
+    finally:
+        mapper.kill()
+        mapper.wait()
+    assert entries[stale.name].removed and not stale.exists(), entries[stale.name]
+    assert entries[live.name].status == LIVE and live.exists(), entries[live.name]
+    assert f"pid {mapper.pid}" in entries[live.name].why
+
+
 # -- (b) a real multi-host job on one machine ----------------------------------------------------
 
 @pytest.fixture(scope="module")
