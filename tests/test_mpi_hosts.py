@@ -79,6 +79,28 @@ def test_nolocal_hang_is_a_deadlock_with_every_hosts_waits(programs):
             assert f"\n  {r}     {b}      signal rank {r} offset 0x9000" in res.stderr, res.stderr
 
 
+POOL = '''
+from shmcomm.launch.pool import Pool
+
+def host(rt):
+    x = rt.alloc((10,))
+    x[:] = rt.rank + 1
+    rt.all_reduce(x)
+    return float(x[0])
+
+with Pool() as pool:  # under the mpi transport the pool's runs are mpiexec's ranks, not forks
+    results = pool.run(host, transport="mpi")
+print(f"POOL {results}", flush=True)
+'''
+
+
+def test_pool_run_under_mpi_uses_the_mpi_launcher(tmp_path):
+    (tmp_path / "pooljob.py").write_text(POOL)
+    res = mpirun(2, [str(tmp_path / "pooljob.py")], env=NOLOCAL)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.stdout.count("POOL [3.0, 3.0]") == 2, res.stdout
+
+
 # -- start-up agreement ----------------------------------------------------------------------
 
 def _mpmd(sections: list[tuple[dict, list[str]]], cwd: str) -> subprocess.CompletedProcess:
