@@ -101,6 +101,16 @@ def test_pool_run_under_mpi_uses_the_mpi_launcher(tmp_path):
     assert res.stdout.count("POOL [3.0, 3.0]") == 2, res.stdout
 
 
+def test_nolocal_timeout_report_gathers_every_hosts_pending_waits(programs):
+    res = _launch(programs, "busy", "--timeout", "8", env=NOLOCAL)  # every block waits by then
+    assert res.returncode == 124, res.stderr
+    assert "the run did not finish within timeout=8 s" in res.stderr
+    assert "1     -      running, no pending wait" in res.stderr, res.stderr
+    for r in (0, 2, 3):
+        assert f"\n  {r}     1      signal rank {r} offset 0x9000" in res.stderr, res.stderr
+    assert "did not answer" not in res.stderr
+
+
 # -- start-up agreement ----------------------------------------------------------------------
 
 def _mpmd(sections: list[tuple[dict, list[str]]], cwd: str) -> subprocess.CompletedProcess:
