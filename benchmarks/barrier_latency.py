@@ -456,7 +456,7 @@ class Bench:
         self.a = args
         self.rows: list[Row] = []
         self.notes: list[str] = []
-        self.mpiexec = None if args.no_mpi else find_mpiexec()
+        self.mpiexec = None if args.no_mpi else (args.mpiexec or find_mpiexec())
         self.mpi_library = ""
         if self.mpiexec is None and not args.no_mpi:
             self.notes.append("MPI_Barrier skipped: mpi4py / mpiexec not found "
@@ -799,6 +799,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="results/barrier_latency",
                    help="path stem of the .json, .md and .png written (default: %(default)s)")
     p.add_argument("--no-mpi", action="store_true", help="skip MPI_Barrier (default: off)")
+    p.add_argument("--mpiexec", default=None, metavar="PATH",
+                   help="the mpiexec of the MPI rows, e.g. scripts/netns-mpiexec under "
+                        "scripts/netns_hosts.py --shell: ranks on network-namespace hosts "
+                        "(default: the one next to this Python)")
     p.add_argument("--profile", default=None, metavar="BARRIER:RxB",
                    help="cProfile rank 0 block 0 of one case instead, e.g. seed:8x1 (default: none)")
     p.add_argument("--mpi-worker", action="store_true", help=argparse.SUPPRESS)

@@ -458,6 +458,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also run every AllReduce case on shmcomm's mpi transport and as MPICH's "
                         "MPI_Allreduce, each under mpiexec after the shm rows of its shape, checked "
                         "the same way; needs the mpi extra (default: off)")
+    p.add_argument("--mpiexec", default=None, metavar="PATH",
+                   help="the mpiexec of the --mpi jobs, e.g. scripts/netns-mpiexec under "
+                        "scripts/netns_hosts.py --shell: ranks on network-namespace hosts "
+                        "(default: the one next to this Python)")
     p.add_argument("--mpi-worker", choices=tuple(MPI_IMPLS), default=None, help=argparse.SUPPRESS)
     p.add_argument("--mpi-job", default=None, help=argparse.SUPPRESS)
     return p
@@ -495,7 +499,7 @@ def main(argv: list[str] | None = None) -> int:
     window_s = 0.1 if q else 0.3
     if ns.mpi and "ar" not in colls:
         p.error("--mpi compares AllReduce: --collectives must include ar")
-    mpiexec = find_mpiexec() if ns.mpi else None
+    mpiexec = (ns.mpiexec or find_mpiexec()) if ns.mpi else None
     if ns.mpi and mpiexec is None:
         p.error("--mpi needs mpi4py and mpiexec: pip install -e '.[mpi]'")
     job = {"cases": [c for c in cases if c[0] == "ar"], "sizes": sizes, "warmup": warmup,

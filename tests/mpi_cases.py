@@ -101,12 +101,27 @@ def suite(size: int) -> None:
     assert all(shmcomm.run(ring_host, args=(False,)))
     assert all(shmcomm.run(ring_host, mode="hazard", seed=3, hazards="all"))
     if len(sys.argv) > 2:  # a trace file: every rank's blocks write their events into it
-        shmcomm.run(ring_host, mode="hazard", seed=3, trace=sys.argv[2])
-        import json
+        _check_trace(size, sys.argv[2])
 
-        with open(sys.argv[2]) as f:
-            events = json.load(f)
-        assert {e["pid"] for e in events if e.get("ph") == "X"} == set(range(size)), events[:5]
+
+def _check_trace(size: int, path: str) -> None:
+    """The ring in hazard mode, traced: one finalized file with every rank's events, and the
+    flow arrows from a notify on one rank to the wait it released on another."""
+    from shmcomm.exec.trace import load
+
+    shmcomm.run(ring_host, mode="hazard", seed=3, trace=path)
+    if load_mpi().COMM_WORLD.Get_rank() != 0:
+        return
+    import json
+
+    with open(path) as f:
+        doc = json.load(f)
+    assert doc["otherData"]["transport"] == "mpi", doc.get("otherData")
+    events = load(path)
+    assert {e["pid"] for e in events if e.get("ph") == "X"} == set(range(size)), events[:5]
+    starts = {e["id"]: e["pid"] for e in events if e.get("ph") == "s"}
+    ends = {e["id"]: e["pid"] for e in events if e.get("ph") == "f"}
+    assert any(starts[i] != ends.get(i, starts[i]) for i in starts), "no arrow across ranks"
 
 
 def race_pair(size: int) -> None:
@@ -162,6 +177,52 @@ def rma(size: int) -> None:
     assert all(shmcomm.run(ring_host, mode="hazard", seed=3))
     if size == 2:
         race_pair(size)
+
+
+def _asymmetric_alloc(rt) -> bool:
+    """Rank 1 allocates one element more: every rank's alloc must refuse."""
+    from shmcomm.errors import ArgumentError
+
+    try:
+        rt.alloc((1000 + (rt.rank == 1),), np.float32)
+    except ArgumentError as exc:
+        return "not symmetric" in str(exc)
+    return False
+
+
+def _host_collectives(rt) -> bool:
+    """rt.barrier, rt.alloc, rt.signal_region and rt.reset_signals across hosts: a value each
+    rank stores before a barrier is seen by every rank after it."""
+    x = rt.alloc((4,), np.int32)
+    flags = rt.signal_region("flags", rt.nranks)
+    for k in range(5):
+        rt.reset_signals()
+        x[:] = k * 10 + rt.rank
+        rt.barrier()
+        assert int(x[0]) == k * 10 + rt.rank
+    return int(flags.offset) > 0
+
+
+def hosts(size: int) -> None:
+    """What a job whose every rank is its own host runs (``MPIR_CVAR_NOLOCAL=1``, or ranks in
+    network namespaces): the host collectives and their symmetry checks, every collective, TPUT
+    AtomicAdd, root collectives, the ring in eager and hazard mode (the default job checks the
+    library barriers). The barrier tests' kernels store through raw views of peers' windows,
+    which no process can have across hosts, so they are not run here."""
+    assert all(shmcomm.run(_host_collectives)), "host collectives"
+    assert all(shmcomm.run(_asymmetric_alloc)), "an asymmetric alloc must fail on every rank"
+    for k, (n, dtype, op, blocks, tile_elems) in enumerate(SHAPES[:2]):
+        results = shmcomm.run(tc._all_three_host, blocks=blocks,
+                              args=(n, dtype, op, blocks, tile_elems, k))
+        tc.check_all_three(results, size, n, dtype, op, k)
+    for dtype in ("float32", "float16"):
+        assert all(shmcomm.run(add_host, args=(dtype,))), dtype
+    tg.test_tbroadcast_copies_root_tensor_everywhere(size, size - 1, (5, 7), (2, 3), False)
+    tg.test_tscatter_splits_rows_and_tgather_concatenates_them(size, 1, (3, 5), (2, 2), True)
+    assert all(shmcomm.run(ring_host))
+    assert all(shmcomm.run(ring_host, mode="hazard", seed=3, hazards="all"))
+    if len(sys.argv) > 2:
+        _check_trace(size, sys.argv[2])
 
 
 def conformance(size: int) -> None:
@@ -257,7 +318,8 @@ def conformance(size: int) -> None:
 
 
 CASES = {"collectives": collectives, "suite": suite, "race_pair": race_pair, "unfenced": unfenced,
-         "rma": rma, "conformance": conformance}
+         "rma": rma, "conformance": conformance, "hosts": hosts,
+         "trace": lambda size: _check_trace(size, sys.argv[2])}
 
 
 def main() -> None:

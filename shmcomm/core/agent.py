@@ -16,7 +16,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ShmcommError
-from ..transports.shm import atomics as at
+from ..transports import host_atomics as at
 from . import control as C
 
 if TYPE_CHECKING:

@@ -42,8 +42,8 @@ from typing import Any
 import numpy as np
 
 from ..config import MAX_BLOCKS
-from ..transports.shm import atomics as at
-from ..transports.shm.segments import Segment
+from ..transports import HostSegment as Segment
+from ..transports import host_atomics as at
 
 MAGIC = 0x53484D43  # "SHMC"
 LINE = 32  # int32 words in a line: 128 bytes, room for an agent's 18 fields
@@ -161,6 +161,11 @@ class Control:
     def offset_of(self, line: np.ndarray) -> int:
         """The waited signal's byte offset of an agent line (stored as two 32-bit halves)."""
         return (int(line[A_SIG_OFF]) & 0xFFFFFFFF) | (int(line[A_SIG_OFF_HI]) & 0xFFFFFFFF) << 32
+
+    def control_words(self, rank: int, start: int, count: int) -> np.ndarray:
+        """Words ``[start, start+count)`` of the segment as rank ``rank``'s agents see them (what
+        a wait on a control word, a host barrier or SYNCALL, waits on)."""
+        return self.words[start:start + count]
 
     def running_slots(self, rank: int) -> list[int]:
         """The slots of ``rank``'s running launches."""

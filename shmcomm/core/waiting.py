@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 
 from ..errors import Aborted, WaitTimeout
 from ..transports import Word
-from ..transports.shm import atomics as at
+from ..transports import host_atomics as at
 from ..types import CMP_FUNCS, CMP_SYMBOLS
 from . import control as C
 from .agent import Agent

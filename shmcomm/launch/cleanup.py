@@ -10,6 +10,11 @@ the creator pid tells whether the run may still be alive:
 * pid running and older than the segment: a **live** run's segment, never touched;
 * a name with the ``shmcomm.`` prefix but not this pattern: **unknown**, left alone.
 
+MPICH's own files (``mpich_shm_*``: an MPI job's windows, left when a rank or ``mpiexec`` is
+killed before MPI unlinks them) carry no pid: such a file is **stale** when no process maps it
+(every ``/proc/<pid>/maps`` read) and it is older than a second; **live** while some process maps
+it; **unknown** (left alone) while a process's maps cannot be read.
+
 Segments of other users are listed but left alone (``/dev/shm`` is sticky: only the owner may
 unlink). Exit status 0, or 1 if a stale segment could not be removed.
 """
@@ -49,12 +54,52 @@ class Entry:
     error: str = ""
 
 
+MPI_PREFIX = "mpich_shm_"  # MPICH's shared-memory files (the mpi transport's windows)
+
+
+def _mpi_mappers(path: str) -> tuple[list[int], list[int]]:
+    """The pids that map ``path``, and the pids whose maps could not be read."""
+    mappers, unreadable = [], []
+    for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            with open(f"/proc/{pid}/maps") as f:
+                if any(line.rstrip("\n").endswith(" " + path) for line in f):
+                    mappers.append(pid)
+        except FileNotFoundError:  # it ended meanwhile
+            continue
+        except OSError:
+            # pid 1 (this pid namespace's init, e.g. a sandbox agent whose maps even root may not
+            # read) is never a rank: an MPI job's ranks are children of mpiexec's proxies
+            if pid != 1:
+                unreadable.append(pid)
+    return mappers, unreadable
+
+
+def _classify_mpi(name: str, st: os.stat_result, shm_dir: str) -> Entry:
+    if st.st_uid != os.getuid():
+        return Entry(name, FOREIGN, None, st.st_size, f"owned by uid {st.st_uid}; left alone")
+    import time
+
+    if time.time() - min(st.st_mtime, st.st_ctime) < START_SLACK_S:
+        return Entry(name, LIVE, None, st.st_size, "an MPI file created just now")
+    mappers, unreadable = _mpi_mappers(os.path.join(shm_dir, name))
+    if mappers:
+        return Entry(name, LIVE, mappers[0], st.st_size,
+                     f"an MPI file mapped by pid {', '.join(map(str, mappers[:4]))}")
+    if unreadable:
+        return Entry(name, UNKNOWN, None, st.st_size, "an MPI file; the maps of pid "
+                     f"{unreadable[0]} cannot be read, so it may be in use; left alone")
+    return Entry(name, STALE, None, st.st_size, "an MPI file no process maps (its job is gone)")
+
+
 def classify(name: str, shm_dir: str = SHM_DIR) -> Entry | None:
     """What ``name`` (a file name in ``shm_dir``) is; ``None`` if it vanished meanwhile."""
     try:
         st = os.stat(os.path.join(shm_dir, name))
     except FileNotFoundError:
         return None
+    if name.startswith(MPI_PREFIX):
+        return _classify_mpi(name, st, shm_dir)
     m = NAME_RE.match(name)
     if m is None:
         return Entry(name, UNKNOWN, None, st.st_size, "not a shmcomm segment name; left alone")
@@ -78,9 +123,9 @@ def classify(name: str, shm_dir: str = SHM_DIR) -> Entry | None:
 
 
 def scan(shm_dir: str = SHM_DIR) -> list[Entry]:
-    """Every ``shmcomm.*`` name in ``shm_dir``, classified, sorted by name."""
+    """Every ``shmcomm.*`` and ``mpich_shm_*`` name in ``shm_dir``, classified, sorted by name."""
     try:
-        names = sorted(n for n in os.listdir(shm_dir) if n.startswith(PREFIX))
+        names = sorted(n for n in os.listdir(shm_dir) if n.startswith((PREFIX, MPI_PREFIX)))
     except FileNotFoundError:
         return []
     return [e for e in (classify(n, shm_dir) for n in names) if e is not None]

@@ -87,7 +87,10 @@ class Wait:
         """The waited words as a rows x cols int32 array (read now, in sweep order)."""
         words = (self.rows - 1) * self.stride + self.cols
         if self.kind in _CONTROL_KINDS:
-            flat = self._ctl.words[self.offset // 4:self.offset // 4 + words]
+            flat = self._ctl.control_words(self.rank, self.offset // 4, words)
+        elif self.sig_rank in self._transport.unmapped:  # a window on another host
+            flat = np.empty(words, _I32)
+            self._transport.get(self.sig_rank, self.offset, 4 * words, flat.reshape(1, words))
         else:
             flat = self._transport.view(self.sig_rank, self.offset, (words,), _I32)
         return np.lib.stride_tricks.as_strided(flat, (self.rows, self.cols),

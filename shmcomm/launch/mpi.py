@@ -1,18 +1,24 @@
 """``shmcomm.run`` under ``mpiexec``: every MPI process is one rank, on the mpi transport.
 
 There is no launcher process: ``mpiexec`` starts the ranks, and each calls ``run`` itself (the
-same program as on shm). In each rank a watch thread supervises the run:
+same program as on shm). First every rank checks that all agree on nranks, the window sizes and
+the program (the same ``ArgumentError`` on every rank otherwise; a rank that never comes stops
+the job at the run timeout). The ranks may sit on several hosts: each host has its own control
+segment, and what crosses hosts goes by RMA (:mod:`shmcomm.launch.mpi_control`). In each rank a
+watch thread supervises the run:
 
 * a failing block (or host code) prints one report naming rank, block and traceback, then
   ``MPI_Abort`` stops every rank of the job (exit status 1);
-* when every rank runs on one host, world rank 0 runs the deadlock watch of the shm launcher
-  over the host's control segment (a hang reported within ``deadlock_grace``);
+* world rank 0 runs the deadlock watch of the shm launcher over every rank's control lines,
+  reading other hosts' by RMA (a hang reported within ``deadlock_grace``);
 * at the run timeout every rank sends its pending waits (what each waiting block waits on, the
   value it needs and the value it sees) to rank 0, which waits ``GATHER_S`` for the ranks that can
   still answer, prints one report with all of them and aborts the job (exit status 124).
 
-On success every rank returns every rank's result (an ``allgather``), and the windows are freed
-collectively.
+On success every rank returns every rank's result (an ``allgather``), the trace is merged into
+rank 0's file (:mod:`shmcomm.launch.mpi_trace`), and the windows are freed collectively. MPI's
+files for the windows (``/dev/shm/mpich_shm_*``) are unlinked as soon as every rank has mapped
+them, so a killed rank or ``mpiexec`` leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -35,6 +41,8 @@ from ..exec import model_for
 from ..kernels.host import RankRuntime
 from ..transports.mpi import MpiTransport, load_mpi
 from .deadlock import WAIT_HEADER, DeadlockWatch, format_table
+from .mpi_control import MpiControl, Progress
+from .mpi_trace import merge_trace
 
 POLL_S = 0.05
 GATHER_S = 5.0  # how long rank 0 waits for the other ranks' pending waits after a timeout
@@ -55,9 +63,7 @@ def run_mpi(host: Callable[..., Any], config: Config, args: tuple = (),
     MPI = load_mpi()
     world = MPI.COMM_WORLD
     size = world.Get_size()
-    if nranks is not None and nranks != size:
-        raise ArgumentError(f"run: nranks={nranks} but mpiexec started {size} rank(s); leave "
-                            "nranks out under the mpi transport (mpiexec -n sets it)")
+    _agree(world, config, host, nranks)  # before any collective that could hang on a mismatch
     if config.mode == "schedule":
         raise ArgumentError("run: schedule mode (one agent at a time, chosen by the shm "
                             "launcher's scheduler) needs transport='shm'; under mpi use mode "
@@ -70,7 +76,15 @@ def run_mpi(host: Callable[..., Any], config: Config, args: tuple = (),
     watch_comm = world.Dup()  # the watch thread's messages never match the main thread's
     rank = comm.Get_rank()
     transport = MpiTransport(comm, config.signal_bytes, config.heap_bytes, config.mpi_peers)
-    ctl = C.Control(size, segment=transport.control_segment)
+    ctl = MpiControl(size, transport)
+    # every rank of each host has mapped MPI's files for the windows: unlink their names now, so
+    # that a rank or mpiexec killed later leaves nothing in /dev/shm (the mappings stay)
+    mapped = mapped_mpi_segments()
+    comm.Barrier()
+    unlink_mpi_segments(mapped)
+    progress = Progress(watch_comm, rank) if ctl.spans_hosts else None
+    if progress is not None:
+        progress.start()
     ctl.set_rank(rank, C.R_PID, os.getpid())
     ctl.set_rank(rank, C.R_STATE, C.R_RUNNING)
     sys.setswitchinterval(config.switch_interval)
@@ -110,13 +124,68 @@ def run_mpi(host: Callable[..., Any], config: Config, args: tuple = (),
     except Exception as exc:  # a result that does not pickle
         _fail(transport, ctl, config, world, rank, f"rank {rank}: its result could not be sent "
               f"to the other ranks: {exc!r}", "")
+    if config.trace:  # every rank's events in rank 0's file, whatever host wrote them
+        merge_trace(comm, transport.node, rank, config.trace, {
+            "tool": "shmcomm", "host": _program(host), "nranks": size, "blocks": config.blocks,
+            "mode": config.mode, "seed": config.seed, "transport": "mpi",
+            "hazards": config.hazards if config.mode == "hazard" else None, "result": "ok",
+            "failure": None})
     watch.stop()
     rt = None  # the runtime's views die before the windows do
+    if progress is not None:
+        comm.Barrier()  # no peer needs this rank's progress for its RMA any more
+        progress.stop()
     ctl.close()
     transport.close()
     watch_comm.Free()
     comm.Free()
     return results
+
+
+def _program(host: Callable[..., Any]) -> str:
+    """The host program's name, as ranks compare it (``module:qualname``)."""
+    return (f"{getattr(host, '__module__', '?')}:"
+            f"{getattr(host, '__qualname__', type(host).__name__)}")
+
+
+def _ranks(ranks: list[int]) -> str:
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
+
+
+def _agree(world: Any, config: Config, host: Callable[..., Any], nranks: int | None) -> None:
+    """Check that every rank of the job runs the same program with the same nranks and window
+    sizes; raise the same ``ArgumentError`` on every rank if not. A rank that never comes (it
+    failed before the run) stops the job after ``config.timeout`` instead of a silent hang."""
+    size, rank = world.Get_size(), world.Get_rank()
+    req = world.Ibarrier()
+    deadline = time.monotonic() + config.timeout
+    while not req.Test():
+        if time.monotonic() > deadline:
+            _die(world, _report("start-up", f"rank {rank}: not every rank of the {size}-rank "
+                                f"mpiexec job reached shmcomm.run within timeout="
+                                f"{config.timeout:g} s (one failed before it, or runs another "
+                                "program)", config.seed), EXIT_TIMEOUT)
+        time.sleep(0.01)
+    mine = {"nranks": size if nranks is None else nranks, "signal_bytes": config.signal_bytes,
+            "heap_bytes": config.heap_bytes, "program": _program(host)}
+    every = world.allgather(mine)
+    problems = []
+    asked = [r for r, m in enumerate(every) if m["nranks"] != size]
+    if asked:
+        got = sorted({every[r]["nranks"] for r in asked})
+        problems.append(f"nranks={', '.join(map(str, got))} but mpiexec started {size} "
+                        f"rank(s) (asked on {_ranks(asked)}); leave nranks out under the mpi "
+                        "transport (mpiexec -n sets it)")
+    for key in ("signal_bytes", "heap_bytes", "program"):
+        values: dict[Any, list[int]] = {}
+        for r, m in enumerate(every):
+            values.setdefault(m[key], []).append(r)
+        if len(values) > 1:
+            problems.append(f"the ranks disagree on {key}: " + "; ".join(
+                f"{v!r} on {_ranks(rs)}" for v, rs in values.items()))
+    if problems:
+        raise ArgumentError("run: " + "; ".join(problems) + "; every rank of the job must run "
+                            "the same program with the same settings")
 
 
 class _Terminated(BaseException):
@@ -142,24 +211,31 @@ def _die(world: Any, message: str, code: int) -> None:
         os._exit(code)  # should Abort ever return, this rank still ends here
 
 
-def unlink_mpi_segments() -> list[str]:
-    """Remove the names of the shared-memory files this process has mapped from ``/dev/shm`` on
-    behalf of MPI (MPICH's ``mpich_shm_*``): ``MPI_Abort`` kills the job before MPICH unlinks
-    them, and they would stay behind. The mappings, and so the job, are not affected."""
-    gone = []
+def mapped_mpi_segments() -> list[str]:
+    """The paths of MPICH's shared-memory files (``/dev/shm/mpich_shm_*``) this process maps and
+    whose names still exist."""
     try:
         with open("/proc/self/maps") as f:
             fields = (line.split(None, 5) for line in f)
             paths = {x[5].strip() for x in fields if len(x) == 6}
     except OSError:
-        return gone
-    for path in sorted(paths):
-        if path.startswith("/dev/shm/mpich_shm_") and not path.endswith("(deleted)"):
-            try:
-                os.unlink(path)
-                gone.append(path)
-            except OSError:  # another rank of the job was first
-                pass
+        return []
+    return sorted(p for p in paths
+                  if p.startswith("/dev/shm/mpich_shm_") and not p.endswith("(deleted)"))
+
+
+def unlink_mpi_segments(paths: list[str] | None = None) -> list[str]:
+    """Remove the names of the shared-memory files this process has mapped from ``/dev/shm`` on
+    behalf of MPI (``paths``, default every one mapped now): ``MPI_Abort`` or a kill stops the job
+    before MPICH unlinks them, and they would stay behind. The mappings, and so the job, are not
+    affected; only unlink a file every rank of the host has mapped already."""
+    gone = []
+    for path in mapped_mpi_segments() if paths is None else paths:
+        try:
+            os.unlink(path)
+            gone.append(path)
+        except OSError:  # another rank of the host was first
+            pass
     return gone
 
 
@@ -191,15 +267,16 @@ def _await_abort(world: Any) -> None:
 
 
 class _Watch:
-    """The supervision thread of one rank: deadlock watch (single host, rank 0) and timeout."""
+    """The supervision thread of one rank: deadlock watch (rank 0, every host) and timeout."""
 
     def __init__(self, MPI: Any, comm: Any, ctl: C.Control, transport: MpiTransport,
                  config: Config, rank: int) -> None:
         self.MPI, self.comm, self.ctl, self.transport = MPI, comm, ctl, transport
         self.config, self.rank = config, rank
         self.nranks = config.nranks
+        # world rank 0 watches every rank, reading other hosts' control lines by RMA
         self.deadlock = (DeadlockWatch(ctl, transport, config.deadlock_grace)
-                         if rank == 0 and len(transport.node_ranks) == self.nranks else None)
+                         if rank == 0 else None)
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._main, name=f"shmcomm-mpi-watch-r{rank}",
                                        daemon=True)

@@ -33,6 +33,7 @@ from ..core import control as C
 from ..errors import ArgumentError, RunError
 from ..exec.schedule import shared_bytes
 from ..transports.shm import ShmTransport
+from .launchers import external_launcher
 from .supervisor import _Launcher, fork_rank, rank_process_setup, serve_run
 
 _FIXED = ("nranks", "signal_bytes", "heap_bytes")
@@ -137,6 +138,9 @@ class Pool:
                 raise ArgumentError(f"Pool.run: {name} is the pool's ({getattr(self.base, name)}); "
                                     f"got {v}: make another Pool for another shape")
         config = Config.from_kwargs(**{n: getattr(self.base, n) for n in _FIXED}, **settings)
+        launcher = external_launcher(config.transport)  # mpi: mpiexec keeps the ranks, not us
+        if launcher is not None:
+            return launcher(host, config, args, None)
         try:
             pickle.dumps((host, args))
         except Exception as exc:

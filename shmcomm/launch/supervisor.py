@@ -51,6 +51,7 @@ from ..kernels.host import RankRuntime
 from ..transports.shm import ShmTransport
 from ..transports.shm import atomics as at
 from .deadlock import CorruptControl, DeadlockWatch
+from .launchers import external_launcher
 from .resources import death_hint, oom_kills
 from .stuck import STACK_SIGNAL, WaitLog, stuck_report
 from .tracefile import TraceFile
@@ -84,10 +85,9 @@ def run(host: Callable[..., Any], nranks: int | None = None, *, blocks: int | No
                                     timeout=timeout, seed=seed, mode=mode, **settings)
     elif any(v is not None for v in (nranks, blocks, window_bytes, timeout, seed, mode)) or settings:
         raise ArgumentError("run: pass either config= or individual settings, not both")
-    if config.transport == "mpi":  # this process is one rank of an mpiexec job
-        from .mpi import run_mpi
-
-        return run_mpi(host, config, args, nranks)
+    launcher = external_launcher(config.transport)  # mpi: this process is one rank of the job
+    if launcher is not None:
+        return launcher(host, config, args, nranks)
     return _Launcher(config, host, args).run()
 
 

@@ -16,9 +16,16 @@ needs of memory, nothing more:
 * **creation and attach**: built once by the launcher before the rank processes start,
   ``attach(rank)`` in each rank process, ``close()`` at the end.
 
-``shm`` (POSIX shared memory, libatomic through ctypes, futexes, fork inheritance) is the one
-transport today. A new transport is one package beside it that subclasses :class:`Transport` and
-:class:`Word`; nothing above the core changes.
+* **host memory** (``host_atomics``, ``HostSegment``): the CPU atomics, futexes and
+  shared-memory segments of one host, whatever carries the windows. The control segment (agent
+  lines, the abort flag) lives there on every transport: a transport across hosts adds what
+  crosses hosts on top (:mod:`shmcomm.transports.mpi` reads other hosts' lines by RMA).
+
+``shm`` (POSIX shared memory, libatomic through ctypes, futexes, fork inheritance) is the
+embedded default and provides host memory; ``mpi`` (MPI one-sided windows under ``mpiexec``)
+carries the windows across hosts. A new transport is one package beside them that subclasses
+:class:`Transport` and :class:`Word`; nothing above the core changes. The core imports this
+module only, never a transport's package (an import-linter contract keeps it so).
 """
 
 from __future__ import annotations
@@ -138,3 +145,10 @@ class Transport(ABC):
     @abstractmethod
     def close(self) -> None:
         """Release the windows (in the launcher, after every rank is gone)."""
+
+
+# Host memory, as the core reaches it (after Transport and Word: the shm package imports them).
+from .shm import atomics as host_atomics  # noqa: E402
+from .shm.segments import Segment as HostSegment  # noqa: E402
+
+__all__ = ["SEQ_CST", "HostSegment", "Transport", "Word", "host_atomics"]

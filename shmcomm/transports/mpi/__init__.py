@@ -194,13 +194,19 @@ class MpiWord(Word):
 class NodeSegment:
     """Memory shared by the ranks of one host, allocated by the host's first rank: what the
     control segment lives in under MPI (``array``, ``base``, ``size``, ``close`` as
-    :class:`~shmcomm.transports.shm.Segment`). Collective over the transport's communicator."""
+    :class:`~shmcomm.transports.shm.Segment`). Collective over the transport's communicator.
+
+    Every host's segment is one window of the job: ``read`` / ``cas`` reach another host's
+    copy by RMA (``leaders[r]`` is the world rank whose memory holds rank ``r``'s lines)."""
 
     def __init__(self, transport: MpiTransport, size: int) -> None:
         MPI, node = transport.MPI, transport.node
+        self.MPI = MPI
         self.size = size
         self.name = f"mpi.{transport.run_id}.ctl"  # the run's name in reports and traces
         leader = node.Get_rank() == 0
+        self.leaders: list[int] = transport.comm.allgather(transport.node_ranks[0])
+        self.leader = transport.node_ranks[0]
         self.win = MPI.Win.Allocate(size if leader else 0, 1, comm=transport.comm)
         buf, _ = self.win.Shared_query(transport.node_ranks[0])
         self.array = np.frombuffer(buf, dtype=np.uint8)[:size]
@@ -209,6 +215,27 @@ class NodeSegment:
             self.array[:] = 0
         self.win.Lock_all(MPI.MODE_NOCHECK)
         transport.comm.Barrier()  # zeroed before anyone writes
+
+    def read(self, rank: int, offset: int, nbytes: int) -> np.ndarray:
+        """A copy of bytes ``[offset, offset+nbytes)`` of the segment holding ``rank``'s lines
+        (this host's: a plain copy; another host's: ``Get`` + ``Flush``, no target call needed)."""
+        target = self.leaders[rank]
+        if target == self.leader:
+            return self.array[offset:offset + nbytes].copy()
+        out = np.empty(nbytes, np.uint8)
+        self.win.Get((out, nbytes, self.MPI.BYTE), target, (offset, nbytes, self.MPI.BYTE))
+        self.win.Flush(target)
+        return out
+
+    def cas(self, host: int, offset: int, expect: int, value: int) -> int:
+        """``Compare_and_swap`` on the int32 at ``offset`` of world rank ``host``'s segment (a
+        host leader); returns the old value. Complete at the target on return."""
+        o, ospec, c, cspec, rspec = _bufs()
+        o[0], c[0] = value, expect
+        self.win.Sync()
+        self.win.Compare_and_swap(ospec, cspec, rspec, host, offset)
+        self.win.Flush(host)
+        return int(rspec[0][0])
 
     def close(self) -> None:
         """Free the window (collective: every rank closes its segments in the same order)."""
