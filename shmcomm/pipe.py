@@ -49,6 +49,7 @@ from .types import (
     PIPE_V,
     SINGLE_CACHE_LINE,
     AtomicType,
+    check_atomic_dtype,
     check_enum,
 )
 
@@ -129,6 +130,8 @@ def TSTORE(dst: GlobalTensor, tile: Tile, atomic: AtomicType = AtomicType.Atomic
     dst = _as_tensor(dst)
     _check_fit("TSTORE", tile, dst)
     atomic = check_enum(AtomicType, atomic, "TSTORE: atomic")
+    if atomic:
+        check_atomic_dtype(tile.dtype, "TSTORE")
     _pipes().store(dst, tile, atomic)
 
 

@@ -49,6 +49,18 @@ class AtomicType(IntEnum):
     AtomicAdd = 1
 
 
+class SyncAllMode(IntEnum):
+    """``SYNCALL``'s form (``pto/common/type.hpp``): the hardware cross-core barrier, or the
+    software barrier on a GM counter."""
+
+    Hard = 0
+    Soft = 1
+
+
+# the dtypes an AtomicAdd TSTORE accumulates (``SetAtomicAdd<T>``'s static_assert in
+# ``pto/common/arch/memory/tstore_common.hpp``): half, float, int16, int32, int8, bfloat16
+ATOMIC_ADD_DTYPES = ("float16", "float32", "int16", "int32", "int8", "bfloat16")
+
 # comparisons by WaitCmp value
 CMP_FUNCS = (operator.eq, operator.ne, operator.gt, operator.ge, operator.lt, operator.le)
 CMP_SYMBOLS = ("==", "!=", ">", ">=", "<", "<=")
@@ -76,3 +88,11 @@ def check_enum(enum: type[IntEnum], value: object, what: str) -> int:
         allowed = ", ".join(f"{m.name}={m.value}" for m in enum)
         raise ArgumentError(f"{what} must be a {enum.__name__} ({allowed}); got {value!r}")
     return int(value)
+
+
+def check_atomic_dtype(dtype: object, op: str) -> None:
+    """Raise unless an ``AtomicAdd`` of ``op`` may accumulate ``dtype`` (pto-isa's list)."""
+    name = getattr(dtype, "name", str(dtype))
+    if name not in ATOMIC_ADD_DTYPES:
+        raise ArgumentError(f"{op}: AtomicAdd accumulates only {', '.join(ATOMIC_ADD_DTYPES)} "
+                            f"(pto-isa's SetAtomicAdd), got {name}")

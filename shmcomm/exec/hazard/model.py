@@ -13,6 +13,7 @@ TNOTIFY and signal reads are scalar and happen at once. While a wait blocks, ``i
 what is due; the kernel's end retires everything. While work is pending the agent's
 ``A_PENDING`` word is 1, so the deadlock watch waits for the retirement instead of reporting.
 
+The DMA engine (``TPUT_ASYNC`` / ``TGET_ASYNC``) is not a pipe: :mod:`.dma`.
 Visibility and lines: :mod:`.visibility`. Jitter: :mod:`.jitter`. Checkers: :mod:`.checkers`,
 each an observer of this model's events. Trace: :mod:`shmcomm.exec.trace`.
 """
@@ -33,6 +34,7 @@ from ...core.model import BlockModel, RankModel, atomic_add
 from ...types import CMP_SYMBOLS, PIPE_ALL, PIPE_MTE2, PIPE_MTE3, PIPE_NAMES
 from ..trace import HostTrace, block_tracer, close_block, now_us
 from .checkers import CHECKER_CLASSES, EVENTS, observers
+from .dma import AsyncEngine
 from .jitter import Jitter
 from .report import kernel_site
 from .visibility import LineModel, RemoteStores
@@ -157,6 +159,9 @@ class HazardBlockModel(BlockModel):
         self.sync_marks: dict[tuple[int, int, int], tuple[int, int]] = {}
         self.fences3: list[tuple[int, int]] = []
         self.pending = False
+        # TPUT_ASYNC / TGET_ASYNC: the DMA engine, which no pipe_barrier or dsb drains
+        self.dma = AsyncEngine(self._due, self._now, 10 * self.delay + 0.01,
+                               type(self)._now is HazardBlockModel._now) if self.m_pipes else None
         self.launch = rank_model.launch
         checkers = [cls(self) for cls in CHECKER_CLASSES] if self.m_check else []
         self.on = {e: observers(checkers, e) for e in EVENTS}  # event -> the checkers' methods
@@ -170,6 +175,8 @@ class HazardBlockModel(BlockModel):
 
     def finish(self) -> None:
         try:
+            if self.dma:
+                self.dma.flush()
             self.barrier(PIPE_ALL)
             if self.vis:
                 self.vis.flush()
@@ -307,6 +314,23 @@ class HazardBlockModel(BlockModel):
         if self.lines:
             self.lines.flush(at=(ptr.rank, ptr.offset) if mode == 0 and ptr is not None else None)
             self._sync_pending()
+
+    def dma_post(self, copy: Any) -> None:
+        if self.jitter:
+            self.jitter.point()
+        if self.dma is None:
+            copy.land()
+        else:
+            self.dma.post(copy)
+
+    def dma_wait(self, copy: Any) -> None:
+        if self.dma is None:
+            super().dma_wait(copy)
+        else:
+            self.dma.wait(copy)
+
+    def dma_test(self, copy: Any) -> bool:
+        return super().dma_test(copy) if self.dma is None else self.dma.test(copy)
 
     def idle(self) -> None:
         if self.jitter:

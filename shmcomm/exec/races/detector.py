@@ -483,6 +483,15 @@ class RaceBlockModel(BlockModel):
     def dcci(self, ptr: Any, mode: int) -> None:
         self.inner.dcci(ptr, mode)
 
+    def dma_post(self, copy: Any) -> None:  # the DMA engine: its accesses come by async_issue
+        self.inner.dma_post(copy)
+
+    def dma_wait(self, copy: Any) -> None:
+        self.inner.dma_wait(copy)
+
+    def dma_test(self, copy: Any) -> bool:
+        return self.inner.dma_test(copy)
+
     # -- scalar hooks ------------------------------------------------------------------------
 
     def notify(self, sig: Any, value: int, op: int) -> None:
