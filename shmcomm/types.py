@@ -57,6 +57,18 @@ class SyncAllMode(IntEnum):
     Soft = 1
 
 
+class RoundMode(IntEnum):
+    """How ``TCVT`` rounds (``pto/common/type.hpp``)."""
+
+    CAST_NONE = 0
+    CAST_RINT = 1  # nearest, ties to even
+    CAST_ROUND = 2  # nearest, ties away from zero
+    CAST_FLOOR = 3
+    CAST_CEIL = 4
+    CAST_TRUNC = 5
+    CAST_ODD = 6  # round to odd (not emulated)
+
+
 # the dtypes an AtomicAdd TSTORE accumulates (``SetAtomicAdd<T>``'s static_assert in
 # ``pto/common/arch/memory/tstore_common.hpp``): half, float, int16, int32, int8, bfloat16
 ATOMIC_ADD_DTYPES = ("float16", "float32", "int16", "int32", "int8", "bfloat16")

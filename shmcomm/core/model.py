@@ -115,7 +115,7 @@ class BlockModel:
     # -- the vector pipe (PIPE_V: the tile vector instructions) ------------------------------
 
     def vector(self, op: Any) -> None:
-        """A tile vector instruction (``op``: a :class:`~shmcomm.core.vector.VectorOp`) issued to
+        """A tile vector instruction (``op``: a :class:`~shmcomm.core.tile.VectorOp`) issued to
         ``PIPE_V``; a model that completes work at issue runs it now."""
         op.run()
 

@@ -1,7 +1,8 @@
 """The hazard model of a block (sub-models ``pipes``, ``visibility``, ``lines``, ``jitter``,
 ``checkers``; see :mod:`shmcomm.exec.hazard`), and of a rank (the launch-time snapshot).
 
-Pipes. ``TLOAD`` queues on ``PIPE_MTE2``, ``TSTORE`` on ``PIPE_MTE3``; each pipe retires in
+Pipes. ``TLOAD`` queues on ``PIPE_MTE2``, ``TSTORE`` on ``PIPE_MTE3``, a tile vector
+instruction (:mod:`shmcomm.vector`) on ``PIPE_V``; each pipe retires in
 order, an item no earlier than its seeded due time (``hazard_delay`` x U(0.5, 1.5)) unless a sync
 forces it. A load reads GM and fills the tile when it retires, a store reads the tile when it
 retires. ``set_flag(src, dst, e)`` records how much ``src`` work was issued; ``wait_flag`` then
@@ -31,7 +32,7 @@ from ...config import parse_hazards
 from ...core import control as C
 from ...core.heap import SymmetricArray
 from ...core.model import BlockModel, RankModel, atomic_add
-from ...types import CMP_SYMBOLS, PIPE_ALL, PIPE_MTE2, PIPE_MTE3, PIPE_NAMES
+from ...types import CMP_SYMBOLS, PIPE_ALL, PIPE_MTE2, PIPE_MTE3, PIPE_NAMES, PIPE_V
 from ..trace import HostTrace, block_tracer, close_block, now_us
 from .checkers import CHECKER_CLASSES, EVENTS, observers
 from .dma import AsyncEngine
@@ -45,9 +46,12 @@ if TYPE_CHECKING:
     from ...core.runtime import RankRuntime
     from ...core.tile import Tile
 
-_LOAD, _STORE, _FENCE = 0, 1, 2
-_KIND_NAMES = ("TLOAD", "TSTORE", "fence")
-_QUEUED = (PIPE_MTE2, PIPE_MTE3)
+_LOAD, _STORE, _FENCE, _VECTOR = 0, 1, 2, 3
+_KIND_NAMES = ("TLOAD", "TSTORE", "fence", "vector")
+_QUEUED = (PIPE_MTE2, PIPE_MTE3)  # pipes that wait in their queue for a wait_flag's event
+# pipes whose work is queued: V too (tile vector instructions), but a wait_flag(src, PIPE_V)
+# retires src's work at once, since Python code after it may read the tile (tile.array)
+_PIPES = (PIPE_MTE2, PIPE_MTE3, PIPE_V)
 _DSB_ALL, _DSB_DDR = 0, 1
 _perf = time.perf_counter
 
@@ -219,6 +223,15 @@ class HazardBlockModel(BlockModel):
         else:
             self._complete_store(dst, tile.array[:dst.rows, :dst.cols], atomic)
 
+    def vector(self, op: Any) -> None:
+        if self.jitter:
+            self.jitter.point()
+        if self.m_pipes:
+            self._enqueue(PIPE_V, (_VECTOR, self._due(), now_us() if self.tracer else 0.0, op,
+                                   None, 0))
+        else:
+            op.run()
+
     def set_flag(self, src: int, dst: int, event: int) -> None:
         key = (src, dst, event)
         if self.tracer:
@@ -247,7 +260,7 @@ class HazardBlockModel(BlockModel):
                 self._covered2(m2)
         if self.jitter:
             self.jitter.point()
-        if src not in _QUEUED or self.retired[src] >= mark:
+        if src not in _PIPES or self.retired[src] >= mark:
             if dst not in _QUEUED:  # a pipe-to-pipe event drains nothing for the scalar unit
                 self._after_sync(PIPE_MTE3)
             return
@@ -262,7 +275,7 @@ class HazardBlockModel(BlockModel):
     def barrier(self, pipe: int) -> None:
         if self.jitter:
             self.jitter.point()
-        pipes = _QUEUED if pipe == PIPE_ALL else (pipe,) if pipe in _QUEUED else ()
+        pipes = _PIPES if pipe == PIPE_ALL else (pipe,) if pipe in _PIPES else ()
         if PIPE_MTE2 in pipes:
             self._covered2(self.n2)
         if PIPE_MTE3 in pipes:
@@ -271,8 +284,8 @@ class HazardBlockModel(BlockModel):
             self._retire_upto(p, self.issued[p])
         # fences may have queued nothing new, but a drained MTE2 can still hold a fence on MTE3
         if pipe == PIPE_ALL:
-            while any(self.queues[p] for p in _QUEUED):
-                for p in _QUEUED:
+            while any(self.queues[p] for p in _PIPES):
+                for p in _PIPES:
                     self._retire_upto(p, self.issued[p])
         # a drain of MTE2 covers MTE3 work fenced into MTE2's order: not only the pipe named
         self._after_sync(PIPE_MTE3)
@@ -290,7 +303,7 @@ class HazardBlockModel(BlockModel):
         times), not the instant the signal went out, so a notify issued before its data is
         drained still races with the data (as on the NPU)."""
         if type(self)._now is HazardBlockModel._now:  # wall-clock due times (not a step clock)
-            due = max((item[1] for p in _QUEUED for item in self.queues[p]), default=0.0)
+            due = max((item[1] for p in _PIPES for item in self.queues[p]), default=0.0)
             wait = due - self._now()
             if wait > 0:
                 time.sleep(min(wait, 10 * self.delay + 0.01))
@@ -357,7 +370,7 @@ class HazardBlockModel(BlockModel):
     def _tick(self) -> None:
         """Retire what is due (pipe heads in order, remote stores, line write-backs)."""
         now = self._now()
-        for p in _QUEUED:
+        for p in _PIPES:
             q = self.queues[p]
             while q and q[0][1] <= now:
                 self._retire_one(p)
@@ -374,6 +387,8 @@ class HazardBlockModel(BlockModel):
             b.read_into(a.array[:b.rows, :b.cols])
         elif kind == _STORE:
             self._complete_store(a, b.array[:a.rows, :a.cols], c)
+        elif kind == _VECTOR:
+            a.run()
         else:
             self._retire_upto(a, b)
         if self.tracer:
@@ -397,7 +412,7 @@ class HazardBlockModel(BlockModel):
                 f()
 
     def _sync_pending(self) -> None:
-        pending = bool(self.queues[PIPE_MTE2] or self.queues[PIPE_MTE3]
+        pending = bool(self.queues[PIPE_MTE2] or self.queues[PIPE_MTE3] or self.queues[PIPE_V]
                        or (self.vis and self.vis.items) or (self.lines and self.lines.lines))
         if pending != self.pending:
             self.pending = pending
