@@ -280,6 +280,8 @@ class HazardBlockModel(BlockModel):
             self._covered2(self.n2)
         if PIPE_MTE3 in pipes:
             self.sync3 = self.n3
+        if pipe == PIPE_ALL and self.queues[PIPE_V]:  # vector work finishes when it comes due
+            self._retire_due(float("inf"))
         for p in pipes:
             self._retire_upto(p, self.issued[p])
         # fences may have queued nothing new, but a drained MTE2 can still hold a fence on MTE3
@@ -370,15 +372,33 @@ class HazardBlockModel(BlockModel):
     def _tick(self) -> None:
         """Retire what is due (pipe heads in order, remote stores, line write-backs)."""
         now = self._now()
-        for p in _PIPES:
-            q = self.queues[p]
-            while q and q[0][1] <= now:
-                self._retire_one(p)
+        if self.queues[PIPE_V]:
+            self._retire_due(now)
+        else:  # MTE2 first, then MTE3 (the order without vector work, which tests pin)
+            for p in _QUEUED:
+                q = self.queues[p]
+                while q and q[0][1] <= now:
+                    self._retire_one(p)
         if self.vis and self.vis.items:
             self.vis.flush(now)
         if self.lines and self.lines.lines:
             self.lines.flush(now)
         self._sync_pending()
+
+    def _retire_due(self, until: float) -> None:
+        """Retire the pipe heads due by ``until``, earliest due first across the pipes (each
+        pipe in order): a vector op due before a queued store it overwrites runs first. (Used
+        while vector work is queued; MTE2 / MTE3 alone keep their older fixed order.)"""
+        queues = self.queues
+        while True:
+            best, due = -1, until
+            for p in _PIPES:
+                q = queues[p]
+                if q and q[0][1] <= due:
+                    best, due = p, q[0][1]
+            if best < 0:
+                return
+            self._retire_one(best)
 
     def _retire_one(self, pipe: int) -> None:
         kind, _due, t0, a, b, c = self.queues[pipe].popleft()
