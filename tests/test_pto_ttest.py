@@ -5,7 +5,6 @@ mode, and one that outlasts ``deadlock_grace`` is no deadlock."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import shmcomm
