@@ -92,8 +92,10 @@ def _root(kernel, mode, nranks, dtype, count, block_bytes=1 << 20, offset_bytes=
         return np.array(buf)
 
     out = shmcomm.run(host, nranks=nranks, mode=mode, seed=1, timeout=150)
-    want = lambda r: ((np.arange(count) + r * 10000) % (256 if dtype == np.uint8 else 1 << 30)
-                      ).astype(dtype)[offset_elems:]
+
+    def want(r):
+        mod = 256 if dtype == np.uint8 else 1 << 30
+        return ((np.arange(count) + r * 10000) % mod).astype(dtype)[offset_elems:]
     return out, want, offset_elems
 
 
