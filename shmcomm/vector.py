@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from .core import agent as _agent
+from .core.gm import BF16
 from .core.tile import Tile, VectorOp
 from .errors import ArgumentError
 from .pipe import RECORD, RecordEvent
@@ -42,8 +43,9 @@ __all__ = [
     "RoundMode",
 ]
 
-_FLOATS = ("float16", "float32")
-_ARITH = ("int16", "int32", "float16", "float32", "bfloat16")
+_FLOATS = frozenset(np.dtype(n) for n in ("float16", "float32"))
+_ARITH = _FLOATS | {np.dtype(n) for n in ("int16", "int32")} | {BF16}
+_ABS = _FLOATS | {np.dtype(n) for n in ("int16", "int32")}
 
 
 def _tile(op: str, name: str, t: Any) -> Tile:
@@ -56,19 +58,22 @@ def _region(t: Tile) -> tuple[int, int]:
     return t.valid_row, t.valid_col
 
 
-def _dtypes(op: str, dst: Tile, srcs: tuple[Tile, ...], allowed: tuple[str, ...]) -> None:
-    for name, t in (("src" if len(srcs) == 1 else f"src{i}", s) for i, s in enumerate(srcs)):
-        if t.dtype != dst.dtype:
-            raise ArgumentError(f"{op}: {name} dtype {t.dtype} differs from dst's {dst.dtype} "
+def _dtypes(op: str, dst: Tile, srcs: tuple[Tile, ...], allowed: frozenset) -> None:
+    d = dst.dtype
+    for i, t in enumerate(srcs):
+        if t.dtype != d:
+            name = "src" if len(srcs) == 1 else f"src{i}"
+            raise ArgumentError(f"{op}: {name} dtype {t.dtype} differs from dst's {d} "
                                 "(TCVT converts)")
-    if dst.dtype.name not in allowed:
-        raise ArgumentError(f"{op}: dtype must be one of {', '.join(allowed)}, got {dst.dtype}")
+    if d not in allowed:
+        names = ", ".join(sorted(a.name for a in allowed))
+        raise ArgumentError(f"{op}: dtype must be one of {names}, got {d}")
 
 
 def _same_region(op: str, dst: Tile, srcs: tuple[Tile, ...]) -> tuple[int, int]:
-    vr, vc = _region(dst)
+    vr, vc = dst.valid_row, dst.valid_col
     for i, s in enumerate(srcs):
-        if _region(s) != (vr, vc):
+        if s.valid_row != vr or s.valid_col != vc:
             name = "src" if len(srcs) == 1 else f"src{i}"
             raise ArgumentError(f"{op}: {name}'s valid region {s.valid_row}x{s.valid_col} differs "
                                 f"from dst's {vr}x{vc}")
@@ -96,7 +101,7 @@ def _issue(op: str, dst: Tile, region: tuple[int, int], srcs: tuple, fn: Any,
     return RECORD
 
 
-def _binary(op: str, fn: Any, allowed: tuple[str, ...] = _ARITH):
+def _binary(op: str, fn: Any, allowed: frozenset = _ARITH):
     def instr(dst: Tile, src0: Tile, src1: Tile, *events: Any) -> RecordEvent:
         _tile(op, "dst", dst)
         _tile(op, "src0", src0)
@@ -110,7 +115,7 @@ def _binary(op: str, fn: Any, allowed: tuple[str, ...] = _ARITH):
     return instr
 
 
-def _with_scalar(op: str, fn: Any, allowed: tuple[str, ...] = _ARITH):
+def _with_scalar(op: str, fn: Any, allowed: frozenset = _ARITH):
     def instr(dst: Tile, src: Tile, scalar: Any, *events: Any) -> RecordEvent:
         _tile(op, "dst", dst)
         _tile(op, "src", src)
@@ -124,7 +129,7 @@ def _with_scalar(op: str, fn: Any, allowed: tuple[str, ...] = _ARITH):
     return instr
 
 
-def _unary(op: str, fn: Any, allowed: tuple[str, ...] = _FLOATS):
+def _unary(op: str, fn: Any, allowed: frozenset = _FLOATS):
     def instr(dst: Tile, src: Tile, *events: Any) -> RecordEvent:
         _tile(op, "dst", dst)
         _tile(op, "src", src)
@@ -156,7 +161,7 @@ TMINS = _with_scalar("TMINS", np.minimum)
 TEXP = _unary("TEXP", np.exp)
 TLOG = _unary("TLOG", np.log)
 TSQRT = _unary("TSQRT", np.sqrt)
-TABS = _unary("TABS", np.abs, ("int16", "int32", "float16", "float32"))
+TABS = _unary("TABS", np.abs, _ABS)
 
 
 def TMOV(dst: Tile, src: Tile, *events: Any) -> RecordEvent:

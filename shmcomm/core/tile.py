@@ -128,7 +128,12 @@ class VectorOp:
 
     def run(self) -> None:
         r, c = self.region
-        out = self.fn(*[t.array[:sr, :sc] for t, (sr, sc) in self.srcs])
+        srcs = self.srcs
+        if len(srcs) == 2:  # the binary instructions: no list to build
+            (a, (ar, ac)), (b, (br, bc)) = srcs
+            out = self.fn(a.array[:ar, :ac], b.array[:br, :bc])
+        else:
+            out = self.fn(*[t.array[:sr, :sc] for t, (sr, sc) in srcs])
         np.copyto(self.dst.array[:r, :c], out, casting="unsafe")
 
     def __repr__(self) -> str:
