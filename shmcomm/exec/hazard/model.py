@@ -9,7 +9,8 @@ retires. ``set_flag(src, dst, e)`` records how much ``src`` work was issued; ``w
 makes ``dst`` wait for it: for a queued ``dst`` (MTE2 / MTE3) a fence item joins ``dst``'s
 queue, so later ``dst`` work retires only after that ``src`` work (the scalar unit does not block);
 for any other ``dst`` (S, V, M, ...: the Python code after it may read the tile at once) the
-``src`` work retires now. A ``src`` of V waits for the queued vector work. ``pipe_barrier(p)`` retires everything issued to ``p`` (every pipe for ``PIPE_ALL``).
+``src`` work retires now. A ``src`` of V waits for the queued vector work.
+``pipe_barrier(p)`` retires everything issued to ``p`` (every pipe for ``PIPE_ALL``).
 TNOTIFY and signal reads are scalar and happen at once. While a wait blocks, ``idle`` retires
 what is due; the kernel's end retires everything. While work is pending the agent's
 ``A_PENDING`` word is 1, so the deadlock watch waits for the retirement instead of reporting.
