@@ -662,15 +662,16 @@ def SYNCALL(workspace: Any = None, used_cores: int = 0, mode: SyncAllMode | None
     _pipe_barrier(PIPE_ALL)
     if soft:
         _dsb(DSB_DDR)
-    target = _syncall_arrive(agent, word, n)
+    target = _syncall_arrive(agent, site, word, n)
     _syncall_wait(agent, site, target)
     if soft:
         _dsb(DSB_DDR)
         _pipe_barrier(PIPE_ALL)
 
 
-def _syncall_arrive(agent: Any, word: Any, n: int) -> int:
-    """One arrival at SYNCALL's counter; the count that ends this round."""
+def _syncall_arrive(agent: Any, site: WaitSite, word: Any, n: int) -> int:
+    """One arrival at SYNCALL's counter (``word``, waited on as ``site``); the count that ends
+    this round of ``n`` participants."""
     arrived = word.add(1) + 1
     return ((arrived - 1) // n + 1) * n
 
