@@ -180,6 +180,9 @@ class RankModel:
     several host threads); a model that runs one agent at a time says no."""
 
     concurrent_launches = True
+    # a model that runs one agent at a time may still take stream launches if they start on
+    # the host thread (which joins each with host_join_launch)
+    inline_streams = False
 
     def __init__(self, rt: RankRuntime) -> None:
         self.rt = rt
@@ -202,6 +205,11 @@ class RankModel:
 
     def host_join(self) -> None:
         """The host started the launch's block threads and is about to join them."""
+
+    def host_join_launch(self, first: int, blocks: int) -> None:
+        """The host is about to join the launch of ``blocks`` blocks in slots from ``first``
+        (a stream launch of an ``inline_streams`` model)."""
+        self.host_join()
 
     def host_wait(self, site: Any, value: int, cmp: int) -> None:
         """The host is about to wait (``rt.barrier``) until ``site``'s words ``<cmp> value``."""

@@ -217,6 +217,13 @@ class RaceRankModel(RankModel):
     def host_join(self) -> None:
         self.inner.host_join()
 
+    @property
+    def inline_streams(self) -> bool:  # type: ignore[override]
+        return self.inner.inline_streams
+
+    def host_join_launch(self, first: int, blocks: int) -> None:
+        self.inner.host_join_launch(first, blocks)
+
     def host_wait(self, site: Any, value: int, cmp: int) -> None:
         self.inner.host_wait(site, value, cmp)
 
