@@ -15,8 +15,11 @@ What each instruction does and does not order (PTO A2/A3 semantics):
 * ``TPUT`` / ``TGET`` move data through a UB staging tile: ``TLOAD`` on MTE2, an MTE2 -> MTE3
   event, ``TSTORE`` on MTE3, chunked as pto-isa's a2a3 backend (:mod:`shmcomm.core.copy`). They
   do not drain at the end: a following ``TNOTIFY`` may overtake their data.
-* ``TPUT_ASYNC`` / ``TGET_ASYNC`` return an ``AsyncEvent``; the data has landed when its
-  ``Wait(session)`` returns. ``SYNCALL`` is a barrier of one launch's blocks (arrival only).
+* ``TPUT_ASYNC`` / ``TGET_ASYNC`` post a copy to the DMA engine, outside the AI core's pipes,
+  and return an ``AsyncEvent``; the data has landed when its ``Wait(session)`` returns (or a
+  ``Test`` returns True), never because of a ``pipe_barrier`` or ``dsb``.
+* ``SYNCALL`` is a barrier of one launch's blocks; as on a2a3 it drains the block's pipes
+  first, and its soft form fences around its arrival (see :func:`SYNCALL`).
 * ``gm_load`` / ``gm_store`` / ``gm_atomic_store`` / ``gm_atomic_add`` access one GM element
   through the execution model (``gm_access``), where a numpy view would go unseen.
 
@@ -36,7 +39,7 @@ import numpy as np
 
 from .core import agent as _agent
 from .core.control import A_SYNCALL as _A_SYNCALL
-from .core.copy import copy_through
+from .core.copy import DmaCopy, copy_through
 from .core.gm import I32, GlobalTensor, GMPtr, set_signal
 from .core.regions import OWNER as _owner
 from .core.tile import Tile
@@ -45,26 +48,31 @@ from .core.waiting import WaitSite, note_poll, wait_until
 from .errors import ArgumentError
 from .group import TBROADCAST, TGATHER, TREDUCE, TSCATTER, ParallelGroup
 from .pipe import RECORD, RecordEvent
+from .pipe import dsb as _dsb
+from .pipe import pipe_barrier as _pipe_barrier
 from .pipe import wait_events as _wait_events
 from .types import (
     CMP_FUNCS,
     DSB_DDR,
     INT32_MAX,
     INT32_MIN,
-    PIPE_MTE3,
+    PIPE_ALL,
     AtomicType,
     NotifyOp,
     ReduceOp,
+    SyncAllMode,
     WaitCmp,
+    check_atomic_dtype,
     check_enum,
 )
 
 __all__ = [
     "gm_load", "gm_store", "gm_atomic_store", "gm_atomic_add", "st_atomic", "SYNCALL",
     "TPUT_ASYNC", "TGET_ASYNC", "AsyncSession", "AsyncEvent", "BuildAsyncSession", "DmaEngine",
+    "SdmaBaseConfig",
     "Signal", "Signal2D", "NotifyOp", "WaitCmp", "ReduceOp", "AtomicType", "GlobalTensor",
     "TNOTIFY", "TWAIT", "TTEST", "TPUT", "TGET", "GetRemotePtr", "GMPtr", "get_block_idx",
-    "get_block_num", "ParallelGroup", "TBROADCAST", "TSCATTER", "TGATHER", "TREDUCE",
+    "get_block_num", "SyncAllMode", "ParallelGroup", "TBROADCAST", "TSCATTER", "TGATHER", "TREDUCE",
 ]
 
 _tls = _agent._tls
@@ -339,9 +347,8 @@ def TWAIT(sig: Signal | Signal2D, value: int, cmp: WaitCmp, *events: Any) -> Non
         _wait_events(events, "TWAIT")
     t = type(sig)
     if t is not Signal and t is not Signal2D:
-        if _nd_signal(sig):  # an N-D block: the sequential sweep, one 2-D slab after another
-            for slab in sig.slabs():
-                TWAIT(slab, value, cmp)
+        if _nd_signal(sig):  # an N-D block: re-sweep it whole until one sweep sees all hold
+            _twait_sweep(sig, _check_i32(value, "TWAIT"), check_enum(WaitCmp, cmp, "TWAIT: cmp"))
             return
         sig = _check_sig(sig, "TWAIT")
         t = type(sig)
@@ -365,9 +372,29 @@ def TWAIT(sig: Signal | Signal2D, value: int, cmp: WaitCmp, *events: Any) -> Non
     wait_until(_agent.current(), sig.site, value, cmp)
 
 
+def _twait_sweep(sig: GlobalTensor, value: int, cmp: int) -> None:
+    """a2a3's TWAIT on an N-D signal tensor: sweep every element in order and start again at the
+    first that fails, until one whole sweep sees every element hold. Between sweeps it blocks
+    on the 2-D slab that failed (a registered wait, so the deadlock watch sees it)."""
+    slabs = [_check_sig(slab, "TWAIT") for slab in sig.slabs()]
+    while True:
+        for slab in slabs:
+            if not _holds((slab.cell,) if type(slab) is Signal else slab.cells, value, cmp):
+                TWAIT(slab, value, cmp)
+                break
+        else:
+            return
+
+
 def TTEST(sig: Signal | Signal2D, value: int, cmp: WaitCmp, *events: Any) -> bool:
     """One sweep: True if every element of ``sig`` satisfies ``element <cmp> value`` now (after
-    waiting for the event tokens ``events``)."""
+    waiting for the event tokens ``events``).
+
+    A pure test, as on a2a3: it never blocks and never raises for a false condition, so a
+    bounded polling loop that gives up ends by itself in every mode. A loop of failed tests is
+    shown as a poll in the stuck-agent report (at the wait or run timeout); it is never taken
+    for a deadlock, since the loop may give up.
+    """
     if events:
         _wait_events(events, "TTEST")
     t = type(sig)
@@ -469,6 +496,8 @@ def TPUT(dst: GlobalTensor, src: GlobalTensor, tile: Tile, *more: Any) -> Record
         atomic = more[0]
     atomic = check_enum(AtomicType, atomic, "TPUT: atomic")
     _check_copy("TPUT", dst, src, tiles)
+    if atomic:
+        check_atomic_dtype(dst.dtype, "TPUT")
     _copy("TPUT", dst, src, tiles, atomic)
     return RECORD
 
@@ -593,93 +622,273 @@ def _locked(ptr: GMPtr, fn: Any) -> None:
 
 # --- SYNCALL ------------------------------------------------------------------------------------
 
-def SYNCALL(workspace: Any = None, used_cores: int = 0) -> None:
-    """Cross-core barrier of the blocks of this launch (PTO's ``SYNCALL``).
+def SYNCALL(workspace: Any = None, used_cores: int = 0, mode: SyncAllMode | None = None) -> None:
+    """Cross-core barrier of the blocks of this launch (PTO's ``SYNCALL``), as on a2a3.
 
-    ``SYNCALL()`` is the hardware form: every block of the launch arrives, then all go on.
-    ``SYNCALL(workspace, used_cores)`` is the soft form: the first int32 of ``workspace`` (a
-    ``GlobalTensor`` / ``Signal`` / int32 ``GMPtr``, zeroed before first use) counts arrivals of
-    ``used_cores`` blocks (0: all of the launch); every participant must call it equally often.
-    As in PTO it orders arrival only: it neither drains pipes nor fences data.
+    * ``SYNCALL()`` / ``SYNCALL(ws, n, SyncAllMode.Hard)``: the hardware form. It starts with
+      ``pipe_barrier(PIPE_ALL)`` (every block's pipe work is done before it arrives), then every
+      block of the launch arrives and all go on; a workspace is accepted and ignored.
+    * ``SYNCALL(ws, n)`` / ``SYNCALL(ws, n, SyncAllMode.Soft)`` (``SYNCALL<SyncAllMode::Soft>``):
+      the software form on a GM counter, the first int32 of ``ws`` (a ``GlobalTensor`` /
+      ``Signal`` / int32 ``GMPtr``, zeroed before first use; pto-isa reserves a 64-byte line for
+      it). ``pipe_barrier(PIPE_ALL)``, ``dsb(DSB_DDR)``, an atomic arrival, a poll until
+      ``n`` blocks (0: all of the launch) arrived this round, ``dsb(DSB_DDR)``,
+      ``pipe_barrier(PIPE_ALL)``. Every participant calls it equally often.
+
+    Neither form fences data for other ranks beyond what those barriers and fences do.
     """
     agent = _agent.current()
+    if mode is None:
+        mode = SyncAllMode.Hard if workspace is None else SyncAllMode.Soft
+    mode = SyncAllMode(check_enum(SyncAllMode, mode, "SYNCALL: mode"))
     if isinstance(used_cores, bool) or not isinstance(used_cores, int) \
             or not 0 <= used_cores <= agent.block_num:
         raise ArgumentError(f"SYNCALL: used_cores must be an int in [0, {agent.block_num}] "
                             f"(0: every block of the launch), got {used_cores!r}")
-    n = used_cores or agent.block_num
-    if workspace is None:  # the launch's own counter, in its block 0's control line
-        addr = agent.ctl.agent_addr(agent.rank, agent.first_slot) + 4 * _A_SYNCALL
-        word = agent.rt.windows.transport.control_word(addr)
-        site = WaitSite((word,), -1, addr - agent.ctl.base, kind=_KIND_SYNCALL, label="SYNCALL")
-    else:
+    soft = mode is SyncAllMode.Soft
+    if soft:
+        if workspace is None:
+            raise ArgumentError("SYNCALL: the soft form needs a workspace (a GlobalTensor, Signal "
+                                "or int32 GMPtr whose first word counts arrivals)")
         ptr = workspace.ptr if isinstance(workspace, (GlobalTensor, Signal)) else workspace
         sig = Signal(_check_signal_ptr(ptr, "SYNCALL: workspace", 4))
         word, site = sig.word, sig.site
+        n = used_cores or agent.block_num
+    else:  # the launch's own counter, in its block 0's control line
+        addr = agent.ctl.agent_addr(agent.rank, agent.first_slot) + 4 * _A_SYNCALL
+        word = agent.rt.windows.transport.control_word(addr)
+        site = WaitSite((word,), -1, addr - agent.ctl.base, kind=_KIND_SYNCALL, label="SYNCALL")
+        n = agent.block_num  # the hardware barrier joins every core of the launch
+    _pipe_barrier(PIPE_ALL)
+    if soft:
+        _dsb(DSB_DDR)
+    target = _syncall_arrive(agent, site, word, n)
+    _syncall_wait(agent, site, target)
+    if soft:
+        _dsb(DSB_DDR)
+        _pipe_barrier(PIPE_ALL)
+
+
+def _syncall_arrive(agent: Any, site: WaitSite, word: Any, n: int) -> int:
+    """One arrival at SYNCALL's counter (``word``, waited on as ``site``); the count that ends
+    this round of ``n`` participants."""
     arrived = word.add(1) + 1
-    target = ((arrived - 1) // n + 1) * n
+    return ((arrived - 1) // n + 1) * n
+
+
+def _syncall_wait(agent: Any, site: WaitSite, target: int) -> None:
+    """Wait until SYNCALL's counter reaches ``target`` (every participant of the round)."""
     wait_until(agent, site, target, WaitCmp.GE)
 
 
 # --- TPUT_ASYNC / TGET_ASYNC ----------------------------------------------------------------------
 
 class DmaEngine(IntEnum):
-    """The engine of an asynchronous copy (PTO's ``DmaEngine``); every engine is a CPU copy here."""
+    """The engine of an asynchronous copy (PTO's ``DmaEngine``). a2a3 has ``SDMA`` only; URMA and
+    RDMA are Ascend950 (NPU_ARCH 3510) engines, which shmcomm does not emulate."""
 
     SDMA = 0
     URMA = 1
     RDMA = 2
 
 
-class AsyncSession:
-    """What ``TPUT_ASYNC`` / ``TGET_ASYNC`` run in (PTO's ``AsyncSession``): the engine and the
-    block's DMA staging buffer. Build it with :func:`BuildAsyncSession`."""
+SDMA_MAX_CHANNEL = 48  # sdma_types.hpp: kSdmaMaxChannel (queues per device)
+AUTO_CHANNEL_GROUP = 0xFFFFFFFF  # sdma::kAutoChannelGroupIdx: the block index
+DEFAULT_SDMA_BLOCK_BYTES = 1 << 20  # sdma::kDefaultSdmaBlockBytes
 
-    __slots__ = ("engine", "tile", "valid", "rank", "block")
+
+class SdmaBaseConfig:
+    """``sdma::SdmaBaseConfig{block_bytes, comm_block_offset, queue_num}``: the SQE block size,
+    a byte offset added to both addresses of every copy, and the queues per core."""
+
+    __slots__ = ("block_bytes", "comm_block_offset", "queue_num")
+
+    def __init__(self, block_bytes: int = DEFAULT_SDMA_BLOCK_BYTES, comm_block_offset: int = 0,
+                 queue_num: int = 1) -> None:
+        for name, v, lo in (("block_bytes", block_bytes, 1), ("comm_block_offset", comm_block_offset, 0),
+                            ("queue_num", queue_num, 0)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise ArgumentError(f"SdmaBaseConfig: {name} must be an int >= {lo}, got {v!r}")
+        self.block_bytes, self.comm_block_offset, self.queue_num = (
+            block_bytes, comm_block_offset, queue_num)
 
     def __repr__(self) -> str:
-        return f"AsyncSession({self.engine.name}, rank {self.rank} block {self.block})"
+        return (f"SdmaBaseConfig({self.block_bytes}, {self.comm_block_offset}, "
+                f"{self.queue_num})")
 
 
-def BuildAsyncSession(ctx: Any, engine: DmaEngine = DmaEngine.SDMA,
-                      block_bytes: int = 64 * 1024) -> AsyncSession:
-    """A session for this block's asynchronous copies (PTO's ``BuildAsyncSession<engine>``).
+class AsyncSession:
+    """What ``TPUT_ASYNC`` / ``TGET_ASYNC`` run in (PTO's ``AsyncSession``). ``AsyncSession()``
+    is an invalid session (``valid`` False) for :func:`BuildAsyncSession` to fill. It keeps the
+    copies posted in it that have not landed (``Wait`` is a quiet: it lands every earlier one)."""
 
-    ``block_bytes`` is the engine's transfer unit (its staging buffer, outside UB).
+    __slots__ = ("engine", "valid", "rank", "block", "workspace", "sync_id", "channel_group_idx",
+                 "block_bytes", "comm_block_offset", "queue_num", "posts", "inflight", "tile")
+
+    def __init__(self) -> None:
+        self.engine = DmaEngine.SDMA
+        self.valid = False
+        self.rank = self.block = -1
+        self.workspace: Any = None
+        self.sync_id = 0
+        self.channel_group_idx = AUTO_CHANNEL_GROUP
+        self.block_bytes = DEFAULT_SDMA_BLOCK_BYTES
+        self.comm_block_offset = 0
+        self.queue_num = 1
+        self.posts = 0
+        self.inflight: list = []
+        self.tile: Any = None
+
+    @property
+    def commBlockOffset(self) -> int:
+        return self.comm_block_offset
+
+    @property
+    def queueNum(self) -> int:
+        return self.queue_num
+
+    def land_upto(self, seq: int) -> None:
+        """Land every copy of this session up to post ``seq``, in post order."""
+        keep = []
+        for c in self.inflight:
+            if c.seq <= seq:
+                c.land()
+            else:
+                keep.append(c)
+        self.inflight = keep
+
+    def __repr__(self) -> str:
+        if not self.valid:
+            return "AsyncSession(invalid)"
+        return (f"AsyncSession({self.engine.name}, rank {self.rank} block {self.block}, "
+                f"{len(self.inflight)} in flight)")
+
+
+def BuildAsyncSession(*args: Any, **kw: Any) -> Any:
+    """Build the session of this block's asynchronous copies (PTO's ``BuildAsyncSession``).
+
+    pto-isa's form: ``ok = BuildAsyncSession(scratch_tile, workspace, session, sync_id=0,
+    base_config=SdmaBaseConfig(), channel_group_idx=AUTO_CHANNEL_GROUP, engine=DmaEngine.SDMA)``
+    fills ``session`` (an ``AsyncSession()``) and returns whether it is valid: as on a2a3 it is
+    not for ``sync_id`` outside 0-7, ``queue_num`` outside 1-48, a channel group at or past
+    ``48 // queue_num`` or no workspace. ``scratch_tile`` (>= 8 bytes of UB) and ``workspace``
+    (a GM pointer or tensor) are checked and otherwise unused. URMA and RDMA are refused: a2a3
+    has SDMA only.
+
+    The short form ``session = BuildAsyncSession(ctx[, engine][, block_bytes])`` returns a valid
+    SDMA session.
     """
+    if args and not isinstance(args[0], Tile):
+        return _short_session(*args, **kw)
+    return _build_session(*args, **kw)
+
+
+def _check_engine(engine: Any) -> DmaEngine:
     engine = DmaEngine(check_enum(DmaEngine, engine, "BuildAsyncSession: engine"))
-    if isinstance(block_bytes, bool) or not isinstance(block_bytes, int) \
-            or not 64 <= block_bytes <= 16 << 20:
-        raise ArgumentError(f"BuildAsyncSession: block_bytes must be an int in [64, {16 << 20}], "
-                            f"got {block_bytes!r}")
-    agent = _agent.current()
+    if engine is not DmaEngine.SDMA:
+        raise ArgumentError(f"BuildAsyncSession: DmaEngine.{engine.name} is an Ascend950 (NPU_ARCH "
+                            "3510) engine; a2a3 has DmaEngine.SDMA only")
+    return engine
+
+
+def _short_session(ctx: Any, engine: DmaEngine = DmaEngine.SDMA,
+                   block_bytes: int = DEFAULT_SDMA_BLOCK_BYTES) -> AsyncSession:
+    _check_engine(engine)
+    if isinstance(block_bytes, bool) or not isinstance(block_bytes, int) or block_bytes < 1:
+        raise ArgumentError(f"BuildAsyncSession: block_bytes must be an int >= 1, got {block_bytes!r}")
     s = AsyncSession()
-    s.engine, s.tile, s.valid = engine, None, block_bytes
-    s.rank, s.block = agent.rank, agent.block_idx
+    _fill(s, None, 0, SdmaBaseConfig(block_bytes), AUTO_CHANNEL_GROUP)
     return s
 
 
+def _build_session(scratch_tile: Tile, workspace: Any, session: AsyncSession, sync_id: int = 0,
+                   base_config: SdmaBaseConfig | None = None,
+                   channel_group_idx: int = AUTO_CHANNEL_GROUP,
+                   engine: DmaEngine = DmaEngine.SDMA) -> bool:
+    _check_engine(engine)
+    if scratch_tile.nbytes < 8:
+        raise ArgumentError(f"BuildAsyncSession: scratch_tile needs at least 8 bytes of UB, got "
+                            f"{scratch_tile.nbytes}")
+    if not isinstance(session, AsyncSession):
+        raise ArgumentError("BuildAsyncSession: session must be an AsyncSession() to fill, got "
+                            f"{type(session).__name__}")
+    if workspace is not None and not isinstance(workspace, (GMPtr, GlobalTensor)):
+        raise ArgumentError("BuildAsyncSession: workspace must be a GM pointer or GlobalTensor, "
+                            f"got {type(workspace).__name__}")
+    cfg = SdmaBaseConfig() if base_config is None else base_config
+    if not isinstance(cfg, SdmaBaseConfig):
+        raise ArgumentError("BuildAsyncSession: base_config must be an SdmaBaseConfig, got "
+                            f"{type(cfg).__name__}")
+    for name, v in (("sync_id", sync_id), ("channel_group_idx", channel_group_idx)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ArgumentError(f"BuildAsyncSession: {name} must be an int >= 0, got {v!r}")
+    group = _agent.current().block_idx if channel_group_idx == AUTO_CHANNEL_GROUP else channel_group_idx
+    session.valid = False
+    if workspace is None or sync_id > 7 or not 1 <= cfg.queue_num <= SDMA_MAX_CHANNEL \
+            or group >= SDMA_MAX_CHANNEL // cfg.queue_num:
+        return False  # pto-isa's BuildSdmaSession: an invalid session
+    _fill(session, workspace, sync_id, cfg, group)
+    return True
+
+
+def _fill(s: AsyncSession, workspace: Any, sync_id: int, cfg: SdmaBaseConfig, group: int) -> None:
+    agent = _agent.current()
+    s.engine, s.valid, s.rank, s.block = DmaEngine.SDMA, True, agent.rank, agent.block_idx
+    s.workspace, s.sync_id = workspace, sync_id
+    s.channel_group_idx = agent.block_idx if group == AUTO_CHANNEL_GROUP else group
+    s.block_bytes, s.comm_block_offset, s.queue_num = (
+        cfg.block_bytes, cfg.comm_block_offset, cfg.queue_num)
+    s.posts, s.inflight = 0, []
+
+
 class AsyncEvent:
-    """Handle of an asynchronous copy (PTO's ``AsyncEvent``): ``Wait(session)`` blocks until
-    the copy has landed in ``dst``; ``Test(session)`` says whether it has, without blocking.
-    As an event argument of another instruction it is waited for first."""
+    """Handle of an asynchronous copy (PTO's ``AsyncEvent{handle, engine}``).
 
-    __slots__ = ("session", "mark", "done")
+    ``handle`` 0 (``AsyncEvent()``, or the event of an empty copy) is not ``valid()``, and its
+    ``Wait`` / ``Test`` return True at once. Otherwise ``Wait(session)`` blocks until the copy,
+    and every earlier copy of the session, has landed in its destination, and returns True;
+    ``Test(session)`` says whether it has, without blocking. Only these say so: no
+    ``pipe_barrier`` or ``dsb`` completes the DMA engine. As an event argument of another
+    instruction it is waited for first.
+    """
 
-    def Wait(self, session: AsyncSession | None = None) -> None:
+    __slots__ = ("handle", "engine", "copy", "session", "done")
+
+    def __init__(self, handle: int = 0, engine: DmaEngine = DmaEngine.SDMA) -> None:
+        self.handle, self.engine = handle, engine
+        self.copy: Any = None
+        self.session: AsyncSession | None = None
+        self.done = handle == 0
+
+    def valid(self) -> bool:
+        """Whether the event names a posted copy (``handle != 0``)."""
+        return self.handle != 0
+
+    def Wait(self, session: AsyncSession | None = None) -> bool:
+        """Block until the copy has landed; True (as pto-isa's ``Wait``)."""
+        if self.done:
+            return True
         self._check(session, "AsyncEvent.Wait")
-        if not self.done:
-            agent = _agent.current()
-            agent.pipes.barrier(PIPE_MTE3)
-            if agent.fences is not None:  # landed: visible at the destination, as the engine's
-                agent.fences.dsb(DSB_DDR)  # completion record says
-            self.done = True
+        agent = _agent.current()
+        agent.pipes.dma_wait(self.copy)
+        self._complete(agent)
+        return True
 
     def Test(self, session: AsyncSession | None = None) -> bool:
+        """Whether the copy has landed (never blocks)."""
+        if self.done:
+            return True
         self._check(session, "AsyncEvent.Test")
-        if not self.done:
-            self.done = _agent.current().pipes.completed(PIPE_MTE3, self.mark)
+        agent = _agent.current()
+        if agent.pipes.dma_test(self.copy):
+            self._complete(agent)
         return self.done
+
+    def _complete(self, agent: Any) -> None:
+        self.done = True
+        hooks = agent.hooks
+        if hooks is not None:
+            hooks.async_complete(self)
 
     def wait(self) -> None:  # as an event argument of another instruction
         self.Wait()
@@ -689,7 +898,19 @@ class AsyncEvent:
             raise ArgumentError(f"{what}: session is not the one this copy was issued in")
 
     def __repr__(self) -> str:
-        return f"AsyncEvent({'done' if self.done else 'in flight'})"
+        if not self.handle:
+            return "AsyncEvent(handle=0)"
+        return f"AsyncEvent(handle={self.handle}, {'done' if self.done else 'in flight'})"
+
+
+def _flat_1d(op: str, name: str, g: Any) -> GlobalTensor:
+    if not isinstance(g, GlobalTensor):
+        raise ArgumentError(f"{op}: {name} must be a GlobalTensor, got {type(g).__name__}")
+    if g.rows > 1:
+        raise ArgumentError(
+            f"{op}: {name} must be a flat contiguous 1-D tensor (the SDMA path's only layout, "
+            f"as pto-isa); got {g!r}; view contiguous data as GlobalTensor(ptr, (n,))")
+    return g
 
 
 def _async(op: str, dst: Any, src: Any, session: Any, events: tuple) -> AsyncEvent:
@@ -698,39 +919,67 @@ def _async(op: str, dst: Any, src: Any, session: Any, events: tuple) -> AsyncEve
     if not isinstance(session, AsyncSession):
         raise ArgumentError(f"{op}: session must be an AsyncSession from BuildAsyncSession(), "
                             f"got {type(session).__name__}")
+    if not session.valid:
+        raise ArgumentError(f"{op}: the session is not valid (BuildAsyncSession returned False or "
+                            "was not called)")
     agent = _agent.current()
     if (session.rank, session.block) != (agent.rank, agent.block_idx):
         raise ArgumentError(f"{op}: session belongs to rank {session.rank} block {session.block}, "
                             f"not to the calling {agent.where()}")
-    _check_copy(op, dst, src, ())
-    if session.tile is None or session.tile.dtype != dst.dtype:
-        cols = max(1, session.valid // dst.dtype.itemsize)
-        session.tile = Tile((1, cols), dst.dtype)  # the engine's own buffer, not UB
-    tile = session.tile
-    if dst.cols <= tile.cols:
-        tile.set_valid(1, dst.cols)
+    _flat_1d(op, "dst", dst)
+    _flat_1d(op, "src", src)
+    if dst.dtype != src.dtype:
+        raise ArgumentError(f"{op}: dst dtype {dst.dtype} differs from src dtype {src.dtype}")
+    if dst.size < src.size:
+        raise ArgumentError(f"{op}: dst ({dst.size} elements) is smaller than src ({src.size})")
     hooks = agent.hooks
+    if src.size == 0:  # pto-isa: no transfer, the event of handle 0 (Wait returns true)
+        ev = AsyncEvent(0, session.engine)
+        if hooks is not None:
+            hooks.async_issue(ev)
+        return ev
+    off = session.comm_block_offset
+    if off:
+        size = src.dtype.itemsize
+        if off % size:
+            raise ArgumentError(f"{op}: the session's comm_block_offset ({off} bytes) is not a "
+                                f"multiple of the {size}-byte {src.dtype}")
+        dst = GlobalTensor(dst.ptr + off // size, (dst.size,))
+        src = GlobalTensor(src.ptr + off // size, (src.size,))
+    session.posts += 1
+    copy = DmaCopy(dst, src, session, session.posts)
     if hooks is not None:
         hooks.copy_begin(op, dst, src)
-    copy_through(agent.pipes, (dst,), src, (tile,), 0, op)
+    session.inflight.append(copy)
+    agent.pipes.dma_post(copy)
+    if copy.landed:
+        session.inflight.remove(copy)
     if hooks is not None:
         hooks.copy_end(op)
-    ev = AsyncEvent()
-    ev.session, ev.mark, ev.done = session, agent.pipes.mark(PIPE_MTE3), False
+    ev = AsyncEvent(copy.seq, session.engine)
+    ev.copy, ev.session, ev.done = copy, session, False
+    if hooks is not None:
+        hooks.async_issue(ev)
     return ev
 
 
 def TPUT_ASYNC(dst: GlobalTensor, src: GlobalTensor, session: AsyncSession,
                *events: Any) -> AsyncEvent:
-    """Start copying local ``src`` to (usually remote) ``dst`` GM to GM; returns at once.
+    """Post a copy of local ``src`` to (usually remote) ``dst`` to the block's DMA engine (GM to
+    GM, no UB); returns at once.
 
-    The copy lands when ``ev.Wait(session)`` returns (or ``ev.Test(session)`` says so); until
-    then ``dst`` may hold old data (hazard mode keeps it in flight). It uses no UB tile.
+    As a2a3's SDMA path: both tensors flat contiguous 1-D, one dtype, ``dst`` at least as long
+    as ``src`` (``src``'s elements land in ``dst``'s first ones), the session's
+    ``comm_block_offset`` added to both addresses. An empty ``src`` posts nothing and returns
+    the event of handle 0. The copy lands when ``ev.Wait(session)`` returns or
+    ``ev.Test(session)`` returns True, and at the kernel's end; until then ``dst`` may hold old
+    data and ``src`` may still be read (hazard mode keeps it in flight past every
+    ``pipe_barrier`` and ``dsb``).
     """
     return _async("TPUT_ASYNC", dst, src, session, events)
 
 
 def TGET_ASYNC(dst: GlobalTensor, src: GlobalTensor, session: AsyncSession,
                *events: Any) -> AsyncEvent:
-    """Start copying (usually remote) ``src`` to local ``dst`` GM to GM; see ``TPUT_ASYNC``."""
+    """Post a copy of (usually remote) ``src`` to local ``dst``; see ``TPUT_ASYNC``."""
     return _async("TGET_ASYNC", dst, src, session, events)

@@ -12,7 +12,8 @@ scalar unit (``TNOTIFY``, signal reads). Ordering between pipes exists only wher
 * ``dcci``: write back / invalidate data-cache lines (a no-op until the line model is on).
 
 In eager mode everything completes at issue, as pto-isa's CPU simulator does. In hazard mode the
-same calls queue work and retire it later, so a missing flag or barrier shows up.
+same calls queue work and retire it later, so a missing flag or barrier shows up. The tile vector
+instructions on ``PIPE_V`` are in :mod:`shmcomm.vector`.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from .types import (
     PIPE_V,
     SINGLE_CACHE_LINE,
     AtomicType,
+    check_atomic_dtype,
     check_enum,
 )
 
@@ -129,6 +131,8 @@ def TSTORE(dst: GlobalTensor, tile: Tile, atomic: AtomicType = AtomicType.Atomic
     dst = _as_tensor(dst)
     _check_fit("TSTORE", tile, dst)
     atomic = check_enum(AtomicType, atomic, "TSTORE: atomic")
+    if atomic:
+        check_atomic_dtype(tile.dtype, "TSTORE")
     _pipes().store(dst, tile, atomic)
 
 

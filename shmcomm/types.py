@@ -49,6 +49,30 @@ class AtomicType(IntEnum):
     AtomicAdd = 1
 
 
+class SyncAllMode(IntEnum):
+    """``SYNCALL``'s form (``pto/common/type.hpp``): the hardware cross-core barrier, or the
+    software barrier on a GM counter."""
+
+    Hard = 0
+    Soft = 1
+
+
+class RoundMode(IntEnum):
+    """How ``TCVT`` rounds (``pto/common/type.hpp``)."""
+
+    CAST_NONE = 0
+    CAST_RINT = 1  # nearest, ties to even
+    CAST_ROUND = 2  # nearest, ties away from zero
+    CAST_FLOOR = 3
+    CAST_CEIL = 4
+    CAST_TRUNC = 5
+    CAST_ODD = 6  # round to odd (not emulated)
+
+
+# the dtypes an AtomicAdd TSTORE accumulates (``SetAtomicAdd<T>``'s static_assert in
+# ``pto/common/arch/memory/tstore_common.hpp``): half, float, int16, int32, int8, bfloat16
+ATOMIC_ADD_DTYPES = ("float16", "float32", "int16", "int32", "int8", "bfloat16")
+
 # comparisons by WaitCmp value
 CMP_FUNCS = (operator.eq, operator.ne, operator.gt, operator.ge, operator.lt, operator.le)
 CMP_SYMBOLS = ("==", "!=", ">", ">=", "<", "<=")
@@ -76,3 +100,11 @@ def check_enum(enum: type[IntEnum], value: object, what: str) -> int:
         allowed = ", ".join(f"{m.name}={m.value}" for m in enum)
         raise ArgumentError(f"{what} must be a {enum.__name__} ({allowed}); got {value!r}")
     return int(value)
+
+
+def check_atomic_dtype(dtype: object, op: str) -> None:
+    """Raise unless an ``AtomicAdd`` of ``op`` may accumulate ``dtype`` (pto-isa's list)."""
+    name = getattr(dtype, "name", str(dtype))
+    if name not in ATOMIC_ADD_DTYPES:
+        raise ArgumentError(f"{op}: AtomicAdd accumulates only {', '.join(ATOMIC_ADD_DTYPES)} "
+                            f"(pto-isa's SetAtomicAdd), got {name}")

@@ -7,6 +7,7 @@ import inspect
 import shmcomm
 import shmcomm.comm
 import shmcomm.pipe
+import shmcomm.vector
 
 
 def test_package_reexports_are_explicit_and_unique():
@@ -17,7 +18,7 @@ def test_package_reexports_are_explicit_and_unique():
 
 
 def test_kernel_modules_export_every_listed_name_with_a_docstring():
-    for mod in (shmcomm.comm, shmcomm.pipe):
+    for mod in (shmcomm.comm, shmcomm.pipe, shmcomm.vector):
         assert len(mod.__all__) == len(set(mod.__all__)), f"{mod.__name__} lists a name twice"
         for name in mod.__all__:
             obj = getattr(mod, name)  # AttributeError: listed but missing

@@ -260,9 +260,8 @@ def test_syncall_with_a_missing_block_is_a_deadlock():
 def k_async(ctx, src, dst, back, flag, n):
     me, peer = ctx.rank, 1 - ctx.rank
     s = BuildAsyncSession(ctx)
-    ev = TPUT_ASYNC(GlobalTensor(GetRemotePtr(ctx, dst, peer), (4, n // 4)),
-                    GlobalTensor(src, (4, n // 4)), s)
-    ev.Wait(s)
+    ev = TPUT_ASYNC(GlobalTensor(GetRemotePtr(ctx, dst, peer), (n,)), GlobalTensor(src, (n,)), s)
+    assert ev.Wait(s) is True
     assert ev.Test(s)
     TNOTIFY(Signal(GetRemotePtr(ctx, flag, peer)), 1, NotifyOp.AtomicAdd)
     TWAIT(Signal(flag), 1, WaitCmp.GE)

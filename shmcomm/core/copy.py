@@ -19,12 +19,17 @@ way but issue no ``pipe_barrier`` anywhere and never split a tile.
 
 Nothing drains after the last store. The caller has checked every argument; the work goes
 straight to the block's execution model.
+
+``TPUT_ASYNC`` / ``TGET_ASYNC`` use none of this: their :class:`DmaCopy` goes to the block's DMA
+engine (``BlockModel.dma_post``), which no pipe instruction drains.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from ..types import EVENT_ID0, EVENT_ID1, PIPE_ALL, PIPE_MTE2, PIPE_MTE3
 
@@ -149,3 +154,33 @@ def _pingpong(pipes: BlockModel, work: list, ping: Tile, pong: Tile, atomic: int
         _store(pipes, pdsts, ptile, pev, atomic, barrier)
         pipes.set_flag(PIPE_MTE3, PIPE_MTE2, pev)
         pipes.wait_flag(PIPE_MTE3, PIPE_MTE2, pev)
+
+
+# --- the asynchronous DMA engine's copies (TPUT_ASYNC / TGET_ASYNC) ------------------------------
+
+class DmaCopy:
+    """One GM -> GM copy posted to a block's DMA engine (SDMA on a2a3), outside the AI core's
+    pipes: ``src``'s elements into the first as many of ``dst`` (both flat 1-D). ``seq`` counts
+    the posts of its session from 1 (the event's handle); the engine's model decides when it
+    lands (:meth:`land`), the last moment its source is read."""
+
+    __slots__ = ("dst", "src", "session", "seq", "due", "landed")
+
+    def __init__(self, dst: GlobalTensor, src: GlobalTensor, session: object, seq: int) -> None:
+        self.dst, self.src, self.session, self.seq = dst, src, session, seq
+        self.due = 0.0
+        self.landed = False
+
+    def land(self) -> None:
+        """Move the data now (once): read ``src``, write ``dst``."""
+        if self.landed:
+            return
+        self.landed = True
+        src = self.src
+        data = np.empty((1, src.cols), src.dtype)
+        src.read_into(data)
+        self.dst.chunk(0, 1, 0, src.cols).write_from(data)
+
+    def __repr__(self) -> str:
+        state = "landed" if self.landed else "in flight"
+        return f"DmaCopy(#{self.seq}, {self.src!r} -> {self.dst!r}, {state})"

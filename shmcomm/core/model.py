@@ -12,9 +12,11 @@ per block, bound to the block's agent once:
 * ``agent.pipes`` is the block model: every pipe instruction (``TLOAD``, ``TSTORE``,
   ``set_flag``, ``wait_flag``, ``pipe_barrier``, ``dsb``, ``dcci``) goes to it (``pipe_barrier``
   and ``dsb`` through ``agent.fences``, ``None`` for a model in which they do nothing);
+* tile vector instructions go to ``vector`` (``PIPE_V``), and the asynchronous DMA engine's
+  copies to ``dma_post`` / ``dma_wait`` / ``dma_test`` (no pipe instruction drains them);
 * ``agent.hooks`` is the block model too when it wants to see the scalar instructions
   (``notify``, ``wait`` / ``waited``, ``test``, ``copy_begin`` / ``copy_end``,
-  ``expect_blocks``, ``gm_access``), else
+  ``expect_blocks``, ``gm_access``, ``async_issue`` / ``async_complete``), else
   ``None``: the eager model's ``TNOTIFY`` and ``TWAIT`` pay one ``is None`` check for the seam.
 
 Models learn everything from these calls: never from profilers, frames or code objects. A new
@@ -110,6 +112,29 @@ class BlockModel:
     def dcci(self, ptr: Any, mode: int) -> None:
         pass
 
+    # -- the vector pipe (PIPE_V: the tile vector instructions) ------------------------------
+
+    def vector(self, op: Any) -> None:
+        """A tile vector instruction (``op``: a :class:`~shmcomm.core.tile.VectorOp`) issued to
+        ``PIPE_V``; a model that completes work at issue runs it now."""
+        op.run()
+
+    # -- the DMA engine (TPUT_ASYNC / TGET_ASYNC): outside the AI core, no pipe drains it ----
+
+    def dma_post(self, copy: Any) -> None:
+        """A ``DmaCopy`` was posted; a model that completes work at issue lands it now."""
+        copy.land()
+
+    def dma_wait(self, copy: Any) -> None:
+        """``AsyncEvent.Wait``: ``copy`` and every earlier copy of its session land (quiet)."""
+        copy.session.land_upto(copy.seq)
+
+    def dma_test(self, copy: Any) -> bool:
+        """``AsyncEvent.Test``: whether ``copy`` has landed (landing what the engine finished)."""
+        if not copy.landed:
+            copy.session.land_upto(copy.seq)
+        return True
+
     # -- scalar hooks (only when agent.hooks is this model) ----------------------------------
 
     def notify(self, sig: Any, value: int, op: int) -> None:
@@ -139,6 +164,14 @@ class BlockModel:
         """A scalar GM instruction ``op`` (a load, store, atomic store or atomic add of one
         element) is about to access ``nbytes`` bytes at ``ptr`` (a ``GMPtr``)."""
 
+    def async_issue(self, event: Any) -> None:
+        """Right after ``TPUT_ASYNC`` / ``TGET_ASYNC`` posted ``event``'s copy (``event.copy``:
+        its ``dst`` and ``src``; ``None`` for an empty copy) to the DMA engine."""
+
+    def async_complete(self, event: Any) -> None:
+        """``event.Wait`` returned, or ``event.Test`` returned True for the first time: the copy
+        (and every earlier one of its session) has landed."""
+
 
 class RankModel:
     """The execution model in one rank process: launch-level state and the block factory.
@@ -147,6 +180,9 @@ class RankModel:
     several host threads); a model that runs one agent at a time says no."""
 
     concurrent_launches = True
+    # a model that runs one agent at a time may still take stream launches if they start on
+    # the host thread (which joins each with host_join_launch)
+    inline_streams = False
 
     def __init__(self, rt: RankRuntime) -> None:
         self.rt = rt
@@ -169,6 +205,11 @@ class RankModel:
 
     def host_join(self) -> None:
         """The host started the launch's block threads and is about to join them."""
+
+    def host_join_launch(self, first: int, blocks: int) -> None:
+        """The host is about to join the launch of ``blocks`` blocks in slots from ``first``
+        (a stream launch of an ``inline_streams`` model)."""
+        self.host_join()
 
     def host_wait(self, site: Any, value: int, cmp: int) -> None:
         """The host is about to wait (``rt.barrier``) until ``site``'s words ``<cmp> value``."""

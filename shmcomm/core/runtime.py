@@ -123,6 +123,7 @@ class RankRuntime:
         self._lock = threading.Lock()  # launches may start and end in several host threads
         self._slots = 0  # bit s: control slot s belongs to a running launch
         self._running = 0  # launches running now
+        self._inline_running = 0  # of which stream launches started on the host thread
         self._joiners = 0  # host threads waiting for a launch
         self._streams: list[Stream] = []
         self._issued = 0  # launches issued so far (their blocks' seeds derive from the count)
@@ -252,7 +253,9 @@ class RankRuntime:
         if stream is not None and (not isinstance(stream, Stream) or stream.rt is not self):
             raise ArgumentError(f"launch: stream must be a Stream from this rank's rt.stream(), "
                                 f"got {stream!r}")
-        if not self.model.concurrent_launches and (stream is not None or self._running):
+        inline = stream is not None and self.model.inline_streams
+        if not self.model.concurrent_launches and not inline and (
+                stream is not None or self._running > self._inline_running):
             raise ArgumentError(
                 f"launch: the {self.config.mode} mode runs one launch of a rank at a time; "
                 "launch without a stream, from one host thread (or use eager / hazard mode)")
@@ -263,11 +266,17 @@ class RankRuntime:
         if stream is None:
             job.start()
             try:
-                self.model.host_join()
+                if self.model.inline_streams:  # stream launches may run beside it: join it alone
+                    self.model.host_join_launch(job.first, job.blocks)
+                else:
+                    self.model.host_join()
             finally:
                 job.wait()
             return None  # nothing to hold on to (and a host may return it: it must pickle)
-        stream.enqueue(job)
+        if inline:
+            stream.start_inline(job)
+        else:
+            stream.enqueue(job)
         return job
 
     # -- launch bookkeeping (Launch calls these, under self._lock) -----------------------------
@@ -372,6 +381,7 @@ class Launch:
         self.errors: list[tuple[int, BaseException, str]] = []
         self.started = False
         self.seq = 0  # issue number on this rank (rt.launch sets it)
+        self.inline = False  # a stream launch started on the host thread (schedule mode)
         self._ended = False
         self._go = threading.Event()  # set once started, or when its stream gave up on it
 
@@ -419,6 +429,8 @@ class Launch:
     def wait(self) -> None:
         """Block until every block finished; raise :class:`KernelError` if one failed."""
         rt = self.rt
+        if self.inline and self.started and not self._ended:  # pass the turn until it ends
+            rt.model.host_join_launch(self.first, self.blocks)
         rt._joining(1)
         try:
             self._go.wait()  # a stream launch still queued behind an earlier one
@@ -444,6 +456,8 @@ class Launch:
             rt.agents = [a for a in rt.agents if a not in self.agents]
             rt._release_slots(self.first, self.blocks)
             rt._running -= 1
+            if self.inline:
+                rt._inline_running -= 1
             rt.model.launch_end()
 
     def __repr__(self) -> str:
@@ -499,9 +513,44 @@ class Stream:
                 t.join()
             job._end()
 
+    def start_inline(self, job: Launch) -> None:
+        """Start ``job`` on the calling host thread once this stream's earlier launches ended
+        (joined with ``host_join_launch``): a model that runs one agent at a time registers
+        every block while the host holds the turn, so stream launches stay deterministic."""
+        for prev in self.pending:
+            if prev.started and not prev._ended and self._failed is None:
+                try:
+                    prev.wait()
+                except BaseException as exc:  # the stream stops here; synchronize raises it
+                    self._failed = exc
+        if self._failed is not None:
+            job._go.set()  # never starts: its waiters return to see the failure
+            return
+        job.inline = True
+        with self.rt._lock:
+            self.rt._inline_running += 1
+        try:
+            job.start()
+        except BaseException:
+            with self.rt._lock:
+                self.rt._inline_running -= 1
+            raise
+        self.pending.append(job)
+
     def synchronize(self) -> None:
         """Wait for every launch issued on this stream; raise the first one's KernelError."""
         rt = self.rt
+        if rt.model.inline_streams:
+            jobs, self.pending = self.pending, []
+            failed, self._failed = self._failed, None
+            for j in jobs:
+                try:
+                    j.wait()
+                except BaseException as exc:
+                    failed = failed or exc
+            if failed is not None:
+                raise failed
+            return
         rt._joining(1)
         try:
             with self._cond:

@@ -109,3 +109,32 @@ def assign(tile: Tile, ub: np.ndarray, addr: Any, what: str = "TASSIGN: addr") -
             f"{nbytes}-byte tile in a {ub.nbytes}-byte UB (ub_bytes); got {addr:#x}")
     tile.array = ub[addr:addr + nbytes].view(tile.dtype).reshape(tile.rows, tile.cols)
     tile.ub_offset = addr
+
+
+class VectorOp:
+    """One tile vector instruction issued to ``PIPE_V`` (made by :mod:`shmcomm.vector`).
+
+    ``srcs``: the tiles it reads, each with the ``(rows, cols)`` region it reads; ``dst`` /
+    ``region``: the tile it writes and where. ``fn`` maps the source regions (numpy views, read
+    when the op runs) to the result, cast into ``dst``'s region. A model runs it at issue
+    (eager) or when the V pipe retires it (hazard).
+    """
+
+    __slots__ = ("name", "dst", "region", "srcs", "fn")
+
+    def __init__(self, name: str, dst: Tile, region: tuple[int, int],
+                 srcs: tuple[tuple[Tile, tuple[int, int]], ...], fn: Any) -> None:
+        self.name, self.dst, self.region, self.srcs, self.fn = name, dst, region, srcs, fn
+
+    def run(self) -> None:
+        r, c = self.region
+        srcs = self.srcs
+        if len(srcs) == 2:  # the binary instructions: no list to build
+            (a, (ar, ac)), (b, (br, bc)) = srcs
+            out = self.fn(a.array[:ar, :ac], b.array[:br, :bc])
+        else:
+            out = self.fn(*[t.array[:sr, :sc] for t, (sr, sc) in srcs])
+        np.copyto(self.dst.array[:r, :c], out, casting="unsafe")
+
+    def __repr__(self) -> str:
+        return f"{self.name}({self.dst!r} <- {', '.join(repr(t) for t, _ in self.srcs)})"

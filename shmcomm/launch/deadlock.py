@@ -2,7 +2,8 @@
 
 The launcher polls it; it reads the control segment (what every agent waits on) and the words
 themselves through the transport, and reports at once with the wait-for table instead of after
-a long timeout. A ``TTEST`` loop counts as a wait while its failed tests keep coming.
+a long timeout. A ``TTEST`` loop is running code (it may give up, as pto-isa's bounded polls
+do): it is no deadlock; the stuck-agent report names it at the wait or run timeout.
 
 Nothing a rank wrote is trusted: every field is range-checked before it is used as an index, an
 offset or a length, so a rank that scribbles over the control segment gets a clear report
@@ -172,7 +173,6 @@ class DeadlockWatch:
         self.since = 0.0
         self.finished: list[int] = []
         self._suspect: Any = None
-        self.fresh_ms = min(POLL_FRESH_MS, int(grace * 250))
 
     def check(self, now: float, live: list[int], finished: list[int]) -> str | None:
         """The deadlock report, once ``live`` ranks (still running) have been stuck for the
@@ -203,20 +203,20 @@ class DeadlockWatch:
         ctl = self.ctl
         if not live:
             return None
-        now_ms = ctl.now_ms()
         waits: list[Wait] = []
         for r in live:
             lines = agent_lines(ctl, r)
             host = lines[-1][1]
             hstate = int(host[C.A_STATE])
-            if is_waiting(host, now_ms, self.fresh_ms):
+            # a TTEST loop (POLLING) is running code that may give up: never part of a deadlock
+            if hstate == C.WAITING:
                 waits.append(Wait(ctl, self.transport, r, None, host))
             elif hstate != C.JOINING:
                 return None
             # the blocks of every launch running on this rank (streams run several at once)
             blocked = []
             for b, line in lines[:-1]:
-                if is_waiting(line, now_ms, self.fresh_ms):
+                if int(line[C.A_STATE]) == C.WAITING:
                     blocked.append(Wait(ctl, self.transport, r, b, line))
                 elif int(line[C.A_STATE]) not in (C.DONE, C.FAILED):
                     return None  # running (or not started): it may still change memory

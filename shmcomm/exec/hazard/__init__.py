@@ -5,9 +5,12 @@
 a :class:`~shmcomm.exec.hazard.model.HazardBlockModel`. ``hazards`` is ``"all"`` (default) or a comma list of
 these sub-models:
 
-``pipes``       TLOAD / TSTORE (also inside TPUT / TGET) queue on MTE2 / MTE3 and retire at
-                seeded later points; only ``wait_flag`` on the matching event or
-                ``pipe_barrier`` completes them (:mod:`shmcomm.exec.hazard.model`).
+``pipes``       TLOAD / TSTORE (also inside TPUT / TGET) queue on MTE2 / MTE3 and the tile
+                vector instructions on V, and retire at seeded later points; only
+                ``wait_flag`` on the matching event or ``pipe_barrier`` completes them
+                (:mod:`shmcomm.exec.hazard.model`). TPUT_ASYNC / TGET_ASYNC copies go to the
+                block's DMA engine and land only at their event's ``Wait`` / a true ``Test``
+                (:mod:`shmcomm.exec.hazard.dma`).
 ``visibility``  a completed store into another rank's window stays in the writer block's
                 buffer until its ``dsb(DSB_DDR)`` or a seeded later time
                 (:mod:`shmcomm.exec.hazard.visibility`).

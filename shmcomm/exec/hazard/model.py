@@ -1,18 +1,21 @@
 """The hazard model of a block (sub-models ``pipes``, ``visibility``, ``lines``, ``jitter``,
 ``checkers``; see :mod:`shmcomm.exec.hazard`), and of a rank (the launch-time snapshot).
 
-Pipes. ``TLOAD`` queues on ``PIPE_MTE2``, ``TSTORE`` on ``PIPE_MTE3``; each pipe retires in
+Pipes. ``TLOAD`` queues on ``PIPE_MTE2``, ``TSTORE`` on ``PIPE_MTE3``, a tile vector
+instruction (:mod:`shmcomm.vector`) on ``PIPE_V``; each pipe retires in
 order, an item no earlier than its seeded due time (``hazard_delay`` x U(0.5, 1.5)) unless a sync
 forces it. A load reads GM and fills the tile when it retires, a store reads the tile when it
 retires. ``set_flag(src, dst, e)`` records how much ``src`` work was issued; ``wait_flag`` then
 makes ``dst`` wait for it: for a queued ``dst`` (MTE2 / MTE3) a fence item joins ``dst``'s
 queue, so later ``dst`` work retires only after that ``src`` work (the scalar unit does not block);
-for any other ``dst`` (S, V, M, ...: work the Python code does at once) the ``src`` work retires
-now. ``pipe_barrier(p)`` retires everything issued to ``p`` (every pipe for ``PIPE_ALL``).
+for any other ``dst`` (S, V, M, ...: the Python code after it may read the tile at once) the
+``src`` work retires now. A ``src`` of V waits for the queued vector work.
+``pipe_barrier(p)`` retires everything issued to ``p`` (every pipe for ``PIPE_ALL``).
 TNOTIFY and signal reads are scalar and happen at once. While a wait blocks, ``idle`` retires
 what is due; the kernel's end retires everything. While work is pending the agent's
 ``A_PENDING`` word is 1, so the deadlock watch waits for the retirement instead of reporting.
 
+The DMA engine (``TPUT_ASYNC`` / ``TGET_ASYNC``) is not a pipe: :mod:`.dma`.
 Visibility and lines: :mod:`.visibility`. Jitter: :mod:`.jitter`. Checkers: :mod:`.checkers`,
 each an observer of this model's events. Trace: :mod:`shmcomm.exec.trace`.
 """
@@ -30,9 +33,10 @@ from ...config import parse_hazards
 from ...core import control as C
 from ...core.heap import SymmetricArray
 from ...core.model import BlockModel, RankModel, atomic_add
-from ...types import CMP_SYMBOLS, PIPE_ALL, PIPE_MTE2, PIPE_MTE3, PIPE_NAMES
+from ...types import CMP_SYMBOLS, PIPE_ALL, PIPE_MTE2, PIPE_MTE3, PIPE_NAMES, PIPE_V
 from ..trace import HostTrace, block_tracer, close_block, now_us
 from .checkers import CHECKER_CLASSES, EVENTS, observers
+from .dma import AsyncEngine
 from .jitter import Jitter
 from .report import kernel_site
 from .visibility import LineModel, RemoteStores
@@ -43,9 +47,12 @@ if TYPE_CHECKING:
     from ...core.runtime import RankRuntime
     from ...core.tile import Tile
 
-_LOAD, _STORE, _FENCE = 0, 1, 2
-_KIND_NAMES = ("TLOAD", "TSTORE", "fence")
-_QUEUED = (PIPE_MTE2, PIPE_MTE3)
+_LOAD, _STORE, _FENCE, _VECTOR = 0, 1, 2, 3
+_KIND_NAMES = ("TLOAD", "TSTORE", "fence", "vector")
+_QUEUED = (PIPE_MTE2, PIPE_MTE3)  # pipes that wait in their queue for a wait_flag's event
+# pipes whose work is queued: V too (tile vector instructions), but a wait_flag(src, PIPE_V)
+# retires src's work at once, since Python code after it may read the tile (tile.array)
+_PIPES = (PIPE_MTE2, PIPE_MTE3, PIPE_V)
 _DSB_ALL, _DSB_DDR = 0, 1
 _perf = time.perf_counter
 
@@ -157,6 +164,9 @@ class HazardBlockModel(BlockModel):
         self.sync_marks: dict[tuple[int, int, int], tuple[int, int]] = {}
         self.fences3: list[tuple[int, int]] = []
         self.pending = False
+        # TPUT_ASYNC / TGET_ASYNC: the DMA engine, which no pipe_barrier or dsb drains
+        self.dma = AsyncEngine(self._due, self._now, 10 * self.delay + 0.01,
+                               type(self)._now is HazardBlockModel._now) if self.m_pipes else None
         self.launch = rank_model.launch
         checkers = [cls(self) for cls in CHECKER_CLASSES] if self.m_check else []
         self.on = {e: observers(checkers, e) for e in EVENTS}  # event -> the checkers' methods
@@ -170,6 +180,8 @@ class HazardBlockModel(BlockModel):
 
     def finish(self) -> None:
         try:
+            if self.dma:
+                self.dma.flush()
             self.barrier(PIPE_ALL)
             if self.vis:
                 self.vis.flush()
@@ -212,6 +224,15 @@ class HazardBlockModel(BlockModel):
         else:
             self._complete_store(dst, tile.array[:dst.rows, :dst.cols], atomic)
 
+    def vector(self, op: Any) -> None:
+        if self.jitter:
+            self.jitter.point()
+        if self.m_pipes:
+            self._enqueue(PIPE_V, (_VECTOR, self._due(), now_us() if self.tracer else 0.0, op,
+                                   None, 0))
+        else:
+            op.run()
+
     def set_flag(self, src: int, dst: int, event: int) -> None:
         key = (src, dst, event)
         if self.tracer:
@@ -240,7 +261,7 @@ class HazardBlockModel(BlockModel):
                 self._covered2(m2)
         if self.jitter:
             self.jitter.point()
-        if src not in _QUEUED or self.retired[src] >= mark:
+        if src not in _PIPES or self.retired[src] >= mark:
             if dst not in _QUEUED:  # a pipe-to-pipe event drains nothing for the scalar unit
                 self._after_sync(PIPE_MTE3)
             return
@@ -255,17 +276,19 @@ class HazardBlockModel(BlockModel):
     def barrier(self, pipe: int) -> None:
         if self.jitter:
             self.jitter.point()
-        pipes = _QUEUED if pipe == PIPE_ALL else (pipe,) if pipe in _QUEUED else ()
+        pipes = _PIPES if pipe == PIPE_ALL else (pipe,) if pipe in _PIPES else ()
         if PIPE_MTE2 in pipes:
             self._covered2(self.n2)
         if PIPE_MTE3 in pipes:
             self.sync3 = self.n3
+        if pipe == PIPE_ALL and self.queues[PIPE_V]:  # vector work finishes when it comes due
+            self._retire_due(float("inf"))
         for p in pipes:
             self._retire_upto(p, self.issued[p])
         # fences may have queued nothing new, but a drained MTE2 can still hold a fence on MTE3
         if pipe == PIPE_ALL:
-            while any(self.queues[p] for p in _QUEUED):
-                for p in _QUEUED:
+            while any(self.queues[p] for p in _PIPES):
+                for p in _PIPES:
                     self._retire_upto(p, self.issued[p])
         # a drain of MTE2 covers MTE3 work fenced into MTE2's order: not only the pipe named
         self._after_sync(PIPE_MTE3)
@@ -283,7 +306,7 @@ class HazardBlockModel(BlockModel):
         times), not the instant the signal went out, so a notify issued before its data is
         drained still races with the data (as on the NPU)."""
         if type(self)._now is HazardBlockModel._now:  # wall-clock due times (not a step clock)
-            due = max((item[1] for p in _QUEUED for item in self.queues[p]), default=0.0)
+            due = max((item[1] for p in _PIPES for item in self.queues[p]), default=0.0)
             wait = due - self._now()
             if wait > 0:
                 time.sleep(min(wait, 10 * self.delay + 0.01))
@@ -307,6 +330,23 @@ class HazardBlockModel(BlockModel):
         if self.lines:
             self.lines.flush(at=(ptr.rank, ptr.offset) if mode == 0 and ptr is not None else None)
             self._sync_pending()
+
+    def dma_post(self, copy: Any) -> None:
+        if self.jitter:
+            self.jitter.point()
+        if self.dma is None:
+            copy.land()
+        else:
+            self.dma.post(copy)
+
+    def dma_wait(self, copy: Any) -> None:
+        if self.dma is None:
+            super().dma_wait(copy)
+        else:
+            self.dma.wait(copy)
+
+    def dma_test(self, copy: Any) -> bool:
+        return super().dma_test(copy) if self.dma is None else self.dma.test(copy)
 
     def idle(self) -> None:
         if self.jitter:
@@ -333,15 +373,33 @@ class HazardBlockModel(BlockModel):
     def _tick(self) -> None:
         """Retire what is due (pipe heads in order, remote stores, line write-backs)."""
         now = self._now()
-        for p in _QUEUED:
-            q = self.queues[p]
-            while q and q[0][1] <= now:
-                self._retire_one(p)
+        if self.queues[PIPE_V]:
+            self._retire_due(now)
+        else:  # MTE2 first, then MTE3 (the order without vector work, which tests pin)
+            for p in _QUEUED:
+                q = self.queues[p]
+                while q and q[0][1] <= now:
+                    self._retire_one(p)
         if self.vis and self.vis.items:
             self.vis.flush(now)
         if self.lines and self.lines.lines:
             self.lines.flush(now)
         self._sync_pending()
+
+    def _retire_due(self, until: float) -> None:
+        """Retire the pipe heads due by ``until``, earliest due first across the pipes (each
+        pipe in order): a vector op due before a queued store it overwrites runs first. (Used
+        while vector work is queued; MTE2 / MTE3 alone keep their older fixed order.)"""
+        queues = self.queues
+        while True:
+            best, due = -1, until
+            for p in _PIPES:
+                q = queues[p]
+                if q and q[0][1] <= due:
+                    best, due = p, q[0][1]
+            if best < 0:
+                return
+            self._retire_one(best)
 
     def _retire_one(self, pipe: int) -> None:
         kind, _due, t0, a, b, c = self.queues[pipe].popleft()
@@ -350,6 +408,8 @@ class HazardBlockModel(BlockModel):
             b.read_into(a.array[:b.rows, :b.cols])
         elif kind == _STORE:
             self._complete_store(a, b.array[:a.rows, :a.cols], c)
+        elif kind == _VECTOR:
+            a.run()
         else:
             self._retire_upto(a, b)
         if self.tracer:
@@ -373,7 +433,7 @@ class HazardBlockModel(BlockModel):
                 f()
 
     def _sync_pending(self) -> None:
-        pending = bool(self.queues[PIPE_MTE2] or self.queues[PIPE_MTE3]
+        pending = bool(self.queues[PIPE_MTE2] or self.queues[PIPE_MTE3] or self.queues[PIPE_V]
                        or (self.vis and self.vis.items) or (self.lines and self.lines.lines))
         if pending != self.pending:
             self.pending = pending

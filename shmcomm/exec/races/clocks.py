@@ -1,8 +1,9 @@
 """Vector clocks of the race detector, and the clocks that travel with signal words.
 
-Components. Every rank has one component for its host code and four per block slot: the
-block's scalar unit ``S`` and its pipes ``MTE2`` and ``MTE3``, plus ``G3``, the part of MTE3's
-work that a ``dsb(DSB_DDR)`` has made visible to other ranks. A store on MTE3 with epoch ``e``
+Components. Every rank has one component for its host code and five per block slot: the
+block's scalar unit ``S`` and its pipes ``MTE2`` and ``MTE3``, ``G3``, the part of MTE3's
+work that a ``dsb(DSB_DDR)`` has made visible to other ranks, and ``V`` (the tile vector
+instructions). A store on MTE3 with epoch ``e``
 happens before an access by the same rank to that rank's own window once the accessor's clock
 holds ``MTE3 >= e`` (drained), and before any other access once it holds ``G3 >= e`` (drained
 and fenced): that is how visibility is per reader. Block slots are reused by the next launch,
@@ -32,8 +33,8 @@ SLOTS = 8192  # signal words with a clock per run
 _STRIPES = 64  # locks guarding the word clocks
 _LOCK_S = 30.0  # a lock held longer than this means a rank died inside it
 _BARRIER_SLOTS = 3
-S, MTE2, MTE3, G3 = 0, 1, 2, 3  # a block slot's components, in this order
-PER_BLOCK = 4
+S, MTE2, MTE3, G3, V = 0, 1, 2, 3, 4  # a block slot's components, in this order
+PER_BLOCK = 5
 
 
 @dataclass(frozen=True)

@@ -41,11 +41,12 @@ from ...core.agent import _tls as _agent_tls
 from ...core.heap import SymmetricArray
 from ...core.model import BlockModel, RankModel
 from ...errors import Failure, ShmcommError
-from ...types import DSB_ALL, DSB_DDR, PIPE_ALL, PIPE_MTE2, PIPE_MTE3
+from ...types import DSB_ALL, DSB_DDR, PIPE_ALL, PIPE_MTE2, PIPE_MTE3, PIPE_V
 from ..hazard.report import kernel_site, user_site
-from .clocks import CLOCK, G3, MTE2, MTE3, Layout, WordClocks
+from .clocks import CLOCK, G3, MTE2, MTE3, Layout, V, WordClocks
 from .report import render
 from .shadow import ATOMIC, PIPE3, WRITE, Access, Shadow
+from .tiles import record_vector
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -59,7 +60,7 @@ MIN_BLOCK_SLOTS = 4  # clocks keep at least this many block slots per rank, what
 # a block sends its records (and its frontier) before the launch's end past this many: the
 # launcher can then forget what every agent has passed, and a long kernel stays cheap to judge
 _FLUSH_RECORDS = 128
-_QUEUED = (PIPE_MTE2, PIPE_MTE3)
+_QUEUED = (PIPE_MTE2, PIPE_MTE3, PIPE_V)
 
 
 class RaceDetector:
@@ -191,7 +192,7 @@ class RaceRankModel(RankModel):
             self.inner.launch_end()
         finally:
             for b in self.blocks:
-                for v in (b.vs, b.p2.v, b.p3.v):
+                for v in (b.vs, b.p2.v, b.p3.v, b.pv.v):
                     np.maximum(self.clock, v, out=self.clock)
                 b.flush()
             self.blocks = []
@@ -215,6 +216,13 @@ class RaceRankModel(RankModel):
 
     def host_join(self) -> None:
         self.inner.host_join()
+
+    @property
+    def inline_streams(self) -> bool:  # type: ignore[override]
+        return self.inner.inline_streams
+
+    def host_join_launch(self, first: int, blocks: int) -> None:
+        self.inner.host_join_launch(first, blocks)
 
     def host_wait(self, site: Any, value: int, cmp: int) -> None:
         self.inner.host_wait(site, value, cmp)
@@ -318,6 +326,7 @@ class RaceBlockModel(BlockModel):
         self.vs[s] += 1
         self.p2 = _PipeClock(self.vs, s + MTE2, "MTE2")
         self.p3 = _PipeClock(self.vs, s + MTE3, "MTE3")
+        self.pv = _PipeClock(self.vs, s + V, "V")  # the tile vector instructions (PIPE_V)
         self.snap_s: int | None = None
         self.marks: dict[tuple[int, int, int], np.ndarray] = {}
         self.snaps: dict[int, np.ndarray] = {}
@@ -334,11 +343,12 @@ class RaceBlockModel(BlockModel):
     # -- clock bookkeeping -------------------------------------------------------------------
 
     def _pipe(self, pipe: int) -> _PipeClock | None:
-        return self.p2 if pipe == PIPE_MTE2 else self.p3 if pipe == PIPE_MTE3 else None
+        return self.p2 if pipe == PIPE_MTE2 else self.p3 if pipe == PIPE_MTE3 else \
+            self.pv if pipe == PIPE_V else None
 
     def _s_changed(self) -> None:
         self.snap_s = None
-        self.p2.joined = self.p3.joined = False
+        self.p2.joined = self.p3.joined = self.pv.joined = False
 
     def _snap(self, v: np.ndarray) -> int:
         sid = next(self.rm.snap_ids)
@@ -363,7 +373,7 @@ class RaceBlockModel(BlockModel):
         """Send this block's records (and the clock snapshots they use) to the launcher."""
         recs, self.records = self.records, []
         snaps, self.snaps = self.snaps, {}
-        self.snap_s = self.p2.snap = self.p3.snap = None  # later records need them sent again
+        self.snap_s = self.p2.snap = self.p3.snap = self.pv.snap = None  # sent again when used
         # every later access of this block holds vs: its pipes join vs before they issue
         self.rm.send(snaps, [tuple(r) for r in recs], self.vs.copy(), self.block_idx)
 
@@ -412,6 +422,7 @@ class RaceBlockModel(BlockModel):
         self.inner.finish()
         self._drain(self.p2)
         self._drain(self.p3)
+        self._drain(self.pv)
         self.vs[self.cg] = max(self.vs[self.cg], self.vs[self.p3.comp])  # the kernel's end fences
 
     def stop(self) -> None:
@@ -456,10 +467,10 @@ class RaceBlockModel(BlockModel):
         if mark is None:
             return
         pc = self._pipe(dst)
-        if pc is None:
+        if pc is None or pc is self.pv:  # V: Python code after it may read the tile too
             np.maximum(self.vs, mark, out=self.vs)
             self._s_changed()
-        else:
+        if pc is not None:
             pc.join(mark)
 
     def barrier(self, pipe: int) -> None:
@@ -469,8 +480,9 @@ class RaceBlockModel(BlockModel):
         if pipe == PIPE_ALL:
             self._drain(self.p2)
             self._drain(self.p3)
+            self._drain(self.pv)
         elif pipe in _QUEUED:
-            self._drain(self.p2 if pipe == PIPE_MTE2 else self.p3)
+            self._drain(self._pipe(pipe))
 
     def dsb(self, mode: int) -> None:
         if self.tested:
@@ -482,6 +494,21 @@ class RaceBlockModel(BlockModel):
 
     def dcci(self, ptr: Any, mode: int) -> None:
         self.inner.dcci(ptr, mode)
+
+    def vector(self, op: Any) -> None:
+        if self.tested:
+            self._settle()
+        record_vector(self, op)
+        self.inner.vector(op)
+
+    def dma_post(self, copy: Any) -> None:  # the DMA engine: its accesses come by async_issue
+        self.inner.dma_post(copy)
+
+    def dma_wait(self, copy: Any) -> None:
+        self.inner.dma_wait(copy)
+
+    def dma_test(self, copy: Any) -> bool:
+        return self.inner.dma_test(copy)
 
     # -- scalar hooks ------------------------------------------------------------------------
 

@@ -26,7 +26,7 @@ from ...core.waiting import first_unsatisfied
 from ...errors import Aborted
 from ...types import CMP_FUNCS
 from ..hazard.model import HazardBlockModel, HazardRankModel
-from .scheduler import BLOCKED, DONE, DRAINING, JOINING, OP, RUNNABLE, Scheduler, agent_id
+from .scheduler import BLOCKED, DONE, DRAINING, OP, RUNNABLE, Scheduler, agent_id
 
 if TYPE_CHECKING:
     from ...core.agent import Agent
@@ -202,6 +202,7 @@ class ScheduleRankModel(HazardRankModel):
     """Schedule mode in one rank process: the host agent's turns, and a block model per block."""
 
     concurrent_launches = False  # the host registers each launch's blocks while holding the turn
+    inline_streams = True  # ... so a stream launch starts on the host thread, with the turn
 
     def __init__(self, rt: RankRuntime, strategy: Any) -> None:
         super().__init__(rt)
@@ -220,9 +221,15 @@ class ScheduleRankModel(HazardRankModel):
 
     def host_join(self) -> None:
         try:
-            self.sched.switch(self.host, OP["launch join"], JOINING)
+            self.sched.join(self.host, OP["launch join"])
         except Aborted:
             pass  # the launch joins its blocks, which stop at their next point
+
+    def host_join_launch(self, first: int, blocks: int) -> None:
+        try:
+            self.sched.join(self.host, OP["launch join"], (first, blocks))
+        except Aborted:
+            pass
 
     def host_wait(self, site: Any, value: int, cmp: int) -> None:
         wait_turns(self.sched, self.host, OP["rt.barrier"], site, value, cmp)

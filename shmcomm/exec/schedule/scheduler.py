@@ -42,6 +42,7 @@ from ...errors import Aborted, ShmcommError
 from ...types import CMP_FUNCS, CMP_SYMBOLS
 
 UNREG, RUNNABLE, BLOCKED, JOINING, DRAINING, DONE = range(6)
+JOIN_SLOTS = -2  # a JOINING host's wrank: it joins the slots [woff, woff + wval) only
 STATE_NAMES = ("unregistered", "runnable", "blocked", "joining", "draining", "done")
 
 # ops of a scheduling point (the record and the trace name them)
@@ -233,6 +234,19 @@ class Scheduler:
     def register(self, aid: int) -> None:
         register(self.sh, aid)
 
+    def join(self, aid: int, op: int, slots: tuple[int, int] | None = None) -> None:
+        """The host ``aid`` joins its blocks: all of its rank's, or (``slots``: first slot and
+        count) one launch's, so a stream launch can be joined while another stream runs."""
+        sh = self.sh
+        if slots is None:
+            sh.wrank[aid] = -1
+        else:
+            sh.wrank[aid], sh.woff[aid], sh.wval[aid] = JOIN_SLOTS, slots[0], slots[1]
+        try:
+            self.switch(aid, op, JOINING)
+        finally:
+            sh.wrank[aid] = -1
+
     def await_turn(self, aid: int) -> None:
         """Sleep until ``aid`` holds the turn; raises :class:`Aborted` when the run aborts."""
         go = self._go_word(aid)
@@ -334,9 +348,11 @@ class Scheduler:
                     yielded[a] = 0  # it can make progress: no longer a mere retirement step
                 elif pending[a]:
                     out.append(a)  # only to retire its pending work (yielded: PCT runs it last)
-            elif s == JOINING:
-                lo = a - C.HOST_SLOT
-                if not any(lo <= b < a for b in ids):
+            elif s == JOINING:  # a host joining its blocks (wrank JOIN_SLOTS: one launch's)
+                lo = hi = a - C.HOST_SLOT
+                hi = a if wrank[a] != JOIN_SLOTS else lo + woff[a] + wval[a]
+                lo += woff[a] if wrank[a] == JOIN_SLOTS else 0
+                if not any(lo <= b < hi for b in ids):
                     out.append(a)
         return out
 
