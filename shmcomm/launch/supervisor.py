@@ -51,6 +51,7 @@ from ..kernels.host import RankRuntime
 from ..transports.shm import ShmTransport
 from ..transports.shm import atomics as at
 from .deadlock import CorruptControl, DeadlockWatch
+from .paths import check_run_paths
 from .resources import death_hint, oom_kills
 from .stuck import STACK_SIGNAL, WaitLog, stuck_report
 from .tracefile import TraceFile
@@ -109,6 +110,7 @@ class _Launcher:
 
     def __init__(self, config: Config, host: Callable, args: tuple,
                  model: Callable[[RankRuntime], RankModel] | None = None) -> None:
+        check_run_paths(config.trace, config.record, config.replay)  # before the model reads one
         self.config = config
         self.host = host
         self.args = args
@@ -596,7 +598,7 @@ def serve_run(rank: int, config: Config, transport: ShmTransport, ctl: C.Control
         transport.attach(rank)
         rt = RankRuntime(rank, config, Windows(transport), ctl, model)
         result = host(rt, *args)
-        rt.synchronize()  # launches left running on streams finish (and report) before we exit
+        rt.join_launches()  # every launch, from any host thread, finishes before we report
         msg = ("ok", result)
     except KernelError as exc:
         msg = _failure_msg(rank, exc.block, exc.exc, exc.tb)

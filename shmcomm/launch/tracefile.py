@@ -14,6 +14,7 @@ import os
 import secrets
 
 from ..errors import ArgumentError
+from .paths import check_output
 
 
 class TraceFile:
@@ -30,6 +31,7 @@ class TraceFile:
             raise ArgumentError(f"trace: cannot use {path!r}: {exc.strerror}") from None
         if st is not None and os.path.isdir(self.path) and not os.path.islink(self.path):
             raise ArgumentError(f"trace: {path!r} is a directory; name a file")
+        check_output("trace", self.path)  # a device node, FIFO or socket is never replaced
         if st is not None and st.st_uid != os.geteuid():
             raise ArgumentError(f"trace: {path!r} belongs to another user (uid {st.st_uid}); "
                                 "shmcomm does not replace it: name another file")
@@ -48,6 +50,11 @@ class TraceFile:
             if os.stat(self.aside, follow_symlinks=False).st_size == 0:
                 os.unlink(self.aside)
                 return None
+            try:
+                check_output("trace", self.path)  # again: the path may have changed meanwhile
+            except ArgumentError as exc:
+                os.unlink(self.aside)
+                return str(exc)
             os.rename(self.aside, self.path)
         except OSError as exc:
             return f"trace: could not move the trace to {self.path!r}: {exc.strerror}"
