@@ -52,6 +52,7 @@ from ..transports.shm import ShmTransport
 from ..transports.shm import atomics as at
 from .deadlock import CorruptControl, DeadlockWatch
 from .paths import check_run_paths
+from .reaping import reapable_children
 from .resources import death_hint, oom_kills
 from .stuck import STACK_SIGNAL, WaitLog, stuck_report
 from .tracefile import TraceFile
@@ -141,6 +142,7 @@ class _Launcher:
                 self.model.config = self.model.config.replace(trace=trace.aside)  # type: ignore[union-attr]
         cfg = self.config
         restore = self._catch_signals()
+        reapable = reapable_children()  # a rank's SIGSEGV is lost if SIGCHLD is ignored
         try:
             try:
                 self._start()
@@ -160,6 +162,7 @@ class _Launcher:
                 self._release()
         finally:
             restore()
+            reapable()
             if trace is not None:
                 if cfg.mode != "schedule":  # schedule mode writes its own trace
                     self._finish_trace()  # in the file beside the path, before it moves there

@@ -2,7 +2,8 @@
 unlinked at once.
 
 Segments are created exclusive with mode 0600 under a random name (96 random bits) that carries
-the creating process id, mapped, and unlinked at once, before any rank process starts: the ranks
+the creating process id, unlinked at once (before its pages are reserved and mapped through
+the open descriptor), before any rank process starts: the ranks
 inherit the mappings through ``fork``, so no name stays in ``/dev/shm`` while a run goes on and
 no other process can attach. Should the creator die in the few microseconds between create and
 unlink, ``python -m shmcomm.launch.cleanup`` finds the name by its dead pid.
@@ -117,6 +118,9 @@ class Segment:
         reserve = addr = None
         err = 0
         try:
+            # unlinked before the reservation: the fd keeps the memory, and a creator killed
+            # while posix_fallocate runs (as long as the segment is big) leaves no name behind
+            shm.unlink()
             _reserve(shm.fd, self.mapped, self.name)
             # address space for the segment and its guards, then the segment in the middle
             reserve = _c_mmap(None, self.mapped + 2 * GUARD_BYTES, _PROT_NONE,
@@ -129,7 +133,6 @@ class Segment:
                 err = ctypes.get_errno()
         finally:
             shm.close_fd()  # the mapping keeps the memory; no fd is left to borrow
-            shm.unlink()  # nothing left to attach to: ranks inherit the mapping through fork
         if addr is None or addr == _MAP_FAILED:
             if reserve not in (None, _MAP_FAILED):
                 _c_munmap(reserve, self.mapped + 2 * GUARD_BYTES)
