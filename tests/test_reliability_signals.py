@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -58,3 +59,42 @@ def test_a_creator_killed_while_reserving_a_segment_leaves_no_name():
     for n in left:
         os.unlink(os.path.join("/dev/shm", n))
     assert not left, f"the killed creator left {left} in /dev/shm"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_stress_exits_128_plus_the_signal_with_a_partial_summary(tmp_path, sig):
+    prog = tmp_path / "slowprog.py"
+    prog.write_text(textwrap.dedent("""
+        import time
+        def host(rt):
+            time.sleep(0.2)
+            rt.barrier()
+        """))
+    p = subprocess.Popen([sys.executable, "-m", "shmcomm", "stress", "--program",
+                          f"{prog}:host", "--nranks", "2", "--blocks", "1", "--runs", "100000",
+                          "--no-progress", "--mode", "eager"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+                         start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # wait until at least one run finished
+        time.sleep(2.0)
+        if p.poll() is not None:
+            break
+        if _children_ran(p.pid):
+            break
+    time.sleep(3.0)
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 128 + sig, (p.returncode, out[-2000:], err[-2000:])
+    assert "Traceback" not in err, err[-3000:]
+    assert f"interrupted by {signal.Signals(sig).name}" in err, err[-2000:]
+    assert "runs in" in out and "outcomes per configuration" in out, out[-2000:]  # partial summary
+
+
+def _children_ran(pid: int) -> bool:
+    import psutil
+
+    try:
+        return len(psutil.Process(pid).children(recursive=True)) > 0
+    except psutil.Error:
+        return False
