@@ -98,3 +98,21 @@ def _children_ran(pid: int) -> bool:
         return len(psutil.Process(pid).children(recursive=True)) > 0
     except psutil.Error:
         return False
+
+
+def test_a_sigstopped_rank_is_named_long_before_the_run_timeout():
+    import shmcomm
+
+    def host(rt):
+        if rt.rank == 1:
+            os.kill(os.getpid(), signal.SIGSTOP)
+        rt.barrier()
+
+    t0 = time.monotonic()
+    with pytest.raises(shmcomm.RunError) as info:
+        shmcomm.run(host, 2, window_bytes=1 << 16, timeout=120, wait_timeout=110)
+    took = time.monotonic() - t0
+    text = str(info.value)
+    assert "rank 1" in text and "stopped" in text, text
+    assert "timeout" not in info.value.failures[0].kind, text
+    assert took < 100, took  # named by the state watch, not at the 120 s run timeout

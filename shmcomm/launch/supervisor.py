@@ -54,7 +54,7 @@ from .deadlock import CorruptControl, DeadlockWatch
 from .paths import check_run_paths
 from .reaping import reapable_children
 from .resources import death_hint, oom_kills
-from .stuck import STACK_SIGNAL, WaitLog, stuck_report
+from .stuck import STACK_SIGNAL, StoppedWatch, WaitLog, stuck_report
 from .tracefile import TraceFile
 
 POLL_S = 0.02
@@ -302,6 +302,7 @@ class _Launcher:
         abort_at: float | None = None
         deadlock = DeadlockWatch(self.ctl, self.transport, cfg.deadlock_grace)
         self.waitlog = WaitLog(self.ctl, self.transport)
+        stopped = StoppedWatch()
         logged = start
         while self.conns or any(r not in self.exited and r not in self.results
                                 for r in self.pids):
@@ -320,6 +321,7 @@ class _Launcher:
             if now - last > STALLED_S:  # the launcher was stopped (SIGSTOP, Ctrl-Z): not run time
                 start += now - last - POLL_S
                 deadlock.key = None  # judge what the ranks do after the resume, not before
+                stopped.reset()
             last = now
             if abort_at is None and now - logged > WAITLOG_S:
                 self.waitlog.record([r for r in self.pids if r not in self.exited])
@@ -337,6 +339,12 @@ class _Launcher:
                     self.failures.append(Failure(None, None, "timeout", message,
                                                  self._diagnose("the run timed out")))
                     self.ctl.abort(C.ABORT_TIMEOUT)
+                    abort_at = now
+                elif (halted := stopped.check(now, {r: p for r, p in self.pids.items()
+                                                     if r not in self.exited})):
+                    self.failures.append(Failure(None, None, "crash", halted,
+                                                 self._diagnose("a rank process is stopped")))
+                    self.ctl.abort(C.ABORT_FAILURE)
                     abort_at = now
                 else:
                     live = [r for r in self.pids if r not in self.results and r not in self.exited]
