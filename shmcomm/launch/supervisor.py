@@ -51,6 +51,7 @@ from ..kernels.host import RankRuntime
 from ..transports.shm import ShmTransport
 from ..transports.shm import atomics as at
 from .deadlock import CorruptControl, DeadlockWatch
+from .descendants import RunProcesses
 from .paths import check_run_paths
 from .reaping import reapable_children
 from .resources import death_hint, oom_kills
@@ -135,6 +136,14 @@ class _Launcher:
 
     def run(self) -> list[Any]:
         trace = TraceFile(self.config.trace) if self.config.trace else None
+        try:
+            self.procs = self._processes()
+        except BaseException:
+            if trace is not None:
+                trace.discard()
+            raise
+        if trace is not None:
+            self.procs.note_file(trace.aside)  # removed by the sweeper if we are killed
         if trace is not None:  # ranks write beside the path; the file moves there at the end
             self.config = self.config.replace(trace=trace.aside)
             if isinstance(getattr(self.model, "config", None), Config):
@@ -169,6 +178,7 @@ class _Launcher:
                 problem = trace.finish()
                 if problem:
                     self.failures.append(Failure(None, None, "exception", problem))
+            self._end_processes()  # what the ranks forked (setsid included) dies here
         if self.failures:
             first = self.failures[0].kind
             cls = {"deadlock": DeadlockError, "timeout": RunTimeout,
@@ -211,6 +221,13 @@ class _Launcher:
                     "open-files limit, ulimit -n, or lower nranks)") from None
         for rank in range(cfg.nranks):
             self._spawn(rank)
+
+    def _processes(self) -> RunProcesses:
+        """Who tracks the run's processes and their descendants (one per run here)."""
+        return RunProcesses()
+
+    def _end_processes(self) -> None:
+        self.procs.close()
 
     def _prepare_model(self) -> None:
         prepare = getattr(self.model, "prepare", None)
@@ -283,16 +300,21 @@ class _Launcher:
             raise ShmcommError(f"cannot start rank {rank}: no pipe for its report: {exc} "
                                "(raise the open-files limit, ulimit -n, or lower nranks)") from None
         parent = os.getpid()
+        procs = self.procs
+
+        def body() -> int:
+            procs.enter()  # before user code: whatever it forks is tracked
+            return _rank_main(rank, parent, self.config, self.transport, self.ctl, writer,
+                              self.host, self.args, self.model, self.stacks[rank])
+
         try:
-            pid = fork_rank(lambda: _rank_main(rank, parent, self.config, self.transport, self.ctl,
-                                               writer, self.host, self.args, self.model,
-                                               self.stacks[rank]),
-                            [reader, *self.conns])
+            pid = fork_rank(body, [reader, *self.conns])
         except ShmcommError:
             reader.close()
             writer.close()
             raise
         writer.close()
+        procs.note_rank(pid)
         self.pids[rank] = pid
         self.conns[reader] = rank
 
