@@ -56,7 +56,8 @@ def page_round(n: int) -> int:
 
 def memory_room() -> tuple[int, str] | None:
     """``(bytes, what)``: the memory a run's segments may still take, the tighter of the box's
-    available memory and this cgroup's limit minus its usage (v2 or v1); ``None`` if unknown."""
+    available memory and the limit minus the usage of this process's own cgroup and of each
+    of its ancestors (v2 or v1); ``None`` if unknown."""
     rooms = []
     try:
         import psutil
@@ -64,20 +65,55 @@ def memory_room() -> tuple[int, str] | None:
         rooms.append((psutil.virtual_memory().available, "available memory"))
     except Exception:  # noqa: BLE001 -- psutil missing or /proc unreadable: skip this bound
         pass
-    for limit_f, usage_f in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-                             ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
-                              "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+    for d, limit_name, usage_name in own_memory_cgroups():
         try:
-            with open(limit_f) as f:
+            with open(os.path.join(d, limit_name)) as f:
                 limit = f.read().strip()
-            with open(usage_f) as f:
+            with open(os.path.join(d, usage_name)) as f:
                 usage = int(f.read().strip())
         except (OSError, ValueError):
             continue
         if limit.isdigit() and int(limit) < 1 << 60:  # "max" or a huge v1 value: no limit
-            rooms.append((max(int(limit) - usage, 0), f"the cgroup's memory limit ({limit_f})"))
-        break
+            rooms.append((max(int(limit) - usage, 0),
+                          f"the memory left in this process's cgroup "
+                          f"({os.path.join(d, limit_name)} = {limit}, {usage} used)"))
     return min(rooms) if rooms else None
+
+
+def own_memory_cgroups() -> list[tuple[str, str, str]]:
+    """``(directory, limit file, usage file)`` of this process's memory cgroup and its ancestors
+    up to the mount's root, read from ``/proc/self/cgroup`` and ``/proc/self/mounts`` (the
+    root cgroup's files say nothing of a limit set on the cgroup a run is in)."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            lines = f.read().splitlines()
+        with open("/proc/self/mounts") as f:
+            mounts = [ln.split() for ln in f]
+    except OSError:
+        return []
+    out = []
+    for ln in lines:
+        _, controllers, path = ln.split(":", 2) if ln.count(":") >= 2 else ("", "", "")
+        if controllers == "":  # v2
+            mount = next((m[1] for m in mounts if len(m) > 2 and m[2] == "cgroup2"), None)
+            files = ("memory.max", "memory.current")
+        elif "memory" in controllers.split(","):
+            mount = next((m[1] for m in mounts if len(m) > 3 and m[2] == "cgroup"
+                          and "memory" in m[3].split(",")), None)
+            files = ("memory.limit_in_bytes", "memory.usage_in_bytes")
+        else:
+            continue
+        if mount is None:
+            continue
+        d = os.path.join(mount, path.lstrip("/"))
+        if not os.path.isdir(d):  # a cgroup namespace: the mount's root is our cgroup
+            d = mount
+        while True:
+            out.append((d, *files))
+            if os.path.normpath(d) == os.path.normpath(mount):
+                break
+            d = os.path.dirname(d)
+    return out
 
 
 def shm_free_bytes() -> int | None:
