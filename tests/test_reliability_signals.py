@@ -116,3 +116,32 @@ def test_a_sigstopped_rank_is_named_long_before_the_run_timeout():
     assert "rank 1" in text and "stopped" in text, text
     assert "timeout" not in info.value.failures[0].kind, text
     assert took < 100, took  # named by the state watch, not at the 120 s run timeout
+
+
+def _big_result(rt):
+    return b"x" * (2 << 20)
+
+
+def test_a_result_over_the_report_limit_names_the_limit(monkeypatch):
+    import shmcomm
+    from shmcomm.launch import supervisor
+
+    monkeypatch.setattr(supervisor, "MAX_REPORT_BYTES", 1 << 20)  # the ranks fork with it
+    with pytest.raises(shmcomm.RunError) as info:
+        shmcomm.run(_big_result, 1, window_bytes=1 << 16, timeout=60, wait_timeout=50)
+    text = str(info.value)
+    assert f"{1 << 20}-byte limit" in text and "rank 0" in text, text
+
+
+def _huge_message(rt):
+    raise ValueError("m" * 50_000_000)
+
+
+def test_a_huge_exception_message_is_cut_in_the_report():
+    import shmcomm
+
+    with pytest.raises(shmcomm.RunError) as info:
+        shmcomm.run(_huge_message, 1, window_bytes=1 << 16, timeout=60, wait_timeout=50)
+    text = str(info.value)
+    assert len(text) < 1_000_000 and "characters cut" in text, len(text)
+    assert "ValueError: mmm" in text

@@ -561,8 +561,9 @@ def _failure_from(rank: int, payload: Any) -> Failure:
     text = {k: payload.get(k) if isinstance(payload.get(k), str) else "" for k in
             ("kind", "message", "traceback")}
     kind = text["kind"] if text["kind"] in ("exception", "crash") else "exception"  # a rank
-    return Failure(rank, block, kind, text["message"] or "(no message)",  # cannot claim to be
-                   text["traceback"])                                     # a deadlock or timeout
+    return Failure(rank, block, kind,  # cannot claim to be a deadlock or a timeout
+                   clip(text["message"], MAX_MESSAGE_CHARS) or "(no message)",
+                   clip(text["traceback"], MAX_TRACEBACK_CHARS))
 
 
 # --- the rank process ---------------------------------------------------------------------------
@@ -647,6 +648,14 @@ def serve_run(rank: int, config: Config, transport: ShmTransport, ctl: C.Control
     if rt is not None:
         rt.model.close()
     data = _pickled(rank, msg)
+    if data is not None and len(data) > MAX_REPORT_BYTES:  # the launcher would refuse to read it
+        ctl.abort(C.ABORT_FAILURE)
+        data = _pickled(rank, ("error", dict(
+            rank=rank, block=None, kind="exception",
+            message=f"host() returned a result of {len(data)} bytes pickled, over the "
+                    f"{MAX_REPORT_BYTES}-byte limit of a rank's report (return less: write "
+                    "big results to a file, or keep them in the window)")))
+        msg = ("error", None)
     if data is None:  # the result does not pickle: report why instead
         ctl.abort(C.ABORT_FAILURE)
         data = _pickled(rank, ("error", dict(
@@ -676,10 +685,27 @@ def _pickled(rank: int, msg: tuple[str, Any]) -> bytes | None:
         return None
 
 
+MAX_MESSAGE_CHARS = 8000  # of a failure's message in the report (a 50 MB message is cut)
+MAX_TRACEBACK_CHARS = 64000
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to about ``limit`` characters: its head and tail, and how much was cut."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n[... {len(text) - 2 * half} characters cut ...]\n{text[-half:]}"
+
+
 def _failure_msg(rank: int, block: int | None, exc: BaseException, tb: str) -> tuple[str, Any]:
     if isinstance(exc, Aborted):
-        return ("aborted", str(exc))
+        return ("aborted", clip(str(exc), MAX_MESSAGE_CHARS))
+    try:
+        text = str(exc)
+    except BaseException as err:  # noqa: BLE001 -- a __str__ that raises still reports
+        text = f"(str() of the exception raised {type(err).__name__})"
     return ("error", dict(rank=rank, block=block, kind="exception",
-                          message=f"{type(exc).__name__}: {exc}", traceback=tb))
+                          message=clip(f"{type(exc).__name__}: {text}", MAX_MESSAGE_CHARS),
+                          traceback=clip(tb, MAX_TRACEBACK_CHARS)))
 
 
