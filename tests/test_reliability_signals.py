@@ -145,3 +145,28 @@ def test_a_huge_exception_message_is_cut_in_the_report():
     text = str(info.value)
     assert len(text) < 1_000_000 and "characters cut" in text, len(text)
     assert "ValueError: mmm" in text
+
+
+def _quick_host(rt):
+    return rt.rank
+
+
+def test_a_run_that_outlasts_its_timeout_in_the_end_checks_never_passes():
+    import shmcomm
+    from shmcomm.config import Config
+    from shmcomm.exec import model_for
+    from shmcomm.launch.supervisor import _Launcher
+
+    cfg = Config.from_kwargs(nranks=1, heap_bytes=1 << 16, timeout=1.0, wait_timeout=0.9)
+    base = model_for(cfg)
+
+    class Slow:  # the factory protocol: called with rt in the rank; finish() in the launcher
+        def __call__(self, rt):
+            return base(rt)
+
+        def finish(self):
+            time.sleep(2.5)  # judging that takes longer than the whole timeout
+            return []
+
+    with pytest.raises(shmcomm.RunTimeout):
+        _Launcher(cfg, _quick_host, (), model=Slow()).run()

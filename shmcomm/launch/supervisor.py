@@ -131,6 +131,8 @@ class _Launcher:
         self.stacks: dict[int, Any] = {}  # rank -> unlinked file its stack dumps go to
         self.waitlog: WaitLog | None = None
         self.oom_before = oom_kills()  # a rank SIGKILLed after this count grew: out of memory
+        self.started_at: float | None = None  # when supervision began
+        self.stalled_s = 0.0  # time the launcher itself was stopped (not run time)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -168,6 +170,7 @@ class _Launcher:
                 self.stopping = True  # a second Ctrl-C must not cut the teardown short
                 self._stop_all()
                 self._observed_end()
+                self._overran()
                 self._release()
         finally:
             restore()
@@ -320,7 +323,7 @@ class _Launcher:
 
     def _supervise(self) -> None:
         cfg = self.config
-        start = last = time.monotonic()
+        start = last = self.started_at = time.monotonic()
         abort_at: float | None = None
         deadlock = DeadlockWatch(self.ctl, self.transport, cfg.deadlock_grace)
         self.waitlog = WaitLog(self.ctl, self.transport)
@@ -342,6 +345,7 @@ class _Launcher:
             now = time.monotonic()
             if now - last > STALLED_S:  # the launcher was stopped (SIGSTOP, Ctrl-Z): not run time
                 start += now - last - POLL_S
+                self.stalled_s += now - last - POLL_S
                 deadlock.key = None  # judge what the ranks do after the resume, not before
                 stopped.reset()
             last = now
@@ -393,6 +397,17 @@ class _Launcher:
                                         self.waitlog)
         except Exception as exc:  # noqa: BLE001 -- a diagnosis must never hide the failure
             return f"\n(no stuck-agent diagnosis: {type(exc).__name__}: {exc})"
+
+    def _overran(self) -> None:
+        """A run that took longer than its timeout never passes, even when the supervisor
+        could not stop it in time (a slow judge, a loaded box): it timed out."""
+        if self.failures or self.signum is not None or self.started_at is None:
+            return
+        took = time.monotonic() - self.started_at - self.stalled_s
+        if took > self.config.timeout:
+            self.failures.append(Failure(None, None, "timeout", (
+                f"the run did not finish within timeout={self.config.timeout:g} s (it took "
+                f"{took:.1f} s, including the end-of-run checks)")))
 
     def _observed_end(self) -> None:
         """A model that reports from the launcher reports what it found at the end of the run:
