@@ -84,3 +84,63 @@ def test_a_regular_trace_path_still_works(tmp_path):
     path.write_text("old")
     assert shmcomm.run(_host, 2, trace=str(path), **SMALL) == [0, 1]
     assert path.read_text() != "old" and sorted(os.listdir(tmp_path)) == ["t.json"]
+
+
+def test_a_trace_cut_by_the_file_size_limit_is_not_reported_as_written(tmp_path):
+    import subprocess
+    import sys
+    import textwrap
+
+    out = tmp_path / "t.json"
+    code = f"""
+        import resource, shmcomm
+        def kernel(ctx):
+            pass
+        def host(rt):
+            for _ in range(200):
+                rt.launch(kernel, blocks=2)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (100000, 100000))
+        try:
+            shmcomm.run(host, 2, window_bytes=1 << 12, trace={str(out)!r}, timeout=100)
+        except shmcomm.RunError as exc:
+            print(exc)
+            raise SystemExit(1)
+        """
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    p = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                       text=True, timeout=150, env=env)
+    assert p.returncode == 1, (p.stdout, p.stderr[-2000:])
+    assert "RLIMIT_FSIZE" in p.stdout and "/dev/shm" not in p.stdout, p.stdout
+    assert os.listdir(tmp_path) == [], "a cut trace (or its hidden .tmp) was left"
+
+
+def test_a_sigkilled_launcher_leaves_no_hidden_trace_file(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+    import time
+
+    ready = tmp_path / "ready"
+    code = f"""
+        import time, shmcomm
+        def kernel(ctx):
+            open({str(ready)!r}, "w").close()
+            time.sleep(600)
+        def host(rt):
+            rt.launch(kernel, blocks=1)
+        shmcomm.run(host, 1, window_bytes=1 << 16, trace={str(tmp_path / "t.json")!r},
+                    timeout=600, wait_timeout=590)
+        """
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    p = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], env=env)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not ready.exists():
+        time.sleep(0.1)
+    assert ready.exists()
+    p.send_signal(signal.SIGKILL)
+    p.wait(60)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len(os.listdir(tmp_path)) > 1:
+        time.sleep(0.1)
+    assert os.listdir(tmp_path) == ["ready"]

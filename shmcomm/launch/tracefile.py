@@ -11,6 +11,7 @@ followed, and the content of a file someone else owns is never touched. A path t
 from __future__ import annotations
 
 import os
+import resource
 import secrets
 
 from ..errors import ArgumentError
@@ -47,9 +48,14 @@ class TraceFile:
     def finish(self) -> str | None:
         """Move the trace to its path (nothing if no rank wrote one); an error message or None."""
         try:
-            if os.stat(self.aside, follow_symlinks=False).st_size == 0:
+            size = os.stat(self.aside, follow_symlinks=False).st_size
+            if size == 0:
                 os.unlink(self.aside)
                 return None
+            cut = _cut(self.aside, size)
+            if cut:
+                os.unlink(self.aside)
+                return f"trace: not written to {self.path!r}: {cut}"
             try:
                 check_output("trace", self.path)  # again: the path may have changed meanwhile
             except ArgumentError as exc:
@@ -65,3 +71,17 @@ class TraceFile:
             os.unlink(self.aside)
         except OSError:
             pass
+
+
+def _cut(path: str, size: int) -> str | None:
+    """Why the trace file is incomplete (``None`` if it ends as a finished trace does)."""
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if soft != resource.RLIM_INFINITY and size >= soft:
+        return (f"it was cut at {size} bytes by the process's file-size limit (RLIMIT_FSIZE, "
+                f"ulimit -f, is {soft} bytes); raise the limit")
+    with open(path, "rb") as f:
+        f.seek(max(size - 2, 0))
+        tail = f.read()
+    if tail.rstrip()[-1:] not in (b"}", b"]"):  # every writer ends the document and a newline
+        return f"it is incomplete ({size} bytes, not a whole JSON document: a write failed)"
+    return None

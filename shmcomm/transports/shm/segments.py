@@ -204,6 +204,14 @@ def _reserve(fd: int, size: int, name: str) -> None:
             if exc.errno in (errno.EOPNOTSUPP, errno.ENOSYS):  # not tmpfs: size it at least
                 os.ftruncate(fd, size)
                 return
+            if exc.errno == errno.EFBIG:  # the file-size limit, not /dev/shm, is what is short
+                import resource
+
+                soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+                raise ShmcommError(
+                    f"cannot reserve {size} bytes of shared memory for segment {name}: the "
+                    f"process's file-size limit (RLIMIT_FSIZE, ulimit -f) is {soft} bytes and a "
+                    "segment is a file; raise the limit, or lower heap_bytes") from None
             free = shm_free_bytes()
             raise ShmcommError(
                 f"cannot reserve {size} bytes of shared memory for segment {name}: "
