@@ -137,3 +137,29 @@ def test_pool_run_after_close_is_refused():
     pool.close()
     with pytest.raises(shmcomm.errors.ShmcommError, match="closed"):
         pool.run(pid_host)
+
+
+def _waits_for_helper(ctx, sig_offset) -> None:
+    from shmcomm.comm import TWAIT, Signal, WaitCmp
+
+    TWAIT(Signal(ctx.signal_base + sig_offset), 1, WaitCmp.GE)
+
+
+def _host_helper_notifies_late(rt):
+    from shmcomm.comm import TNOTIFY, NotifyOp, Signal
+
+    def helper() -> None:
+        time.sleep(3.0)  # well past deadlock_grace: the kernel waits on this thread's notify
+        TNOTIFY(Signal(rt.signal_base + 8), 1, NotifyOp.AtomicAdd)
+
+    t = threading.Thread(target=helper, daemon=True)
+    t.start()
+    rt.launch(_waits_for_helper, blocks=1, args=(8,))
+    t.join()
+    return "ok"
+
+
+def test_a_notify_from_a_host_helper_thread_is_no_deadlock():
+    got = shmcomm.run(_host_helper_notifies_late, 1, window_bytes=1 << 16, timeout=60.0,
+                      wait_timeout=50.0, deadlock_grace=0.5)
+    assert got == ["ok"]

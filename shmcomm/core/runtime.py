@@ -337,6 +337,8 @@ class RankRuntime:
 
     def _joining(self, delta: int) -> None:
         """Count host threads joining a launch: the host agent is JOINING while any is."""
+        if delta > 0:
+            self._publish_helpers()
         with self._lock:
             self._joiners += delta
             if self._joiners:
@@ -364,9 +366,18 @@ class RankRuntime:
             agent.set_active(False)
             bind(None)
 
+    def _publish_helpers(self) -> None:
+        """Tell the deadlock watch how many threads the host code started that still live: one
+        of them may still notify (a host helper thread), so "every agent waits" is no proof."""
+        me = threading.main_thread()
+        helpers = sum(1 for t in threading.enumerate()
+                      if t is not me and not t.name.startswith("shmcomm-") and t.is_alive())
+        self.ctl.set_rank(self.rank, C.R_HELPERS, helpers)
+
     def barrier(self) -> None:
         """Block until every rank's host has called ``barrier`` as often as this one."""
         n = self.nranks
+        self._publish_helpers()
         self.model.barrier_enter()
         arrived = self._hostbar.words[0].add(1)  # and wakes the sleepers
         target = (arrived // n + 1) * n
