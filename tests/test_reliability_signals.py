@@ -170,3 +170,24 @@ def test_a_run_that_outlasts_its_timeout_in_the_end_checks_never_passes():
 
     with pytest.raises(shmcomm.RunTimeout):
         _Launcher(cfg, _quick_host, (), model=Slow()).run()
+
+
+def test_ctrl_c_while_the_command_starts_prints_no_traceback(tmp_path):
+    prog = tmp_path / "p.py"
+    prog.write_text("def host(rt):\n    return rt.rank\n")
+    p = subprocess.Popen([sys.executable, "-m", "shmcomm", "launch", "--program", f"{prog}:host",
+                          "--nranks", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=ENV)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # numpy is loading: shmcomm's own imports have begun
+        try:
+            with open(f"/proc/{p.pid}/maps") as f:
+                if "_multiarray_umath" in f.read():
+                    break
+        except OSError:
+            break
+        time.sleep(0.002)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 130, (p.returncode, err[-2000:])
+    assert "Traceback" not in err, err[-3000:]

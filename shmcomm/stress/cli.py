@@ -27,6 +27,7 @@ import signal
 import sys
 import threading
 
+from .._startup import interrupts_as_usual
 from ..config import parse_hazards, parse_strategy
 from ..errors import ArgumentError
 from ..launch import options as opt
@@ -111,6 +112,7 @@ def _csv(values: tuple[int, ...]) -> str:
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     """Entry point of ``stress``; returns the exit status."""
+    interrupts_as_usual()  # from here on a Ctrl-C is this command's to report
     parser = build_parser(prog)
     prog = parser.prog
     opt.show_warnings(prog)
