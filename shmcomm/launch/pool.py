@@ -344,24 +344,33 @@ def _how(status: int | None) -> str:
     return f"exited with status {os.WEXITSTATUS(status)}"
 
 
-def _module_state() -> dict[str, tuple[Any, tuple[str, ...], tuple[int, ...]]]:
-    """Every loaded module's attributes (by identity) as the pool's process started."""
+def _module_state() -> dict[str, tuple[Any, dict[str, Any]]]:
+    """Every loaded module's attributes as the pool's process started (a shallow copy)."""
     state = {}
     for name, mod in list(sys.modules.items()):
         d = getattr(mod, "__dict__", None)
         if isinstance(d, dict):
-            keys = tuple(d)
-            state[name] = (mod, keys, tuple(map(id, map(d.get, keys))))
+            state[name] = (mod, d.copy())
     return state
 
 
-def _patched(state: dict[str, tuple[Any, tuple[str, ...], tuple[int, ...]]]) -> list[str]:
+def _patched(state: dict[str, tuple[Any, dict[str, Any]]]) -> list[str]:
+    """``module.attribute`` names whose value is no longer the object it was (a monkeypatch);
+    attributes added since (lazy imports) do not count."""
     out = []
-    for name, (mod, keys, ids) in state.items():
-        if tuple(map(id, map(mod.__dict__.get, keys))) != ids:
-            changed = [k for k, i in zip(keys, ids, strict=True) if id(mod.__dict__.get(k)) != i]
-            out += [f"{name}.{k}" for k in changed]
+    for name, (mod, snap) in state.items():
+        d = mod.__dict__
+        if len(d) == len(snap):
+            try:
+                if d == snap:  # C speed: identical values compare equal without __eq__
+                    continue
+            except Exception:  # noqa: BLE001 -- a replaced value whose == raises: look closer
+                pass
+        out += [f"{name}.{k}" for k, v in snap.items() if d.get(k, _MISSING) is not v]
     return out
+
+
+_MISSING = object()
 
 
 def _leftover_threads() -> list[str]:
