@@ -88,7 +88,10 @@ class WaitLog:
                 key = (rank, block)
                 seen.add(key)
                 if is_waiting(line, now_ms):
-                    self.waits[key] = Wait(self.ctl, self.transport, rank, block, line)
+                    try:
+                        self.waits[key] = Wait(self.ctl, self.transport, rank, block, line)
+                    except CorruptControl:
+                        continue  # the deadlock watch reports it (twice seen, unchanged)
                     self.ended.pop(key, None)
                 elif key in self.waits and key not in self.ended:
                     self.ended[key] = now_ms

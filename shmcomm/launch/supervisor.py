@@ -112,7 +112,8 @@ class _Launcher:
 
     def __init__(self, config: Config, host: Callable, args: tuple,
                  model: Callable[[RankRuntime], RankModel] | None = None) -> None:
-        check_run_paths(config.trace, config.record, config.replay)  # before the model reads one
+        check_run_paths(config.trace, config.record,  # before the model reads one
+                        config.replay if config.mode == "schedule" else "")
         self.config = config
         self.host = host
         self.args = args
