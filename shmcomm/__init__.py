@@ -5,6 +5,7 @@ only through hardware atomics. Kernels import their instructions from :mod:`shmc
 :mod:`shmcomm.pipe`; hosts start with :func:`shmcomm.run` (or :class:`shmcomm.Pool` for many runs).
 """
 
+from . import _startup  # noqa: F401  -- first: a Ctrl-C during a command's start-up is quiet
 from .comm import GMPtr as GMPtr
 from .config import MAX_BLOCKS as MAX_BLOCKS
 from .config import MAX_RANKS as MAX_RANKS

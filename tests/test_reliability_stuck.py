@@ -42,7 +42,8 @@ def _stopped_rank(rt):
 def test_a_stopped_rank_is_named_as_stopped():
     text, took = _run_failing(_stopped_rank, 3)
     assert took < RUN_TIMEOUT / 2, took
-    assert "WaitTimeout" in text
+    # named by the supervisor's look at /proc, or by the peers' wait timeout if that came first
+    assert "WaitTimeout" in text or "process state T" in text, text
     assert "stuck-agent report" in text
     assert "rank 1 host" in text and "stopped (SIGSTOP" in text, text
     assert "the whole process is stopped" in text

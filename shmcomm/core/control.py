@@ -80,6 +80,7 @@ A_SYNCALL = 17  # in the line of a launch's block 0: the launch's SYNCALL arriva
 R_STATE, R_PID, R_LAUNCHES, R_SIGREGIONS, R_BLOCKS, R_HEAPTOP, R_HEAPTOP_HI = range(7)
 # which slots belong to running launches: bit s of (R_SLOTS_HI << 32 | R_SLOTS_LO)
 R_SLOTS_LO, R_SLOTS_HI = 7, 8
+R_HELPERS = 9  # host threads not shmcomm's, as the host last joined or waited: they may notify
 
 
 class Control:

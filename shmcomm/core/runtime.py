@@ -126,6 +126,8 @@ class RankRuntime:
         self._inline_running = 0  # of which stream launches started on the host thread
         self._joiners = 0  # host threads waiting for a launch
         self._streams: list[Stream] = []
+        self._inflight: set[Launch] = set()  # issued, from any host thread, and not joined yet
+        self._closed = False  # the rank has joined its launches to report: no new ones
         self._issued = 0  # launches issued so far (their blocks' seeds derive from the count)
         # blocks of this rank that failed on their own: the launcher reports them even when the
         # host code caught the KernelError and went on (a run with a failed block never passes)
@@ -225,6 +227,28 @@ class RankRuntime:
         for s in list(self._streams):
             s.synchronize()
 
+    def join_launches(self) -> None:
+        """Wait for every launch this rank issued, from any host thread, and refuse new ones.
+
+        The rank reports only after this: a launch a host helper thread made, still running when
+        ``host`` returned, would otherwise fail after the rank reported success (its failure
+        lands in ``block_failures`` here, whoever catches the ``KernelError``). Raises the first
+        stream's failure, as :meth:`synchronize` does."""
+        with self._lock:
+            self._closed = True
+        self.synchronize()
+        self._joining(1)  # the host agent joins: the deadlock watch must not see it running
+        try:
+            while True:
+                with self._lock:
+                    jobs = list(self._inflight)
+                if not jobs:
+                    return
+                for job in jobs:
+                    job._join_quietly()
+        finally:
+            self._joining(-1)
+
     def launch(self, kernel: Callable[..., Any], blocks: int | None = None, args: tuple = (),
                kwargs: dict | None = None, stream: Stream | None = None) -> Launch | None:
         """Run ``kernel(ctx, *args, **kwargs)`` on ``blocks`` threads.
@@ -261,10 +285,20 @@ class RankRuntime:
                 "launch without a stream, from one host thread (or use eager / hazard mode)")
         job = Launch(self, kernel, blocks, args, dict(kwargs or {}))
         with self._lock:  # seeds follow the host's issue order, not the streams' start order
+            if self._closed:
+                raise ShmcommError(
+                    f"launch: rank {self.rank}'s host function has returned; a launch from a "
+                    "thread it left running is refused (join host threads before returning)")
             self._issued += 1
             job.seq = self._issued
+            self._inflight.add(job)
         if stream is None:
-            job.start()
+            try:
+                job.start()
+            except BaseException:
+                with self._lock:
+                    self._inflight.discard(job)
+                raise
             try:
                 if self.model.inline_streams:  # stream launches may run beside it: join it alone
                     self.model.host_join_launch(job.first, job.blocks)
@@ -312,6 +346,8 @@ class RankRuntime:
 
     def _joining(self, delta: int) -> None:
         """Count host threads joining a launch: the host agent is JOINING while any is."""
+        if delta > 0:
+            self._publish_helpers()
         with self._lock:
             self._joiners += delta
             if self._joiners:
@@ -339,9 +375,18 @@ class RankRuntime:
             agent.set_active(False)
             bind(None)
 
+    def _publish_helpers(self) -> None:
+        """Tell the deadlock watch how many threads the host code started that still live: one
+        of them may still notify (a host helper thread), so "every agent waits" is no proof."""
+        me = threading.main_thread()
+        helpers = sum(1 for t in threading.enumerate()
+                      if t is not me and not t.name.startswith("shmcomm-") and t.is_alive())
+        self.ctl.set_rank(self.rank, C.R_HELPERS, helpers)
+
     def barrier(self) -> None:
         """Block until every rank's host has called ``barrier`` as often as this one."""
         n = self.nranks
+        self._publish_helpers()
         self.model.barrier_enter()
         arrived = self._hostbar.words[0].add(1)  # and wakes the sleepers
         target = (arrived // n + 1) * n
@@ -383,6 +428,7 @@ class Launch:
         self.seq = 0  # issue number on this rank (rt.launch sets it)
         self.inline = False  # a stream launch started on the host thread (schedule mode)
         self._ended = False
+        self._recorded = False  # its own failure is in rt.block_failures already
         self._go = threading.Event()  # set once started, or when its stream gave up on it
 
     @property
@@ -439,17 +485,40 @@ class Launch:
         finally:
             rt._joining(-1)
             self._end()
-        if self.errors:
+        err = self._outcome()
+        if err is not None:
+            raise err
+
+    def _outcome(self) -> KernelError | None:
+        """The launch's KernelError (``None`` if it passed); its own failure is recorded in
+        ``rt.block_failures`` once, whichever thread joins it first."""
+        rt = self.rt
+        with rt._lock:
+            rt._inflight.discard(self)
+            if not self.errors:
+                return None
             own = [e for e in self.errors if not isinstance(e[1], Aborted)]
             block, exc, tb = (own or self.errors)[0]
             err = KernelError(rt.rank, block, exc, tb)
-            if own:
+            if own and not self._recorded:
+                self._recorded = True
                 rt.block_failures.append(err)
-            raise err
+            return err
+
+    def _join_quietly(self) -> None:
+        """Join the launch for the rank's report (another host thread may join it too): its
+        failure is recorded, not raised."""
+        self._go.wait()
+        for t in self.threads:
+            t.join()
+        self._end()
+        self._outcome()
 
     def _end(self) -> None:
         rt = self.rt
         with rt._lock:
+            if not self.started:  # never started (its stream gave up): nothing to join
+                rt._inflight.discard(self)
             if self._ended or not self.started:
                 return
             self._ended = True

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import posix_ipc
 import psutil
 
+from .._startup import interrupts_as_usual
 from ..transports.shm.segments import PREFIX, SHM_DIR
 
 # the name memory.segment_name makes (without the leading slash)
@@ -195,6 +196,7 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     """The command line; returns the exit status."""
+    interrupts_as_usual()  # from here on a Ctrl-C is this command's to report
     ns = build_parser(prog).parse_args(argv)
     entries = cleanup(dry_run=ns.dry_run)
     print(format_report(entries, ns.dry_run))

@@ -13,6 +13,7 @@ import os
 import sys
 import time
 
+from .._startup import interrupts_as_usual
 from ..config import MAX_BLOCKS, MAX_RANKS, MODES, WAIT_POLICIES, Config
 from ..errors import ArgumentError, RunError, RunTimeout, ShmcommError
 from . import options as opt
@@ -82,6 +83,7 @@ def _quiet() -> bool:
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     """Entry point of ``launch``; returns the exit status."""
+    interrupts_as_usual()  # from here on a Ctrl-C is this command's to report
     parser = build_parser(prog)
     prog = parser.prog
     opt.show_warnings(prog)

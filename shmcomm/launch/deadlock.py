@@ -205,6 +205,8 @@ class DeadlockWatch:
             return None
         waits: list[Wait] = []
         for r in live:
+            if ctl.rank_field(r, C.R_HELPERS) > 0:
+                return None  # a host helper thread (no agent of ours) may still notify
             lines = agent_lines(ctl, r)
             host = lines[-1][1]
             hstate = int(host[C.A_STATE])

@@ -33,8 +33,8 @@ EXIT_TIMEOUT, EXIT_SIGINT = 124, 130
 
 STRESS_EXIT_STATUS_HELP = (
     "exit status: 0 every run passed, 1 a run failed (or, with --catalogue, a bug was missed), "
-    "2 usage error, 3 the program's module failed to import (its traceback on stderr), 130 "
-    "interrupted")
+    "2 usage error, 3 the program's module failed to import (its traceback on stderr), 130 / "
+    "143 interrupted by SIGINT / SIGTERM (after the summary of the runs that finished)")
 EXIT_STATUS_HELP = (
     "exit status: 0 success, 1 the run failed (report on stderr), 2 usage error, 3 the program's "
     "module failed to import (its traceback on stderr), 124 run timeout, 130 / 143 interrupted "

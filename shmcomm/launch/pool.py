@@ -23,16 +23,20 @@ from __future__ import annotations
 import functools
 import os
 import pickle
+import queue
 import signal
+import sys
+import threading
 from collections.abc import Callable
 from multiprocessing.connection import Connection, Pipe
 from typing import Any
 
 from ..config import Config
 from ..core import control as C
-from ..errors import ArgumentError, RunError
+from ..errors import ArgumentError, RunError, ShmcommError
 from ..exec.schedule import shared_bytes
 from ..transports.shm import ShmTransport
+from .descendants import RunProcesses
 from .launchers import external_launcher
 from .supervisor import _Launcher, fork_rank, rank_process_setup, serve_run
 
@@ -43,8 +47,14 @@ class Pool:
     """Rank processes and windows kept across runs of the same shape (``nranks``,
     ``signal_bytes``, ``heap_bytes``); every other setting may change from run to run.
 
-    Not thread-safe: one run at a time. ``close()`` (or leaving the ``with`` block) stops the
-    processes and unmaps the memory; so does the garbage collector, late."""
+    One run at a time: a second thread's ``run`` waits for the first to finish (a ``run`` from
+    inside a run, in the same thread, is refused). A run that leaves a thread running in a rank
+    process, or changes a module attribute there (a monkeypatch), passes, but its processes
+    serve no other run: the pool is replaced. A rank process that died between runs is named
+    in a :class:`PoolError` and the pool replaced. ``close()`` (or leaving the ``with`` block)
+    stops the processes and unmaps the memory; so does the garbage collector, late. Ranks are
+    forked by a helper thread the pool keeps: they die with the process, not with the thread
+    that happened to make the first run."""
 
     def __init__(self, nranks: int | None = None, *, window_bytes: int | None = None,
                  signal_bytes: int | None = None) -> None:
@@ -58,6 +68,12 @@ class Pool:
         self.results: dict[int, Connection] = {}  # rank -> the pipe its results come up
         self.runs = 0
         self.replaced = 0
+        self.procs: RunProcesses | None = None
+        self.closed = False
+        self._lock = threading.Lock()
+        self._owner: int | None = None  # the thread running a run now
+        self._retire = False  # a rank reported leftovers of its run: replace before the next
+        self._forker: _Forker | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -75,11 +91,24 @@ class Pool:
 
     def close(self) -> None:
         """Stop the rank processes and unmap the windows (idempotent)."""
+        self.closed = True
         self._discard()
+        if self._forker is not None:
+            self._forker.stop()
+            self._forker = None
 
     def _ensure(self) -> None:
         if self.pids:
             return
+        if self._forker is None:
+            self._forker = _Forker()
+        self._forker.call(self._fork_all)
+
+    def _fork_all(self) -> None:
+        """Map the memory and fork the ranks (in the forker thread: their parent-death
+        signal follows it, and it lives as long as the pool)."""
+        self.procs = RunProcesses()
+        procs = self.procs
         cfg = self.base
         self.ctl = C.Control(cfg.nranks, extra_bytes=shared_bytes(cfg.nranks))
         self.transport = ShmTransport(cfg.nranks, cfg.signal_bytes, cfg.heap_bytes)
@@ -88,10 +117,11 @@ class Pool:
             job_r, job_w = Pipe(duplex=False)
             res_r, res_w = Pipe(duplex=False)
             pid = fork_rank(functools.partial(_serve, rank, parent, self.transport, self.ctl, job_r,
-                                              res_w),
+                                              res_w, procs),
                             [job_w, res_r, *self.jobs.values(), *self.results.values()])
             job_r.close()
             res_w.close()
+            procs.note_rank(pid)
             self.pids[rank] = pid
             self.jobs[rank] = job_w
             self.results[rank] = res_r
@@ -108,6 +138,10 @@ class Pool:
         if self.ctl is not None:
             self.ctl.close()
             self.ctl = None
+        if self.procs is not None:
+            self.procs.close()  # what the ranks forked dies too; the cgroup goes
+            self.procs = None
+        self._retire = False
 
     def _kill(self) -> None:
         for pid in self.pids.values():
@@ -146,6 +180,24 @@ class Pool:
         except Exception as exc:
             raise ArgumentError(f"Pool.run: the host function and its args must be picklable "
                                 f"(a module-level function): {exc}") from None
+        me = threading.get_ident()
+        if self._owner == me:
+            raise ShmcommError("Pool.run: called from inside a run of the same pool (this "
+                               "thread is running one); use another Pool")
+        with self._lock:  # one run at a time: another thread's run waits for this one
+            if self.closed:
+                raise ShmcommError("Pool.run: the pool is closed; make a new Pool")
+            self._owner = me
+            try:
+                return self._run_locked(config, host, args)
+            finally:
+                self._owner = None
+
+    def _run_locked(self, config: Config, host: Callable, args: tuple) -> list[Any]:
+        if self._retire:  # the last run left a thread or a patch behind in a rank
+            self._discard()
+            self.replaced += 1
+        self._check_alive()
         self._ensure()
         self.runs += 1
         launcher = _PoolRun(self, config, host, args)
@@ -155,6 +207,27 @@ class Pool:
             self._discard()  # a failed run replaces the pool
             self.replaced += 1
             raise
+
+    def _check_alive(self) -> None:
+        """A rank process that died between runs (killed, OOM) is named, and the pool
+        replaced: the next run forks new processes."""
+        dead = []
+        for rank, pid in self.pids.items():
+            try:
+                got, status = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                got, status = pid, None
+            if got:
+                dead.append((rank, pid, status))
+        if not dead:
+            return
+        for rank, _pid, _status in dead:
+            self.pids.pop(rank)
+        self._discard()
+        self.replaced += 1
+        raise PoolError("Pool.run: " + "; ".join(
+            f"pool rank {rank} (pid {pid}) {_how(status)} between runs" for rank, pid, status in dead)
+            + "; the pool was replaced: this run did not start, the next one forks new ranks")
 
     def _reset(self, last_tops: list[int]) -> None:
         """Zero what the previous run may have changed (no rank process runs meanwhile)."""
@@ -189,13 +262,38 @@ class _PoolRun(_Launcher):
             self.pids[rank] = pool.pids[rank]
             self.conns[pool.results[rank]] = rank
         for rank in range(pool.nranks):
-            pool.jobs[rank].send(job)
+            try:
+                pool.jobs[rank].send(job)
+            except OSError as exc:  # it died after the check: its status names how
+                status = None
+                try:
+                    got, st = os.waitpid(pool.pids[rank], os.WNOHANG)
+                    status = st if got else None
+                except ChildProcessError:
+                    pass
+                self.exited.add(rank)
+                raise PoolError(f"Pool.run: pool rank {rank} (pid {pool.pids[rank]}) "
+                                f"{_how(status)}: its job could not be sent ({exc.strerror}); "
+                                "the pool was replaced") from None
+
+    def _processes(self) -> RunProcesses:
+        assert self.pool.procs is not None
+        return self.pool.procs
+
+    def _end_processes(self) -> None:
+        pool = self.pool
+        if pool.procs is not None and pool.pids:  # the pool lives on: all but its ranks go
+            pool.procs.sweep(keep=pool.pids.values())
 
     def _receive(self, conn: Connection) -> None:
         super()._receive(conn)
         rank = self.conns.get(conn)
         if rank is not None and rank in self.results:
             self.conns.pop(conn)  # done with this run; the pipe stays open for the next
+            got = self.results[rank]
+            if isinstance(got, _Leftover):  # it passed, but its process must not serve again
+                self.results[rank] = got.result
+                self.pool._retire = True
 
     def _stop_all(self) -> None:
         if self.conns or self.failures or (self.ctl is not None and self.ctl.aborted()):
@@ -211,10 +309,12 @@ class _PoolRun(_Launcher):
 
 
 def _serve(rank: int, parent: int, transport: ShmTransport, ctl: C.Control, jobs: Connection,
-           results: Connection) -> int:
+           results: Connection, procs: RunProcesses) -> int:
     """A pool's rank process: serve runs until the pipe closes."""
+    procs.enter()
     if not rank_process_setup(parent):
         return 1
+    modules = _module_state()
     while True:
         try:
             config, host, args, model = jobs.recv()
@@ -224,8 +324,120 @@ def _serve(rank: int, parent: int, transport: ShmTransport, ctl: C.Control, jobs
             results.send(("error", dict(rank=rank, block=None, kind="exception",
                                         message=f"the job could not be received: {exc!r}")))
             return 1
+        host = functools.partial(_checked_host, host, modules)
         if serve_run(rank, config, transport, ctl, results, host, args, model) != 0:
             return 1  # a failed run: the launcher replaces the pool
 
 
-__all__ = ["Pool", "RunError"]
+class PoolError(ShmcommError):
+    """A pool's rank process died outside a run; the pool was replaced."""
+
+
+class _Leftover:
+    """A rank's result from a run that left a thread or a patched module in its process."""
+
+    def __init__(self, result: Any, why: str) -> None:
+        self.result, self.why = result, why
+
+
+def _how(status: int | None) -> str:
+    if status is None:
+        return "is gone (no exit status)"
+    if os.WIFSIGNALED(status):
+        return f"died from signal {signal.Signals(os.WTERMSIG(status)).name}"
+    return f"exited with status {os.WEXITSTATUS(status)}"
+
+
+def _module_state() -> dict[str, tuple[Any, dict[str, Any]]]:
+    """Every loaded module's attributes as the pool's process started (a shallow copy)."""
+    state = {}
+    for name, mod in list(sys.modules.items()):
+        d = getattr(mod, "__dict__", None)
+        if isinstance(d, dict):
+            state[name] = (mod, d.copy())
+    return state
+
+
+def _patched(state: dict[str, tuple[Any, dict[str, Any]]]) -> list[str]:
+    """``module.attribute`` names whose value is no longer the object it was (a monkeypatch);
+    attributes added since (lazy imports) do not count."""
+    out = []
+    for name, (mod, snap) in state.items():
+        d = mod.__dict__
+        if len(d) == len(snap):
+            try:
+                if d == snap:  # C speed: identical values compare equal without __eq__
+                    continue
+            except Exception:  # noqa: BLE001 -- a replaced value whose == raises: look closer
+                pass
+        out += [f"{name}.{k}" for k, v in snap.items() if d.get(k, _MISSING) is not v]
+    return out
+
+
+_MISSING = object()
+
+
+def _leftover_threads() -> list[str]:
+    me = threading.current_thread()
+    alive = [t for t in threading.enumerate() if t is not me]
+    for t in alive:
+        if t.name == "shmcomm-stream":  # a stream's worker returns right after its last launch
+            t.join(1.0)
+    return [t.name for t in alive if t.is_alive()]
+
+
+def _checked_host(host: Callable, modules: dict, rt: Any, *args: Any) -> Any:
+    """``host`` in a pool rank: after it (and every launch) ends, whatever it left in the
+    process (a thread, a patched module) retires the process after this run."""
+    result = host(rt, *args)
+    rt.join_launches()
+    why = []
+    threads = _leftover_threads()
+    if threads:
+        why.append(f"threads still running: {', '.join(threads)}")
+    patched = _patched(modules)
+    if patched:
+        why.append(f"module attributes changed: {', '.join(patched[:10])}")
+    if why:
+        return _Leftover(result, "; ".join(why))
+    return result
+
+
+class _Forker:
+    """A helper thread the pool forks its ranks from. ``PR_SET_PDEATHSIG`` fires when the
+    forking *thread* exits: forked from a caller's short-lived worker thread, the ranks would
+    die with it."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.Queue = queue.Queue()
+        self._thread = threading.Thread(target=self._loop, name="shmcomm-pool-forker",
+                                        daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            fn, box, done = job
+            try:
+                box.append(("ok", fn()))
+            except BaseException as exc:  # noqa: BLE001 -- re-raised in the caller
+                box.append(("err", exc))
+            done.set()
+
+    def call(self, fn: Callable[[], Any]) -> Any:
+        box: list = []
+        done = threading.Event()
+        self._jobs.put((fn, box, done))
+        done.wait()
+        how, value = box[0]
+        if how == "err":
+            raise value
+        return value
+
+    def stop(self) -> None:
+        self._jobs.put(None)
+
+
+__all__ = ["Pool", "PoolError", "RunError"]

@@ -4,18 +4,21 @@ with the kernel's OOM-kill count grown), out of shared memory (SIGBUS), a stray 
 
 from __future__ import annotations
 
+import os
 import signal
 
-from ..transports.shm.segments import SHM_DIR, memory_room
+from ..transports.shm.segments import SHM_DIR, memory_room, own_memory_cgroups
 
 _OOM_FILES = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control",
               "/proc/vmstat")
 
 
 def oom_kills() -> int | None:
-    """How many processes the OOM killer has killed (this cgroup's count where it can be read,
-    else the system's); ``None`` when no count is readable."""
-    for path in _OOM_FILES:
+    """How many processes the OOM killer has killed (this process's own cgroup's count where it
+    can be read, else the system's); ``None`` when no count is readable."""
+    own = [os.path.join(d, "memory.events" if limit == "memory.max" else "memory.oom_control")
+           for d, limit, _ in own_memory_cgroups()]
+    for path in (*own, *_OOM_FILES):
         try:
             with open(path) as f:
                 for line in f:

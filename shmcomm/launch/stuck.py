@@ -88,7 +88,10 @@ class WaitLog:
                 key = (rank, block)
                 seen.add(key)
                 if is_waiting(line, now_ms):
-                    self.waits[key] = Wait(self.ctl, self.transport, rank, block, line)
+                    try:
+                        self.waits[key] = Wait(self.ctl, self.transport, rank, block, line)
+                    except CorruptControl:
+                        continue  # the deadlock watch reports it (twice seen, unchanged)
                     self.ended.pop(key, None)
                 elif key in self.waits and key not in self.ended:
                     self.ended[key] = now_ms
@@ -207,3 +210,38 @@ def dump_stacks(live: dict[int, int], stacks: dict[int, IO[bytes]], stopped: set
         out.append(text.rstrip() or ("    (it exited before it could dump its stacks)" if gone
                                      else "    (no dump within the time allowed)"))
     return "\n".join(out)
+
+
+STOPPED_S = 3.0  # a rank process stopped (state T) this long fails the run
+STOPPED_POLL_S = 0.5
+
+
+class StoppedWatch:
+    """Rank processes the kernel shows stopped (``T``: SIGSTOP, SIGTSTP, SIGTTIN from outside
+    the run; ``t``, a debugger's stop, is left alone). Such a rank cannot go on until someone
+    continues it, so it is named within ``STOPPED_S`` instead of at the run timeout."""
+
+    def __init__(self) -> None:
+        self.since: dict[int, float] = {}
+        self.checked = 0.0
+
+    def reset(self) -> None:
+        """The launcher itself was stopped: judge afresh (Ctrl-Z stops the ranks with it)."""
+        self.since.clear()
+
+    def check(self, now: float, live: dict[int, int]) -> str | None:
+        """The report naming every rank stopped for ``STOPPED_S``, or ``None``."""
+        if now - self.checked < STOPPED_POLL_S:
+            return None
+        self.checked = now
+        for rank, pid in live.items():
+            if process_state(pid) == "T":
+                self.since.setdefault(rank, now)
+            else:
+                self.since.pop(rank, None)
+        long = sorted(r for r, t in self.since.items() if r in live and now - t >= STOPPED_S)
+        if not long:
+            return None
+        names = ", ".join(f"rank {r} (pid {live[r]})" for r in long)
+        return (f"{names} stopped (process state T: SIGSTOP or SIGTSTP from outside the run) "
+                f"for {STOPPED_S:g} s; a stopped rank cannot go on, so the run was ended")

@@ -51,9 +51,12 @@ from ..kernels.host import RankRuntime
 from ..transports.shm import ShmTransport
 from ..transports.shm import atomics as at
 from .deadlock import CorruptControl, DeadlockWatch
+from .descendants import RunProcesses
 from .launchers import external_launcher
+from .paths import check_run_paths
+from .reaping import reapable_children
 from .resources import death_hint, oom_kills
-from .stuck import STACK_SIGNAL, WaitLog, stuck_report
+from .stuck import STACK_SIGNAL, StoppedWatch, WaitLog, stuck_report
 from .tracefile import TraceFile
 
 POLL_S = 0.02
@@ -109,6 +112,8 @@ class _Launcher:
 
     def __init__(self, config: Config, host: Callable, args: tuple,
                  model: Callable[[RankRuntime], RankModel] | None = None) -> None:
+        check_run_paths(config.trace, config.record,  # before the model reads one
+                        config.replay if config.mode == "schedule" else "")
         self.config = config
         self.host = host
         self.args = args
@@ -127,11 +132,21 @@ class _Launcher:
         self.stacks: dict[int, Any] = {}  # rank -> unlinked file its stack dumps go to
         self.waitlog: WaitLog | None = None
         self.oom_before = oom_kills()  # a rank SIGKILLed after this count grew: out of memory
+        self.started_at: float | None = None  # when supervision began
+        self.stalled_s = 0.0  # time the launcher itself was stopped (not run time)
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def run(self) -> list[Any]:
         trace = TraceFile(self.config.trace) if self.config.trace else None
+        try:
+            self.procs = self._processes()
+        except BaseException:
+            if trace is not None:
+                trace.discard()
+            raise
+        if trace is not None:
+            self.procs.note_file(trace.aside)  # removed by the sweeper if we are killed
         if trace is not None:  # ranks write beside the path; the file moves there at the end
             self.config = self.config.replace(trace=trace.aside)
             if isinstance(getattr(self.model, "config", None), Config):
@@ -139,6 +154,7 @@ class _Launcher:
                 self.model.config = self.model.config.replace(trace=trace.aside)  # type: ignore[union-attr]
         cfg = self.config
         restore = self._catch_signals()
+        reapable = reapable_children()  # a rank's SIGSEGV is lost if SIGCHLD is ignored
         try:
             try:
                 self._start()
@@ -155,15 +171,18 @@ class _Launcher:
                 self.stopping = True  # a second Ctrl-C must not cut the teardown short
                 self._stop_all()
                 self._observed_end()
+                self._overran()
                 self._release()
         finally:
             restore()
+            reapable()
             if trace is not None:
                 if cfg.mode != "schedule":  # schedule mode writes its own trace
                     self._finish_trace()  # in the file beside the path, before it moves there
                 problem = trace.finish()
                 if problem:
                     self.failures.append(Failure(None, None, "exception", problem))
+            self._end_processes()  # what the ranks forked (setsid included) dies here
         if self.failures:
             first = self.failures[0].kind
             cls = {"deadlock": DeadlockError, "timeout": RunTimeout,
@@ -206,6 +225,13 @@ class _Launcher:
                     "open-files limit, ulimit -n, or lower nranks)") from None
         for rank in range(cfg.nranks):
             self._spawn(rank)
+
+    def _processes(self) -> RunProcesses:
+        """Who tracks the run's processes and their descendants (one per run here)."""
+        return RunProcesses()
+
+    def _end_processes(self) -> None:
+        self.procs.close()
 
     def _prepare_model(self) -> None:
         prepare = getattr(self.model, "prepare", None)
@@ -278,25 +304,31 @@ class _Launcher:
             raise ShmcommError(f"cannot start rank {rank}: no pipe for its report: {exc} "
                                "(raise the open-files limit, ulimit -n, or lower nranks)") from None
         parent = os.getpid()
+        procs = self.procs
+
+        def body() -> int:
+            procs.enter()  # before user code: whatever it forks is tracked
+            return _rank_main(rank, parent, self.config, self.transport, self.ctl, writer,
+                              self.host, self.args, self.model, self.stacks[rank])
+
         try:
-            pid = fork_rank(lambda: _rank_main(rank, parent, self.config, self.transport, self.ctl,
-                                               writer, self.host, self.args, self.model,
-                                               self.stacks[rank]),
-                            [reader, *self.conns])
+            pid = fork_rank(body, [reader, *self.conns])
         except ShmcommError:
             reader.close()
             writer.close()
             raise
         writer.close()
+        procs.note_rank(pid)
         self.pids[rank] = pid
         self.conns[reader] = rank
 
     def _supervise(self) -> None:
         cfg = self.config
-        start = last = time.monotonic()
+        start = last = self.started_at = time.monotonic()
         abort_at: float | None = None
         deadlock = DeadlockWatch(self.ctl, self.transport, cfg.deadlock_grace)
         self.waitlog = WaitLog(self.ctl, self.transport)
+        stopped = StoppedWatch()
         logged = start
         while self.conns or any(r not in self.exited and r not in self.results
                                 for r in self.pids):
@@ -314,7 +346,9 @@ class _Launcher:
             now = time.monotonic()
             if now - last > STALLED_S:  # the launcher was stopped (SIGSTOP, Ctrl-Z): not run time
                 start += now - last - POLL_S
+                self.stalled_s += now - last - POLL_S
                 deadlock.key = None  # judge what the ranks do after the resume, not before
+                stopped.reset()
             last = now
             if abort_at is None and now - logged > WAITLOG_S:
                 self.waitlog.record([r for r in self.pids if r not in self.exited])
@@ -332,6 +366,12 @@ class _Launcher:
                     self.failures.append(Failure(None, None, "timeout", message,
                                                  self._diagnose("the run timed out")))
                     self.ctl.abort(C.ABORT_TIMEOUT)
+                    abort_at = now
+                elif (halted := stopped.check(now, {r: p for r, p in self.pids.items()
+                                                     if r not in self.exited})):
+                    self.failures.append(Failure(None, None, "crash", halted,
+                                                 self._diagnose("a rank process is stopped")))
+                    self.ctl.abort(C.ABORT_FAILURE)
                     abort_at = now
                 else:
                     live = [r for r in self.pids if r not in self.results and r not in self.exited]
@@ -358,6 +398,17 @@ class _Launcher:
                                         self.waitlog)
         except Exception as exc:  # noqa: BLE001 -- a diagnosis must never hide the failure
             return f"\n(no stuck-agent diagnosis: {type(exc).__name__}: {exc})"
+
+    def _overran(self) -> None:
+        """A run that took longer than its timeout never passes, even when the supervisor
+        could not stop it in time (a slow judge, a loaded box): it timed out."""
+        if self.failures or self.signum is not None or self.started_at is None:
+            return
+        took = time.monotonic() - self.started_at - self.stalled_s
+        if took > self.config.timeout:
+            self.failures.append(Failure(None, None, "timeout", (
+                f"the run did not finish within timeout={self.config.timeout:g} s (it took "
+                f"{took:.1f} s, including the end-of-run checks)")))
 
     def _observed_end(self) -> None:
         """A model that reports from the launcher reports what it found at the end of the run:
@@ -526,8 +577,9 @@ def _failure_from(rank: int, payload: Any) -> Failure:
     text = {k: payload.get(k) if isinstance(payload.get(k), str) else "" for k in
             ("kind", "message", "traceback")}
     kind = text["kind"] if text["kind"] in ("exception", "crash") else "exception"  # a rank
-    return Failure(rank, block, kind, text["message"] or "(no message)",  # cannot claim to be
-                   text["traceback"])                                     # a deadlock or timeout
+    return Failure(rank, block, kind,  # cannot claim to be a deadlock or a timeout
+                   clip(text["message"], MAX_MESSAGE_CHARS) or "(no message)",
+                   clip(text["traceback"], MAX_TRACEBACK_CHARS))
 
 
 # --- the rank process ---------------------------------------------------------------------------
@@ -596,7 +648,7 @@ def serve_run(rank: int, config: Config, transport: ShmTransport, ctl: C.Control
         transport.attach(rank)
         rt = RankRuntime(rank, config, Windows(transport), ctl, model)
         result = host(rt, *args)
-        rt.synchronize()  # launches left running on streams finish (and report) before we exit
+        rt.join_launches()  # every launch, from any host thread, finishes before we report
         msg = ("ok", result)
     except KernelError as exc:
         msg = _failure_msg(rank, exc.block, exc.exc, exc.tb)
@@ -612,6 +664,14 @@ def serve_run(rank: int, config: Config, transport: ShmTransport, ctl: C.Control
     if rt is not None:
         rt.model.close()
     data = _pickled(rank, msg)
+    if data is not None and len(data) > MAX_REPORT_BYTES:  # the launcher would refuse to read it
+        ctl.abort(C.ABORT_FAILURE)
+        data = _pickled(rank, ("error", dict(
+            rank=rank, block=None, kind="exception",
+            message=f"host() returned a result of {len(data)} bytes pickled, over the "
+                    f"{MAX_REPORT_BYTES}-byte limit of a rank's report (return less: write "
+                    "big results to a file, or keep them in the window)")))
+        msg = ("error", None)
     if data is None:  # the result does not pickle: report why instead
         ctl.abort(C.ABORT_FAILURE)
         data = _pickled(rank, ("error", dict(
@@ -641,10 +701,27 @@ def _pickled(rank: int, msg: tuple[str, Any]) -> bytes | None:
         return None
 
 
+MAX_MESSAGE_CHARS = 8000  # of a failure's message in the report (a 50 MB message is cut)
+MAX_TRACEBACK_CHARS = 64000
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to about ``limit`` characters: its head and tail, and how much was cut."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n[... {len(text) - 2 * half} characters cut ...]\n{text[-half:]}"
+
+
 def _failure_msg(rank: int, block: int | None, exc: BaseException, tb: str) -> tuple[str, Any]:
     if isinstance(exc, Aborted):
-        return ("aborted", str(exc))
+        return ("aborted", clip(str(exc), MAX_MESSAGE_CHARS))
+    try:
+        text = str(exc)
+    except BaseException as err:  # noqa: BLE001 -- a __str__ that raises still reports
+        text = f"(str() of the exception raised {type(err).__name__})"
     return ("error", dict(rank=rank, block=block, kind="exception",
-                          message=f"{type(exc).__name__}: {exc}", traceback=tb))
+                          message=clip(f"{type(exc).__name__}: {text}", MAX_MESSAGE_CHARS),
+                          traceback=clip(tb, MAX_TRACEBACK_CHARS)))
 
 

@@ -9,6 +9,7 @@ import sys
 from collections import defaultdict
 from typing import Any
 
+from .._startup import interrupts_as_usual
 from ..exec.trace import HOST_TID, flows, load
 from . import options as opt
 
@@ -76,6 +77,7 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     """Entry point of ``trace``; returns the exit status."""
+    interrupts_as_usual()  # from here on a Ctrl-C is this command's to report
     p = build_parser(prog)
     ns = p.parse_args(argv)
     if ns.top < 1:

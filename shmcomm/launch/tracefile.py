@@ -11,9 +11,11 @@ followed, and the content of a file someone else owns is never touched. A path t
 from __future__ import annotations
 
 import os
+import resource
 import secrets
 
 from ..errors import ArgumentError
+from .paths import check_output
 
 
 class TraceFile:
@@ -30,6 +32,7 @@ class TraceFile:
             raise ArgumentError(f"trace: cannot use {path!r}: {exc.strerror}") from None
         if st is not None and os.path.isdir(self.path) and not os.path.islink(self.path):
             raise ArgumentError(f"trace: {path!r} is a directory; name a file")
+        check_output("trace", self.path)  # a device node, FIFO or socket is never replaced
         if st is not None and st.st_uid != os.geteuid():
             raise ArgumentError(f"trace: {path!r} belongs to another user (uid {st.st_uid}); "
                                 "shmcomm does not replace it: name another file")
@@ -45,9 +48,19 @@ class TraceFile:
     def finish(self) -> str | None:
         """Move the trace to its path (nothing if no rank wrote one); an error message or None."""
         try:
-            if os.stat(self.aside, follow_symlinks=False).st_size == 0:
+            size = os.stat(self.aside, follow_symlinks=False).st_size
+            if size == 0:
                 os.unlink(self.aside)
                 return None
+            cut = _cut(self.aside, size)
+            if cut:
+                os.unlink(self.aside)
+                return f"trace: not written to {self.path!r}: {cut}"
+            try:
+                check_output("trace", self.path)  # again: the path may have changed meanwhile
+            except ArgumentError as exc:
+                os.unlink(self.aside)
+                return str(exc)
             os.rename(self.aside, self.path)
         except OSError as exc:
             return f"trace: could not move the trace to {self.path!r}: {exc.strerror}"
@@ -58,3 +71,17 @@ class TraceFile:
             os.unlink(self.aside)
         except OSError:
             pass
+
+
+def _cut(path: str, size: int) -> str | None:
+    """Why the trace file is incomplete (``None`` if it ends as a finished trace does)."""
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if soft != resource.RLIM_INFINITY and size >= soft:
+        return (f"it was cut at {size} bytes by the process's file-size limit (RLIMIT_FSIZE, "
+                f"ulimit -f, is {soft} bytes); raise the limit")
+    with open(path, "rb") as f:
+        f.seek(max(size - 2, 0))
+        tail = f.read()
+    if tail.rstrip()[-1:] not in (b"}", b"]"):  # every writer ends the document and a newline
+        return f"it is incomplete ({size} bytes, not a whole JSON document: a write failed)"
+    return None

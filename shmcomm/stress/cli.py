@@ -23,8 +23,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 
+from .._startup import interrupts_as_usual
 from ..config import parse_hazards, parse_strategy
 from ..errors import ArgumentError
 from ..launch import options as opt
@@ -109,6 +112,7 @@ def _csv(values: tuple[int, ...]) -> str:
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     """Entry point of ``stress``; returns the exit status."""
+    interrupts_as_usual()  # from here on a Ctrl-C is this command's to report
     parser = build_parser(prog)
     prog = parser.prog
     opt.show_warnings(prog)
@@ -154,6 +158,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         quiet = _mpi_sweep_checks(parser, ns)
         settings.trace_dir = ""  # every rank would write and delete the same trace files
         progress = progress and not quiet
+    # SIGTERM between two runs (each run handles it itself) stops the sweep as Ctrl-C does
+    old_term = _term_as_interrupt()
     try:
         if ns.catalogue:
             names = [n.strip() for n in ns.only.split(",")] if ns.only else None
@@ -210,9 +216,34 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         return opt.report_import_error(prog, exc)
     except ArgumentError as exc:
         return opt.usage_error(parser, str(exc))
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
-        return opt.EXIT_SIGINT
+    except KeyboardInterrupt as exc:
+        signum = getattr(exc, "signum", None) or signal.SIGINT
+        rep = getattr(exc, "report", None)
+        if rep is not None and settings is not None and rep.outcomes:
+            try:
+                print(format_report(rep, settings))
+            except KeyboardInterrupt:
+                pass
+        print(f"{prog}: interrupted by {signal.Signals(signum).name} "
+              f"(after {len(rep.outcomes) if rep is not None else 0} complete run(s))",
+              file=sys.stderr)
+        return 128 + signum
+    finally:
+        if old_term is not None:
+            signal.signal(signal.SIGTERM, old_term)
+
+
+def _term_as_interrupt():
+    """SIGTERM raises a KeyboardInterrupt carrying its number; returns the old handler."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum: int, frame) -> None:
+        stop = KeyboardInterrupt()
+        stop.signum = signum  # type: ignore[attr-defined]
+        raise stop
+
+    return signal.signal(signal.SIGTERM, handler)
 
 
 def _exhaustive(host, cfgs, ns: argparse.Namespace, settings: Settings) -> int:

@@ -198,8 +198,10 @@ def classify(exc: BaseException) -> tuple[str, str]:
         return "crash", text
     if first.kind == "race":
         return "race", text
-    if first.kind == "interrupt":
-        raise KeyboardInterrupt
+    if first.kind == "interrupt":  # the CLI exits 128 + the signal, after the partial summary
+        stop = KeyboardInterrupt()
+        stop.signum = getattr(exc, "signum", None)  # type: ignore[attr-defined]
+        raise stop
     name = first.message.split(":", 1)[0].strip()
     if name in WRONG_RESULT_TYPES:
         return "wrong result", text
@@ -377,6 +379,9 @@ def sweep(host: Callable[..., Any], cfgs: Sequence[tuple[int, int, int, str]], *
                 bar.set_postfix(failures=len(report.failures), refresh=False)
             if stop_at_first and out.kind in CATCH_KINDS:
                 break
+    except KeyboardInterrupt as exc:  # the runs so far still make a summary
+        exc.report = report  # type: ignore[attr-defined]
+        raise
     finally:
         report.seconds = time.perf_counter() - t0
         if pools is not None:

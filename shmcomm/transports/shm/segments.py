@@ -2,7 +2,8 @@
 unlinked at once.
 
 Segments are created exclusive with mode 0600 under a random name (96 random bits) that carries
-the creating process id, mapped, and unlinked at once, before any rank process starts: the ranks
+the creating process id, unlinked at once (before its pages are reserved and mapped through
+the open descriptor), before any rank process starts: the ranks
 inherit the mappings through ``fork``, so no name stays in ``/dev/shm`` while a run goes on and
 no other process can attach. Should the creator die in the few microseconds between create and
 unlink, ``python -m shmcomm.launch.cleanup`` finds the name by its dead pid.
@@ -55,7 +56,8 @@ def page_round(n: int) -> int:
 
 def memory_room() -> tuple[int, str] | None:
     """``(bytes, what)``: the memory a run's segments may still take, the tighter of the box's
-    available memory and this cgroup's limit minus its usage (v2 or v1); ``None`` if unknown."""
+    available memory and the limit minus the usage of this process's own cgroup and of each
+    of its ancestors (v2 or v1); ``None`` if unknown."""
     rooms = []
     try:
         import psutil
@@ -63,20 +65,55 @@ def memory_room() -> tuple[int, str] | None:
         rooms.append((psutil.virtual_memory().available, "available memory"))
     except Exception:  # noqa: BLE001 -- psutil missing or /proc unreadable: skip this bound
         pass
-    for limit_f, usage_f in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-                             ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
-                              "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+    for d, limit_name, usage_name in own_memory_cgroups():
         try:
-            with open(limit_f) as f:
+            with open(os.path.join(d, limit_name)) as f:
                 limit = f.read().strip()
-            with open(usage_f) as f:
+            with open(os.path.join(d, usage_name)) as f:
                 usage = int(f.read().strip())
         except (OSError, ValueError):
             continue
         if limit.isdigit() and int(limit) < 1 << 60:  # "max" or a huge v1 value: no limit
-            rooms.append((max(int(limit) - usage, 0), f"the cgroup's memory limit ({limit_f})"))
-        break
+            rooms.append((max(int(limit) - usage, 0),
+                          f"the memory left in this process's cgroup "
+                          f"({os.path.join(d, limit_name)} = {limit}, {usage} used)"))
     return min(rooms) if rooms else None
+
+
+def own_memory_cgroups() -> list[tuple[str, str, str]]:
+    """``(directory, limit file, usage file)`` of this process's memory cgroup and its ancestors
+    up to the mount's root, read from ``/proc/self/cgroup`` and ``/proc/self/mounts`` (the
+    root cgroup's files say nothing of a limit set on the cgroup a run is in)."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            lines = f.read().splitlines()
+        with open("/proc/self/mounts") as f:
+            mounts = [ln.split() for ln in f]
+    except OSError:
+        return []
+    out = []
+    for ln in lines:
+        _, controllers, path = ln.split(":", 2) if ln.count(":") >= 2 else ("", "", "")
+        if controllers == "":  # v2
+            mount = next((m[1] for m in mounts if len(m) > 2 and m[2] == "cgroup2"), None)
+            files = ("memory.max", "memory.current")
+        elif "memory" in controllers.split(","):
+            mount = next((m[1] for m in mounts if len(m) > 3 and m[2] == "cgroup"
+                          and "memory" in m[3].split(",")), None)
+            files = ("memory.limit_in_bytes", "memory.usage_in_bytes")
+        else:
+            continue
+        if mount is None:
+            continue
+        d = os.path.join(mount, path.lstrip("/"))
+        if not os.path.isdir(d):  # a cgroup namespace: the mount's root is our cgroup
+            d = mount
+        while True:
+            out.append((d, *files))
+            if os.path.normpath(d) == os.path.normpath(mount):
+                break
+            d = os.path.dirname(d)
+    return out
 
 
 def shm_free_bytes() -> int | None:
@@ -117,6 +154,9 @@ class Segment:
         reserve = addr = None
         err = 0
         try:
+            # unlinked before the reservation: the fd keeps the memory, and a creator killed
+            # while posix_fallocate runs (as long as the segment is big) leaves no name behind
+            shm.unlink()
             _reserve(shm.fd, self.mapped, self.name)
             # address space for the segment and its guards, then the segment in the middle
             reserve = _c_mmap(None, self.mapped + 2 * GUARD_BYTES, _PROT_NONE,
@@ -129,7 +169,6 @@ class Segment:
                 err = ctypes.get_errno()
         finally:
             shm.close_fd()  # the mapping keeps the memory; no fd is left to borrow
-            shm.unlink()  # nothing left to attach to: ranks inherit the mapping through fork
         if addr is None or addr == _MAP_FAILED:
             if reserve not in (None, _MAP_FAILED):
                 _c_munmap(reserve, self.mapped + 2 * GUARD_BYTES)
@@ -165,6 +204,14 @@ def _reserve(fd: int, size: int, name: str) -> None:
             if exc.errno in (errno.EOPNOTSUPP, errno.ENOSYS):  # not tmpfs: size it at least
                 os.ftruncate(fd, size)
                 return
+            if exc.errno == errno.EFBIG:  # the file-size limit, not /dev/shm, is what is short
+                import resource
+
+                soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+                raise ShmcommError(
+                    f"cannot reserve {size} bytes of shared memory for segment {name}: the "
+                    f"process's file-size limit (RLIMIT_FSIZE, ulimit -f) is {soft} bytes and a "
+                    "segment is a file; raise the limit, or lower heap_bytes") from None
             free = shm_free_bytes()
             raise ShmcommError(
                 f"cannot reserve {size} bytes of shared memory for segment {name}: "

@@ -1,0 +1,165 @@
+"""Host threads and pools: no false success from a launch a host helper thread made, and a pool
+that isolates its runs (one caller at a time, no leftover thread or patch, a dead rank named)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from _pool_hosts import fresh_alloc, ident, json_works, leave_thread, patch_module, pid_host
+
+import shmcomm
+from shmcomm import RunError
+from shmcomm.launch.pool import PoolError
+
+pytestmark = pytest.mark.timeout(180)
+
+SMALL = dict(window_bytes=1 << 16, timeout=60.0, wait_timeout=50.0)
+
+
+def _late_failure(ctx, started) -> None:
+    started.set()
+    time.sleep(0.3)  # the host has returned by now
+    raise ValueError("late failure in a helper thread's launch")
+
+
+def _host_helper_launch(rt):
+    started = threading.Event()
+
+    def helper() -> None:
+        try:
+            rt.launch(_late_failure, blocks=1, args=(started,))
+        except shmcomm.errors.ShmcommError:
+            pass  # the helper swallows it: the run must fail all the same
+
+    threading.Thread(target=helper, daemon=True).start()
+    started.wait(30)
+    return "ok"
+
+
+def test_launch_from_a_host_helper_thread_is_joined_before_the_rank_reports():
+    with pytest.raises(RunError) as info:
+        shmcomm.run(_host_helper_launch, 2, **SMALL)
+    first = info.value.failures[0]
+    assert "late failure" in first.message, str(info.value)
+    assert first.rank in (0, 1)
+
+
+def _host_helper_launch_passes(rt):
+    started = threading.Event()
+
+    def kernel(ctx) -> None:
+        started.set()
+        time.sleep(0.2)
+        ctx.rt.kernel_state["done"] = True
+
+    threading.Thread(target=lambda: rt.launch(kernel, blocks=1), daemon=True).start()
+    started.wait(30)
+    return rt.rank
+
+
+def test_a_passing_helper_launch_still_passes():
+    assert shmcomm.run(_host_helper_launch_passes, 2, **SMALL) == [0, 1]
+
+
+# -- the pool --------------------------------------------------------------------------------
+
+
+def test_pool_runs_from_two_threads_never_mix_results():
+    errors: list[BaseException] = []
+    with shmcomm.Pool(nranks=2, window_bytes=1 << 16) as pool:
+        def caller(tag: str) -> None:
+            try:
+                for i in range(6):
+                    got = pool.run(ident, args=(f"{tag}{i}",), timeout=60)
+                    assert got == [(f"{tag}{i}", 0), (f"{tag}{i}", 1)], got
+            except BaseException as exc:  # noqa: BLE001 -- reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=caller, args=(t,)) for t in "ab"]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(150)
+    assert not errors, errors
+
+
+def test_a_thread_left_by_a_pool_run_cannot_write_into_the_next_run():
+    with shmcomm.Pool(nranks=2, window_bytes=1 << 16) as pool:
+        old = pool.run(leave_thread)
+        got = pool.run(fresh_alloc)
+        assert all(values == [0, 0, 0, 0] for _, values in got), got
+        assert set(old).isdisjoint(p for p, _ in got)  # those processes served no other run
+
+
+def test_a_monkeypatch_in_a_pool_run_does_not_persist():
+    with shmcomm.Pool(nranks=2, window_bytes=1 << 16) as pool:
+        pool.run(patch_module)
+        assert [j for _, j in pool.run(json_works)] == ["[1]", "[1]"]
+
+
+def test_a_clean_pool_run_keeps_its_processes():
+    with shmcomm.Pool(nranks=2, window_bytes=1 << 16) as pool:
+        first = pool.run(pid_host)
+        assert pool.run(pid_host) == first and pool.replaced == 0
+
+
+def test_a_dead_pool_rank_is_named_and_replaced():
+    import os
+    import signal
+
+    with shmcomm.Pool(nranks=2, window_bytes=1 << 16) as pool:
+        pids = pool.run(pid_host)
+        os.kill(pids[1], signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and os.waitid(
+                os.P_PID, pids[1], os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+            time.sleep(0.05)
+        with pytest.raises(PoolError, match=r"pool rank 1 \(pid \d+\) died from signal SIGKILL"):
+            pool.run(pid_host)
+        assert set(pool.run(pid_host)).isdisjoint(pids)
+
+
+def test_a_pool_made_from_a_worker_thread_survives_that_thread():
+    with shmcomm.Pool(nranks=2, window_bytes=1 << 16) as pool:
+        box: list = []
+        t = threading.Thread(target=lambda: box.append(pool.run(pid_host)))
+        t.start()
+        t.join(120)
+        time.sleep(0.5)  # the parent-death signal, if it were the worker's, has fired by now
+        assert pool.run(pid_host) == box[0] and pool.replaced == 0
+
+
+def test_pool_run_after_close_is_refused():
+    pool = shmcomm.Pool(nranks=1, window_bytes=1 << 16)
+    pool.run(pid_host)
+    pool.close()
+    with pytest.raises(shmcomm.errors.ShmcommError, match="closed"):
+        pool.run(pid_host)
+
+
+def _waits_for_helper(ctx, sig_offset) -> None:
+    from shmcomm.comm import TWAIT, Signal, WaitCmp
+
+    TWAIT(Signal(ctx.signal_base + sig_offset), 1, WaitCmp.GE)
+
+
+def _host_helper_notifies_late(rt):
+    from shmcomm.comm import TNOTIFY, NotifyOp, Signal
+
+    def helper() -> None:
+        time.sleep(3.0)  # well past deadlock_grace: the kernel waits on this thread's notify
+        TNOTIFY(Signal(rt.signal_base + 8), 1, NotifyOp.AtomicAdd)
+
+    t = threading.Thread(target=helper, daemon=True)
+    t.start()
+    rt.launch(_waits_for_helper, blocks=1, args=(8,))
+    t.join()
+    return "ok"
+
+
+def test_a_notify_from_a_host_helper_thread_is_no_deadlock():
+    got = shmcomm.run(_host_helper_notifies_late, 1, window_bytes=1 << 16, timeout=60.0,
+                      wait_timeout=50.0, deadlock_grace=0.5)
+    assert got == ["ok"]
