@@ -50,3 +50,12 @@ def patch_module(rt):
 def json_works(rt):
     import json
     return (os.getpid(), json.dumps([1]))
+
+
+def rebind_private(rt):
+    import os
+
+    import hypothesis.internal.conjecture.junkdrawer as junk
+
+    junk._gc_cumulative_time = getattr(junk, "_gc_cumulative_time", 0) + 1.0
+    return os.getpid(), 0

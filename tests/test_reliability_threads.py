@@ -7,7 +7,15 @@ import threading
 import time
 
 import pytest
-from _pool_hosts import fresh_alloc, ident, json_works, leave_thread, patch_module, pid_host
+from _pool_hosts import (
+    fresh_alloc,
+    ident,
+    json_works,
+    leave_thread,
+    patch_module,
+    pid_host,
+    rebind_private,
+)
 
 import shmcomm
 from shmcomm import RunError
@@ -163,3 +171,12 @@ def test_a_notify_from_a_host_helper_thread_is_no_deadlock():
     got = shmcomm.run(_host_helper_notifies_late, 1, window_bytes=1 << 16, timeout=60.0,
                       wait_timeout=50.0, deadlock_grace=0.5)
     assert got == ["ok"]
+
+
+def test_a_library_rebinding_its_private_state_keeps_the_pool():
+    # hypothesis (and other libraries) rebind private module globals as they run: no monkeypatch
+    import hypothesis.internal.conjecture.junkdrawer  # noqa: F401 -- loaded before the fork
+
+    with shmcomm.Pool(nranks=2, window_bytes=1 << 16) as pool:
+        first = pool.run(rebind_private)
+        assert pool.run(pid_host) == [p for p, _ in first] and pool.replaced == 0

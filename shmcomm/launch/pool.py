@@ -360,7 +360,8 @@ def _module_state() -> dict[str, tuple[Any, dict[str, Any]]]:
 
 def _patched(state: dict[str, tuple[Any, dict[str, Any]]]) -> list[str]:
     """``module.attribute`` names whose value is no longer the object it was (a monkeypatch);
-    attributes added since (lazy imports) do not count."""
+    attributes added since (lazy imports) do not count, nor private ones (``_name``): libraries
+    rebind their own private state as they run (hypothesis's gc timers), which is no patch."""
     out = []
     for name, (mod, snap) in state.items():
         d = mod.__dict__
@@ -370,7 +371,8 @@ def _patched(state: dict[str, tuple[Any, dict[str, Any]]]) -> list[str]:
                     continue
             except Exception:  # noqa: BLE001 -- a replaced value whose == raises: look closer
                 pass
-        out += [f"{name}.{k}" for k, v in snap.items() if d.get(k, _MISSING) is not v]
+        out += [f"{name}.{k}" for k, v in snap.items()
+                if not k.startswith("_") and d.get(k, _MISSING) is not v]
     return out
 
 
