@@ -537,10 +537,13 @@ def test_custom_model_sees_root_collective_copies():
 
 
 def test_run_keeps_choosing_the_model_from_the_config():
-    """``run()`` passes no model: the launcher takes ``model_for(config)``."""
+    """``run()`` passes no model: the launcher takes ``compose(config)``; a bare rank model
+    plugged in runs with the base run model's no-op launcher hooks."""
+    from shmcomm.core.model import RunModel
     from shmcomm.exec.eager import EagerRankModel
     from shmcomm.exec.hazard import HazardRankModel
 
-    assert _Launcher(Config(mode="eager"), print, ()).model is EagerRankModel
-    assert _Launcher(Config(mode="hazard"), print, ()).model is HazardRankModel
-    assert _Launcher(Config(), print, (), model=RecordingRank).model is RecordingRank
+    assert _Launcher(Config(mode="eager"), print, ()).model.rank_model is EagerRankModel
+    assert _Launcher(Config(mode="hazard"), print, ()).model.rank_model is HazardRankModel
+    plugged = _Launcher(Config(), print, (), model=RecordingRank).model
+    assert type(plugged) is RunModel and plugged.rank_model is RecordingRank

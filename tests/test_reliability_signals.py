@@ -154,13 +154,14 @@ def _quick_host(rt):
 def test_a_run_that_outlasts_its_timeout_in_the_end_checks_never_passes():
     import shmcomm
     from shmcomm.config import Config
-    from shmcomm.exec import model_for
+    from shmcomm.core.model import RunModel
+    from shmcomm.exec import compose
     from shmcomm.launch.supervisor import _Launcher
 
     cfg = Config.from_kwargs(nranks=1, heap_bytes=1 << 16, timeout=1.0, wait_timeout=0.9)
-    base = model_for(cfg)
+    base = compose(cfg)
 
-    class Slow:  # the factory protocol: called with rt in the rank; finish() in the launcher
+    class Slow(RunModel):  # called with rt in the rank; finish() in the launcher
         def __call__(self, rt):
             return base(rt)
 
@@ -169,7 +170,7 @@ def test_a_run_that_outlasts_its_timeout_in_the_end_checks_never_passes():
             return []
 
     with pytest.raises(shmcomm.RunTimeout):
-        _Launcher(cfg, _quick_host, (), model=Slow()).run()
+        _Launcher(cfg, _quick_host, (), model=Slow(cfg)).run()
 
 
 def test_ctrl_c_while_the_command_starts_prints_no_traceback(tmp_path):

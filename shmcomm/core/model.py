@@ -1,13 +1,13 @@
 """The execution-model seam: how a block executes, and what a model learns of it.
 
-A run has one execution model, chosen once by the launcher (``eager`` or ``hazard`` today, from
-the configuration, possibly wrapped by an observer such as the race detector; a model that is
-not a mode plugs in as ``_Launcher(config, host, args, model=MyRankModel)`` in
-:mod:`shmcomm.launch.supervisor`). A factory that also reports from the launcher has ``conns``
-(connections the launcher reads with ``receive(conn)``) and ``finish()`` (failures found, at the
-end of the run). In
-each rank process it is a :class:`RankModel`; at every launch it makes one :class:`BlockModel`
-per block, bound to the block's agent once:
+A run has one execution model, built once in the launcher from the configuration
+(:func:`shmcomm.exec.compose.compose`): a :class:`RunModel`, which holds the launcher's part of
+the run (a shared area set up before the ranks start, pipes it reads while they run, what it
+reports at the end) and makes, in each rank process, the rank's :class:`RankModel`. A model that
+is not a mode plugs in as ``_Launcher(config, host, args, model=MyRunModel(config))`` in
+:mod:`shmcomm.launch.supervisor` (a bare :class:`RankModel` subclass is taken too). In each rank
+process the :class:`RankModel` makes, at every launch, one :class:`BlockModel` per block, bound
+to the block's agent once:
 
 * ``agent.pipes`` is the block model: every pipe instruction (``TLOAD``, ``TSTORE``,
   ``set_flag``, ``wait_flag``, ``pipe_barrier``, ``dsb``, ``dcci``) goes to it (``pipe_barrier``
@@ -26,6 +26,7 @@ observer inside the hazard model.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -34,6 +35,10 @@ from ..errors import Aborted, ShmcommError, WaitTimeout
 from ..types import PIPE_ALL, PIPE_NAMES
 
 if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+
+    from ..config import Config
+    from ..errors import Failure
     from .agent import Agent
     from .gm import GlobalTensor
     from .runtime import RankRuntime
@@ -217,6 +222,66 @@ class RankModel:
     def close(self) -> None:
         """The host function returned or raised (after the run's abort flag, if it failed): the
         rank's last act in the run."""
+
+
+class RunModel:
+    """The run's execution model on the launcher's side, and the factory of its rank models.
+
+    Made once in the launcher, before the rank processes start (they inherit it, or a pool's
+    ranks receive it pickled); called with each rank's ``rt`` in the rank process, it makes that
+    rank's :class:`RankModel` (``rank_model(rt)`` unless a subclass overrides ``__call__``).
+    Every launcher-side hook is declared here with a default that does nothing, so the launcher
+    calls each one directly and a model overrides only what it uses:
+
+    * ``shared_bytes``: bytes of the control segment's shared area the model keeps its
+      cross-process state in (at ``ctl.extra_base``), set up by ``prepare(ctl)`` before the
+      ranks start and read back by ``collect(ctl, failures)`` after they end;
+    * ``conns``: connections the launcher watches while the run goes, each handed to
+      ``receive(conn)`` when readable (a model that reports from the launcher: the race
+      detector); ``finish()`` returns what it found at the end of the run;
+    * ``schedule`` (what a scheduled run followed, after ``collect``) and ``hint(host, args)``
+      (how to replay the run) go into the run's error;
+    * ``config``: the run's configuration as the model runs it (a replay takes the recorded
+      run's seed); ``set_trace(path)`` moves the trace a model writes itself.
+    """
+
+    shared_bytes = 0
+    schedule: Any = None
+
+    def __init__(self, config: Config,
+                 rank_model: Callable[[Any], RankModel] | None = None) -> None:
+        self.config = config
+        self.rank_model = rank_model
+        self.conns: list[Connection] = []
+
+    def __call__(self, rt: RankRuntime) -> RankModel:
+        """The rank model of ``rt``'s rank (in the rank process)."""
+        if self.rank_model is None:
+            raise NotImplementedError(f"{type(self).__name__} makes no rank model: give "
+                                      "rank_model or override __call__")
+        return self.rank_model(rt)
+
+    def prepare(self, ctl: Any) -> None:
+        """Before the ranks start (or a pool's next run): set up the shared area."""
+
+    def receive(self, conn: Connection) -> list[Failure]:
+        """``conn`` (one of ``conns``) is readable: take what it holds; failures to report now."""
+        return []
+
+    def finish(self) -> list[Failure]:
+        """Every rank has ended: what the model found in the run (none: ``[]``)."""
+        return []
+
+    def collect(self, ctl: Any, failures: list[Failure]) -> None:
+        """Before the run's memory goes: read the shared area back; may add to ``failures``."""
+
+    def hint(self, host: Any, args: tuple) -> str:
+        """A line telling how to reproduce a failed run (``""``: nothing to add)."""
+        return ""
+
+    def set_trace(self, path: str) -> None:
+        """The run's trace goes to ``path`` (the launcher writes it beside the final path)."""
+        self.config = self.config.replace(trace=path)
 
 
 def atomic_add(agent: Agent, dst: GlobalTensor, data: np.ndarray) -> None:

@@ -1,43 +1,18 @@
 """Execution models: how a block's instructions execute (see :mod:`shmcomm.core.model`).
 
-``eager``: everything completes at issue, as pto-isa's CPU simulator. ``hazard``: queued pipes,
-delayed visibility, the line model, jitter and the checkers (:mod:`shmcomm.exec.hazard`).
-``schedule``: the hazard models run one agent at a time under a replayable strategy
-(:mod:`shmcomm.exec.schedule`).
-``races``: the happens-before race detector, wrapped around either (``detect_races``).
-:func:`model_for` picks the run's model from its configuration, once, in the launcher.
+A run's execution is a semantics (``eager``: everything completes at issue, as pto-isa's CPU
+simulator; ``hazard``: queued pipes, delayed visibility, the line model, jitter,
+:mod:`shmcomm.exec.hazard`), an interleaving (free threads, or one agent at a time under a
+replayable strategy, :mod:`shmcomm.exec.schedule`) and observers (the race detector
+:mod:`shmcomm.exec.races`, the trace :mod:`shmcomm.exec.trace`, the hazard checkers).
+:func:`compose` builds the run's :class:`~shmcomm.core.model.RunModel` from its configuration,
+once, in the launcher; :class:`Execution` is what it decided (:mod:`shmcomm.exec.compose`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from .compose import Execution, compose
 
-from ..config import Config
-from ..core.model import RankModel
-from ..core.runtime import RankRuntime
-from ..errors import ArgumentError
-from .eager import EagerRankModel
+model_for = compose  # the former name
 
-
-def model_for(config: Config) -> Callable[[RankRuntime], RankModel]:
-    """The factory of the run's execution model (called in each rank process with its ``rt``)."""
-    factory: Callable[[RankRuntime], RankModel] = EagerRankModel
-    if config.replay and config.mode != "schedule":
-        raise ArgumentError(f"replay: a schedule file runs only in mode 'schedule'; mode must be "
-                            f"'schedule' with replay, got mode {config.mode!r}")
-    if config.mode == "schedule":
-        from .schedule import ScheduleMode
-
-        factory = ScheduleMode(config)
-    if config.mode == "hazard":
-        from .hazard import HazardRankModel
-
-        factory = HazardRankModel
-    if config.detect_races:  # an observer around the mode's model, not a mode of its own
-        from .races import RaceDetector
-
-        return RaceDetector(config, factory)
-    return factory
-
-
-__all__ = ["model_for"]
+__all__ = ["Execution", "compose", "model_for"]

@@ -37,7 +37,7 @@ from ..core import control as C
 from ..core.gm import Windows
 from ..core.runtime import KernelError
 from ..errors import Aborted, ArgumentError
-from ..exec import model_for
+from ..exec.compose import Execution, compose
 from ..kernels.host import RankRuntime
 from ..transports.mpi import MpiTransport, load_mpi
 from .deadlock import WAIT_HEADER, DeadlockWatch, format_table
@@ -64,13 +64,7 @@ def run_mpi(host: Callable[..., Any], config: Config, args: tuple = (),
     world = MPI.COMM_WORLD
     size = world.Get_size()
     _agree(world, config, host, nranks)  # before any collective that could hang on a mismatch
-    if config.mode == "schedule":
-        raise ArgumentError("run: schedule mode (one agent at a time, chosen by the shm "
-                            "launcher's scheduler) needs transport='shm'; under mpi use mode "
-                            "'eager' or 'hazard'")
-    if config.detect_races:
-        raise ArgumentError("run: detect_races needs transport='shm' (the race detector is not "
-                            "wired to the mpi launcher)")
+    execution = Execution.of(config)  # what the mpi launcher cannot run stops here
     config = config.replace(nranks=size)  # checks the range of nranks too
     comm = world.Dup()  # the windows' and the results' communicator, apart from the user's
     watch_comm = world.Dup()  # the watch thread's messages never match the main thread's
@@ -97,7 +91,7 @@ def run_mpi(host: Callable[..., Any], config: Config, args: tuple = (),
     watch.start()
     result: Any = None
     try:
-        rt = RankRuntime(rank, config, Windows(transport), ctl, model_for(config))
+        rt = RankRuntime(rank, config, Windows(transport), ctl, compose(config))
         result = host(rt, *args)
     except KernelError as exc:
         if isinstance(exc.exc, Aborted):
@@ -127,8 +121,8 @@ def run_mpi(host: Callable[..., Any], config: Config, args: tuple = (),
     if config.trace:  # every rank's events in rank 0's file, whatever host wrote them
         merge_trace(comm, transport.node, rank, config.trace, {
             "tool": "shmcomm", "host": _program(host), "nranks": size, "blocks": config.blocks,
-            "mode": config.mode, "seed": config.seed, "transport": "mpi",
-            "hazards": config.hazards if config.mode == "hazard" else None, "result": "ok",
+            **execution.trace_meta(config), "seed": config.seed, "transport": "mpi",
+            "result": "ok",
             "failure": None})
     watch.stop()
     rt = None  # the runtime's views die before the windows do

@@ -33,7 +33,7 @@ from typing import Any
 from ..config import MAX_BLOCKS, Config
 from ..core import control as C
 from ..core.gm import Windows
-from ..core.model import RankModel
+from ..core.model import RankModel, RunModel
 from ..core.runtime import KernelError
 from ..errors import (
     Aborted,
@@ -45,7 +45,7 @@ from ..errors import (
     RunTimeout,
     ShmcommError,
 )
-from ..exec import model_for
+from ..exec.compose import Execution, compose
 from ..exec.trace import finalize
 from ..kernels.host import RankRuntime
 from ..transports.shm import ShmTransport
@@ -94,6 +94,17 @@ def run(host: Callable[..., Any], nranks: int | None = None, *, blocks: int | No
     return _Launcher(config, host, args).run()
 
 
+def run_model(config: Config, model: RunModel | type[RankModel]) -> RunModel:
+    """``model`` as a :class:`RunModel`: a bare :class:`RankModel` subclass has no
+    launcher-side part (every hook the base's no-op)."""
+    if isinstance(model, RunModel):
+        return model
+    if isinstance(model, type) and issubclass(model, RankModel):
+        return RunModel(config, model)
+    raise ArgumentError(f"model: a RunModel (shmcomm.core.model) or a RankModel subclass, got "
+                        f"{type(model).__name__}")
+
+
 class _Interrupted(BaseException):
     """SIGINT or SIGTERM reached the launcher (raised by its handler, caught by ``run``)."""
 
@@ -103,22 +114,24 @@ class _Interrupted(BaseException):
 
 
 class _Launcher:
-    """One run. ``model`` is the factory of the run's execution model (a
-    :class:`~shmcomm.core.model.RankModel` subclass, called with each rank's ``rt`` in the rank
-    process); ``None`` takes the one :func:`shmcomm.exec.model_for` picks from ``config``. It is
-    the execution-model seam's plug for models that are not (yet) a ``mode``: tests and tools
-    construct ``_Launcher(config, host, args, model=MyRankModel).run()``; ``run()`` never passes
-    it, so ``config.mode`` alone decides there."""
+    """One run. ``model`` is the run's execution model (a
+    :class:`~shmcomm.core.model.RunModel`, or a :class:`~shmcomm.core.model.RankModel` subclass
+    for a model with no launcher-side part); ``None`` takes the one
+    :func:`shmcomm.exec.compose.compose` builds from ``config``. It is the execution-model
+    seam's plug for models that are not (yet) a ``mode``: tests and tools construct
+    ``_Launcher(config, host, args, model=MyRunModel(config)).run()``; ``run()`` never passes
+    it, so the configuration alone decides there."""
 
     def __init__(self, config: Config, host: Callable, args: tuple,
-                 model: Callable[[RankRuntime], RankModel] | None = None) -> None:
+                 model: RunModel | type[RankModel] | None = None) -> None:
+        execution = Execution.of(config)  # a combination that does not exist stops here
         check_run_paths(config.trace, config.record,  # before the model reads one
-                        config.replay if config.mode == "schedule" else "")
-        self.config = config
+                        config.replay if execution.interleaving == "scheduled" else "")
         self.host = host
         self.args = args
-        self.model = model_for(config) if model is None else model  # chosen once, here
-        self.config = getattr(self.model, "config", config)  # a replay brings its recorded seed
+        self.model = compose(config) if model is None else run_model(config, model)  # once, here
+        self.config = self.model.config  # a replay brings its recorded seed
+        self.execution = Execution.of(self.config)
         self.pids: dict[int, int] = {}
         self.conns: dict[Connection, int] = {}
         self.results: dict[int, Any] = {}
@@ -149,9 +162,7 @@ class _Launcher:
             self.procs.note_file(trace.aside)  # removed by the sweeper if we are killed
         if trace is not None:  # ranks write beside the path; the file moves there at the end
             self.config = self.config.replace(trace=trace.aside)
-            if isinstance(getattr(self.model, "config", None), Config):
-                # a factory that writes the trace itself (schedule mode) writes it there too
-                self.model.config = self.model.config.replace(trace=trace.aside)  # type: ignore[union-attr]
+            self.model.set_trace(trace.aside)  # a model that writes it itself writes it there
         cfg = self.config
         restore = self._catch_signals()
         reapable = reapable_children()  # a rank's SIGSEGV is lost if SIGCHLD is ignored
@@ -177,7 +188,7 @@ class _Launcher:
             restore()
             reapable()
             if trace is not None:
-                if cfg.mode != "schedule":  # schedule mode writes its own trace
+                if self.execution.trace_writer == "events":  # else the model wrote it
                     self._finish_trace()  # in the file beside the path, before it moves there
                 problem = trace.finish()
                 if problem:
@@ -189,10 +200,10 @@ class _Launcher:
                    "race": RaceReport}.get(first, RunError)
             err = cls(self.failures, self.config.seed, self.secondary)
             err.signum = self.signum  # type: ignore[attr-defined]  # the CLI's exit status 128+n
-            err.schedule = getattr(self.model, "schedule", None)  # type: ignore[attr-defined]
-            hint = getattr(self.model, "hint", None)  # how to replay it (schedule mode)
-            if hint is not None:
-                err.hint = hint(self.host, self.args)  # type: ignore[attr-defined]
+            err.schedule = self.model.schedule  # type: ignore[attr-defined]
+            hint = self.model.hint(self.host, self.args)  # how to replay it (a scheduled run)
+            if hint:
+                err.hint = hint  # type: ignore[attr-defined]
             raise err
         return [self.results[r] for r in range(cfg.nranks)]
 
@@ -203,8 +214,8 @@ class _Launcher:
         finalize(cfg.trace, {
             "tool": "shmcomm", "host": f"{getattr(host, '__module__', '?')}:"
                                       f"{getattr(host, '__qualname__', repr(host))}",
-            "nranks": cfg.nranks, "blocks": cfg.blocks, "mode": cfg.mode, "seed": cfg.seed,
-            "hazards": cfg.hazards if cfg.mode == "hazard" else None,
+            "nranks": cfg.nranks, "blocks": cfg.blocks, **self.execution.trace_meta(cfg),
+            "seed": cfg.seed,
             "result": self.failures[0].kind if self.failures else "ok",
             "failure": str(self.failures[0]).splitlines()[0] if self.failures else None})
 
@@ -213,7 +224,7 @@ class _Launcher:
         cfg = self.config
         # a model that coordinates across processes keeps its shared state in the control
         # segment (``shared_bytes``), set up by ``prepare`` before the ranks start
-        self.ctl = C.Control(cfg.nranks, extra_bytes=getattr(self.model, "shared_bytes", 0))
+        self.ctl = C.Control(cfg.nranks, extra_bytes=self.model.shared_bytes)
         self._prepare_model()
         self.transport = ShmTransport(cfg.nranks, cfg.signal_bytes, cfg.heap_bytes)
         for rank in range(cfg.nranks):
@@ -234,14 +245,11 @@ class _Launcher:
         self.procs.close()
 
     def _prepare_model(self) -> None:
-        prepare = getattr(self.model, "prepare", None)
-        if prepare is not None:
-            prepare(self.ctl)
+        self.model.prepare(self.ctl)
 
     def _collect_model(self) -> None:
-        collect = getattr(self.model, "collect", None)
-        if collect is not None and self.ctl is not None:  # what the model learnt (the schedule)
-            collect(self.ctl, self.failures)
+        if self.ctl is not None:  # what the model learnt (the schedule)
+            self.model.collect(self.ctl, self.failures)
 
     def _release(self) -> None:
         """Unmap the run's memory (after the model has read what it needs from it)."""
@@ -333,13 +341,13 @@ class _Launcher:
         while self.conns or any(r not in self.exited and r not in self.results
                                 for r in self.pids):
             # a model that reports from the launcher (the race detector) has its own pipes
-            observed = list(getattr(self.model, "conns", ()))
+            observed = list(self.model.conns)
             if self.conns or observed:
                 for conn in wait(list(self.conns) + observed, timeout=POLL_S):
                     if conn in self.conns:
                         self._receive(conn)  # type: ignore[arg-type]
                     elif conn in observed:
-                        self.failures.extend(self.model.receive(conn))  # type: ignore[attr-defined]
+                        self.failures.extend(self.model.receive(conn))
             else:
                 time.sleep(POLL_S)
             self._poll_exits()
@@ -413,11 +421,9 @@ class _Launcher:
     def _observed_end(self) -> None:
         """A model that reports from the launcher reports what it found at the end of the run:
         before any other failure, which it may explain (a race behind a wrong result)."""
-        finish = getattr(self.model, "finish", None)
-        if finish is not None:
-            found = finish()
-            if self.signum is None:
-                self.failures[:0] = found
+        found = self.model.finish()
+        if self.signum is None:
+            self.failures[:0] = found
 
     def _receive(self, conn: Connection) -> None:
         rank = self.conns[conn]
@@ -612,8 +618,8 @@ def fork_rank(body: Callable[[], int], close: list[Connection]) -> int:
 
 
 def _rank_main(rank: int, parent: int, config: Config, transport: ShmTransport, ctl: C.Control,
-               conn: Connection, host: Callable, args: tuple,
-               model: Callable[[RankRuntime], RankModel], stacks: Any) -> int:
+               conn: Connection, host: Callable, args: tuple, model: RunModel,
+               stacks: Any) -> int:
     """Body of one rank process. Returns its exit status."""
     if not rank_process_setup(parent):
         return 1

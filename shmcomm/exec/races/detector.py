@@ -39,7 +39,7 @@ import numpy as np
 from ...config import Config
 from ...core.agent import _tls as _agent_tls
 from ...core.heap import SymmetricArray
-from ...core.model import BlockModel, RankModel
+from ...core.model import BlockModel, RankModel, RunModel
 from ...errors import Failure, ShmcommError
 from ...types import DSB_ALL, DSB_DDR, PIPE_ALL, PIPE_MTE2, PIPE_MTE3, PIPE_V
 from ..hazard.report import kernel_site, user_site
@@ -49,8 +49,6 @@ from .shadow import ATOMIC, PIPE3, WRITE, Access, Shadow
 from .tiles import record_vector
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from ...core.agent import Agent
     from ...core.gm import GlobalTensor
     from ...core.runtime import RankRuntime
@@ -63,11 +61,13 @@ _FLUSH_RECORDS = 128
 _QUEUED = (PIPE_MTE2, PIPE_MTE3, PIPE_V)
 
 
-class RaceDetector:
-    """The run's detector: the factory of rank models, and the launcher's end of it."""
+class RaceDetector(RunModel):
+    """The run's detector: the factory of rank models, and the launcher's end of it. The inner
+    model's launcher-side parts (schedule mode's shared area, its schedule, ...) are its own:
+    each hook forwards to it explicitly."""
 
-    def __init__(self, config: Config, inner: Callable[[RankRuntime], RankModel]) -> None:
-        self.config = getattr(inner, "config", config)  # a replayed schedule brings its own
+    def __init__(self, config: Config, inner: RunModel) -> None:
+        super().__init__(inner.config)  # a replayed schedule brings its own
         self.inner = inner
         self.layout = Layout(config.nranks, max(config.blocks, MIN_BLOCK_SLOTS))
         self.clocks = WordClocks(self.layout)
@@ -80,12 +80,26 @@ class RaceDetector:
     def __call__(self, rt: RankRuntime) -> RankModel:
         return RaceRankModel(rt, self)
 
-    def __getattr__(self, name: str) -> Any:
-        """The inner factory's launcher-side parts (schedule mode's shared area, schedule, ...)."""
-        inner = self.__dict__.get("inner")
-        if inner is None:
-            raise AttributeError(name)
-        return getattr(inner, name)
+    @property
+    def shared_bytes(self) -> int:  # type: ignore[override]
+        return self.inner.shared_bytes
+
+    @property
+    def schedule(self) -> Any:  # type: ignore[override]
+        return self.inner.schedule
+
+    def prepare(self, ctl: Any) -> None:
+        self.inner.prepare(ctl)
+
+    def collect(self, ctl: Any, failures: list[Failure]) -> None:
+        self.inner.collect(ctl, failures)
+
+    def hint(self, host: Any, args: tuple) -> str:
+        return self.inner.hint(host, args)
+
+    def set_trace(self, path: str) -> None:
+        super().set_trace(path)
+        self.inner.set_trace(path)
 
     # -- the launcher's side -----------------------------------------------------------------
 

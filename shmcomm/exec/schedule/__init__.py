@@ -19,6 +19,7 @@ from typing import Any
 
 from ...config import Config
 from ...core import control as C
+from ...core.model import RunModel
 from ...errors import ArgumentError, Failure
 from .model import ScheduleBlockModel, ScheduleRankModel
 from .record import Schedule, load, write_trace
@@ -38,7 +39,7 @@ from .scheduler import (
 from .strategies import make
 
 
-class ScheduleMode:
+class ScheduleMode(RunModel):
     """The factory of schedule mode's rank models, with the launcher's part of the run: it
     sizes and seeds the shared state before the ranks fork (``prepare``) and reads the
     schedule back after they end (``collect``; then ``schedule`` holds it). ``config`` is the
@@ -46,7 +47,7 @@ class ScheduleMode:
 
     def __init__(self, config: Config, choices: list[int] | None = None,
                  record_enabled: bool = False) -> None:
-        self.config = config
+        super().__init__(config)
         self.record_enabled = record_enabled  # note every step's enabled agents (exhaustive search)
         self.deciders: list[int] = []  # after collect: the agent that decided each step
         self.enabled: list[list[int]] = []  # after collect, when recorded

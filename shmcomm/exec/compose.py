@@ -1,0 +1,122 @@
+"""One run's execution, decided once from its configuration and built by one function.
+
+A run's execution is three independent choices:
+
+* **semantics**, what an instruction does: ``eager`` (everything completes at issue,
+  :mod:`.eager`) or ``hazard`` (queued pipes, delayed visibility, cache lines, jitter,
+  :mod:`.hazard`; ``hazards`` picks the sub-models);
+* **interleaving**, who runs when: ``free`` (the OS schedules every block thread and rank
+  process) or ``scheduled`` (one agent at a time, chosen by a strategy: ``random``, ``pct``,
+  ``replay``; ``exhaustive`` enumerates schedules through :mod:`shmcomm.stress.explore`,
+  :mod:`.schedule`);
+* **observers**, what watches without changing it: the race detector (``races``,
+  :mod:`.races`), the Chrome trace (``trace``, :mod:`.trace`) and the hazard checkers
+  (``checkers``, :mod:`.hazard.checkers`).
+
+:class:`Execution` is that decision, derived from a :class:`~shmcomm.config.Config` (every
+module that needs to know "is ``hazards`` read", "who writes the trace" asks it instead of
+looking at ``mode``); :func:`compose` builds the run's
+:class:`~shmcomm.core.model.RunModel` from it. A combination that does not exist raises
+:class:`~shmcomm.errors.ArgumentError` naming the setting.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config import MODE_ONLY, Config, parse_hazards, parse_strategy
+from ..core.model import RunModel
+from ..errors import ArgumentError
+
+SEMANTICS = ("eager", "hazard")
+INTERLEAVINGS = ("free", "scheduled")
+OBSERVERS = ("races", "trace", "checkers")
+# mode -> (semantics, interleaving): a mode names one semantics with one interleaving
+_MODES = {"eager": ("eager", "free"), "hazard": ("hazard", "free"),
+          "schedule": ("hazard", "scheduled")}
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How one run executes: ``semantics`` x ``interleaving`` (with its ``strategy``) x
+    ``observers``. ``hazards``: the hazard sub-models on (empty under eager semantics)."""
+
+    mode: str
+    semantics: str
+    interleaving: str
+    strategy: str  # "" when the interleaving is free
+    hazards: frozenset[str]
+    observers: frozenset[str]
+
+    @classmethod
+    def of(cls, config: Config) -> Execution:
+        """The execution ``config`` asks for; ArgumentError for one that does not exist."""
+        semantics, interleaving = _MODES[config.mode]
+        if config.replay and interleaving != "scheduled":
+            raise ArgumentError(f"replay: a schedule file runs only in mode 'schedule'; mode must "
+                                f"be 'schedule' with replay, got mode {config.mode!r}")
+        if config.transport != "shm":  # ranks started by another tool: no launcher to coordinate
+            if interleaving == "scheduled":
+                raise ArgumentError(f"mode: schedule mode (one agent at a time, chosen by the shm "
+                                    f"launcher's scheduler) needs transport='shm'; under "
+                                    f"{config.transport} use mode 'eager' or 'hazard'")
+            if config.detect_races:
+                raise ArgumentError(f"detect_races needs transport='shm' (the race detector is "
+                                    f"not wired to the {config.transport} launcher)")
+        strategy = ""
+        if interleaving == "scheduled":
+            strategy = "replay" if config.replay else parse_strategy(config.strategy)[0]
+        hazards = parse_hazards(config.hazards) if semantics == "hazard" else frozenset()
+        observers = {name for name, on in (("races", config.detect_races),
+                                           ("trace", bool(config.trace)),
+                                           ("checkers", "checkers" in hazards)) if on}
+        return cls(config.mode, semantics, interleaving, strategy, hazards, frozenset(observers))
+
+    def reads(self, setting: str) -> bool:
+        """Whether this execution reads ``setting`` (every setting not tied to some modes is)."""
+        return reads(self.mode, setting)
+
+    @property
+    def trace_writer(self) -> str:
+        """Who writes the trace file: ``"schedule"`` (the scheduler, one event per step, at the
+        end of the run) or ``"events"`` (every rank appends; the launcher finalizes it)."""
+        return "schedule" if self.interleaving == "scheduled" else "events"
+
+    def trace_meta(self, config: Config) -> dict[str, object]:
+        """The execution's part of a trace file's metadata (``config``: the run's)."""
+        return {"mode": self.mode, "hazards": config.hazards if self.semantics == "hazard" else None}
+
+
+def reads(mode: str, setting: str) -> bool:
+    """Whether a run in ``mode`` reads ``setting`` (``hazards`` is read by hazard semantics,
+    so by hazard and schedule modes; see :data:`shmcomm.config.MODE_ONLY`)."""
+    return mode in MODE_ONLY.get(setting, (mode,))
+
+
+def compose(config: Config) -> RunModel:
+    """The run's execution model: semantics, interleaving and observers of ``config``, built
+    once in the launcher (its rank models are made in each rank process)."""
+    ex = Execution.of(config)
+    model: RunModel
+    if ex.interleaving == "scheduled":  # the scheduler drives the hazard models on its clock
+        from .schedule import ScheduleMode
+
+        model = ScheduleMode(config)
+    elif ex.semantics == "hazard":
+        from .hazard import HazardRankModel
+
+        model = RunModel(config, HazardRankModel)
+    else:
+        from .eager import EagerRankModel
+
+        model = RunModel(config, EagerRankModel)
+    # trace and checkers observe inside the semantics' own models (they cost nothing when off);
+    # the race detector wraps whatever runs, so it composes with every semantics and interleaving
+    if "races" in ex.observers:
+        from .races import RaceDetector
+
+        model = RaceDetector(config, model)
+    return model
+
+
+__all__ = ["Execution", "compose", "reads", "SEMANTICS", "INTERLEAVINGS", "OBSERVERS"]
