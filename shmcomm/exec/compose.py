@@ -34,6 +34,10 @@ OBSERVERS = ("races", "trace", "checkers")
 # mode -> (semantics, interleaving): a mode names one semantics with one interleaving
 _MODES = {"eager": ("eager", "free"), "hazard": ("hazard", "free"),
           "schedule": ("hazard", "scheduled")}
+# settings only some modes read, and those modes: the configuration's table (which warns about
+# the others) and the scheduler's own settings
+_READ_BY = {**MODE_ONLY, "strategy": ("schedule",), "replay": ("schedule",),
+            "record": ("schedule",)}
 
 
 @dataclass(frozen=True)
@@ -88,9 +92,19 @@ class Execution:
 
 
 def reads(mode: str, setting: str) -> bool:
-    """Whether a run in ``mode`` reads ``setting`` (``hazards`` is read by hazard semantics,
-    so by hazard and schedule modes; see :data:`shmcomm.config.MODE_ONLY`)."""
-    return mode in MODE_ONLY.get(setting, (mode,))
+    """Whether a run in ``mode`` reads ``setting``: ``hazards`` is read by hazard semantics (so
+    by hazard and schedule modes), ``hazard_delay`` by hazard mode (a scheduled run counts
+    steps, ``schedule_delay``), ``strategy`` / ``replay`` / ``record`` by the scheduler; every
+    other setting by every mode."""
+    return mode in _READ_BY.get(setting, (mode,))
+
+
+def max_shared_bytes(nranks: int) -> int:
+    """The largest shared area any execution of ``nranks`` ranks needs (a pool sizes its
+    control segment once for every run it will serve)."""
+    from .schedule import shared_bytes
+
+    return shared_bytes(nranks)
 
 
 def compose(config: Config) -> RunModel:
@@ -119,4 +133,4 @@ def compose(config: Config) -> RunModel:
     return model
 
 
-__all__ = ["Execution", "compose", "reads", "SEMANTICS", "INTERLEAVINGS", "OBSERVERS"]
+__all__ = ["Execution", "compose", "reads", "max_shared_bytes", "SEMANTICS", "INTERLEAVINGS", "OBSERVERS"]

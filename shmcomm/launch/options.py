@@ -27,6 +27,7 @@ from typing import Any
 
 from ..config import HAZARDS, MODES, Config
 from ..errors import ArgumentError, ShmcommError
+from ..exec.compose import reads
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_IMPORT = 0, 1, 2, 3
 EXIT_TIMEOUT, EXIT_SIGINT = 124, 130
@@ -284,7 +285,7 @@ def add_transport(p: argparse.ArgumentParser) -> None:
 
 def check_mode_options(modes: Sequence[str], hazards: str | None) -> str | None:
     """An error message when an option has no effect in the chosen modes, else ``None``."""
-    if hazards is not None and not {"hazard", "schedule"} & set(modes):
+    if hazards is not None and not any(reads(m, "hazards") for m in modes):
         return (f"--hazards has no effect without hazard or schedule mode (modes: "
                 f"{', '.join(modes)}); add --mode hazard or drop --hazards")
     return None

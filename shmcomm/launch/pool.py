@@ -34,7 +34,7 @@ from typing import Any
 from ..config import Config
 from ..core import control as C
 from ..errors import ArgumentError, RunError, ShmcommError
-from ..exec.schedule import shared_bytes
+from ..exec.compose import max_shared_bytes
 from ..transports.shm import ShmTransport
 from .descendants import RunProcesses
 from .launchers import external_launcher
@@ -110,7 +110,7 @@ class Pool:
         self.procs = RunProcesses()
         procs = self.procs
         cfg = self.base
-        self.ctl = C.Control(cfg.nranks, extra_bytes=shared_bytes(cfg.nranks))
+        self.ctl = C.Control(cfg.nranks, extra_bytes=max_shared_bytes(cfg.nranks))
         self.transport = ShmTransport(cfg.nranks, cfg.signal_bytes, cfg.heap_bytes)
         parent = os.getpid()
         for rank in range(cfg.nranks):

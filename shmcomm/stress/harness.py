@@ -29,6 +29,7 @@ from typing import Any
 
 from ..config import Config
 from ..errors import ArgumentError, RunError
+from ..exec.compose import reads
 from ..exec.hazard import HazardReport
 from ..launch.pool import Pool
 from ..launch.supervisor import run
@@ -103,11 +104,8 @@ class Settings:
 
     def mode_config(self, mode: str) -> dict[str, Any]:
         """The settings only ``mode`` takes."""
-        if mode == "hazard":
-            return dict(hazards=self.hazards)
-        if mode != "schedule":
-            return {}
-        return dict(strategy=self.strategy, replay=self.replay, hazards=self.hazards)
+        given = dict(strategy=self.strategy, replay=self.replay, hazards=self.hazards)
+        return {k: v for k, v in given.items() if reads(mode, k)}
 
 
 @dataclass

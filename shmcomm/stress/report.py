@@ -10,6 +10,7 @@ from dataclasses import asdict
 from typing import Any
 
 from ..errors import ShmcommError
+from ..exec.compose import reads
 from ..launch.options import format_arg
 from . import catalogue
 from .harness import (
@@ -48,7 +49,7 @@ def repro_command(program: str, spec: RunSpec, settings: Settings,
             size_args = [("size", spec.size)]
     for key, value in size_args + sorted((kwargs or {}).items()):
         parts += ["--arg", format_arg(key, value)]
-    if spec.mode == "schedule":
+    if reads(spec.mode, "strategy"):
         parts[parts.index("--seed"):parts.index("--seed")] = ["--strategy", settings.strategy]
     default = Settings()
     timeout_flag = "--run-timeout" if command == "stress" else "--timeout"
@@ -57,7 +58,7 @@ def repro_command(program: str, spec: RunSpec, settings: Settings,
                               (timeout_flag, settings.run_timeout, default.run_timeout)):
         if value != dflt or command != "stress":  # launch's own defaults differ from a sweep's
             parts += [flag, f"{value:g}"]
-    if settings.hazards != default.hazards and spec.mode != "eager":
+    if settings.hazards != default.hazards and reads(spec.mode, "hazards"):
         parts += ["--hazards", settings.hazards]
     parts += ["--detect-races"] if settings.detect_races else []
     parts += ["--race-exitfirst"] if settings.race_exitfirst else []

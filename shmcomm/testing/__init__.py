@@ -16,6 +16,7 @@ from typing import Any
 
 from ..config import MODES
 from ..errors import ArgumentError
+from ..exec.compose import reads
 from ..stress.harness import Report, Settings, configs, sweep, takes_size
 from ..stress.report import format_report
 
@@ -81,8 +82,8 @@ def check(host: Callable[..., Any], *, nranks: int | Iterable[int] = (2, 4),
         raise ArgumentError(f"modes must be a non-empty list of {', '.join(MODES)}, got {modes!r}")
     if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
         raise ArgumentError(f"seeds must be an int >= 1 (runs per configuration), got {seeds!r}")
-    if hazards is not None and "hazard" not in mode_list:
-        raise ArgumentError("hazards has no effect without hazard mode in modes")
+    if hazards is not None and not any(reads(m, "hazards") for m in mode_list):
+        raise ArgumentError("hazards has no effect without hazard or schedule mode in modes")
     if sizes is not None and not takes_size(host):
         raise ArgumentError("sizes has no effect: the host takes no size parameter")
     cfgs = configs(_ints("nranks", nranks), _ints("blocks", blocks),
