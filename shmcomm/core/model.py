@@ -20,8 +20,9 @@ to the block's agent once:
   ``None``: the eager model's ``TNOTIFY`` and ``TWAIT`` pay one ``is None`` check for the seam.
 
 Models learn everything from these calls: never from profilers, frames or code objects. A new
-model (a scheduler, a race detector) is one more pair of classes, and a new checker one more
-observer inside the hazard model.
+semantics, interleaving or observer is one more :class:`RunModel` with its pair of rank and
+block models, put together with the others in :mod:`shmcomm.exec.compose`; a new checker is one
+more observer inside the hazard model.
 """
 
 from __future__ import annotations
