@@ -91,10 +91,17 @@ def test_execution_is_derived_from_the_config(settings, semantics, interleaving,
 
 
 def test_which_mode_reads_which_setting():
+    from shmcomm.launch.options import check_mode_options
+    from shmcomm.stress.harness import Settings
+
     assert [m for m in ("eager", "hazard", "schedule") if reads(m, "hazards")] == \
         ["hazard", "schedule"]
     assert [m for m in ("eager", "hazard", "schedule") if reads(m, "strategy")] == ["schedule"]
     assert all(reads(m, "seed") for m in ("eager", "hazard", "schedule"))
+    # the CLI and the stress harness ask the same question, so they agree with the models
+    for mode in ("eager", "hazard", "schedule"):
+        assert (check_mode_options((mode,), "pipes") is None) == reads(mode, "hazards")
+        assert ("hazards" in Settings().mode_config(mode)) == reads(mode, "hazards")
 
 
 @pytest.mark.parametrize("settings, named", [
@@ -194,6 +201,7 @@ def test_launcher_probes_no_model_attribute():
     for module in (supervisor, pool, mpi):
         src = inspect.getsource(module)
         assert not re.search(r"(getattr|hasattr)\((self\.)?model\b", src), module.__name__
+        assert not re.search(r"\bmode [!=]=", src), module.__name__  # Execution decides
     assert "__getattr__" not in vars(RaceDetector)  # no launcher-level forwarding
     assert issubclass(RaceDetector, RunModel) and issubclass(ScheduleMode, RunModel)
     with pytest.raises(ArgumentError, match="^model: a RunModel"):
