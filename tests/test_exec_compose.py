@@ -272,3 +272,15 @@ def test_a_custom_run_model_gets_every_hook_called():
     assert f"echo model saw {[(0, MAGIC), (1, MAGIC)]}" in str(ei.value)
     assert ei.value.hint == "echo: rerun me" and ei.value.schedule is None
     assert model.calls == ["prepare", "finish", "collect"]
+
+
+def test_a_pool_refuses_the_race_detector_by_name():
+    """The detector's clocks and pipes are inherited at the ranks' fork; a pool's ranks run."""
+    from shmcomm.launch.pool import Pool
+
+    assert Execution.of(Config(detect_races=True)).needs_fresh_ranks
+    assert not Execution.of(Config(mode="schedule")).needs_fresh_ranks
+    with Pool(2, window_bytes=1 << 16) as p:
+        with pytest.raises(ArgumentError, match="^detect_races: .*shmcomm.run"):
+            p.run(host_put_notify, detect_races=True)
+        assert p.run(host_put_notify, blocks=1, mode="schedule", **BOUNDS) == [True, True]

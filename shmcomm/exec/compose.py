@@ -81,6 +81,12 @@ class Execution:
         return reads(self.mode, setting)
 
     @property
+    def needs_fresh_ranks(self) -> bool:
+        """Whether the run's model shares state its rank processes must inherit at their fork
+        (the race detector's word clocks and pipes): then a pool's running ranks cannot take it."""
+        return "races" in self.observers
+
+    @property
     def trace_writer(self) -> str:
         """Who writes the trace file: ``"schedule"`` (the scheduler, one event per step, at the
         end of the run) or ``"events"`` (every rank appends; the launcher finalizes it)."""

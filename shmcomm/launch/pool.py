@@ -34,7 +34,7 @@ from typing import Any
 from ..config import Config
 from ..core import control as C
 from ..errors import ArgumentError, RunError, ShmcommError
-from ..exec.compose import max_shared_bytes
+from ..exec.compose import Execution, max_shared_bytes
 from ..transports.shm import ShmTransport
 from .descendants import RunProcesses
 from .launchers import external_launcher
@@ -172,6 +172,10 @@ class Pool:
                 raise ArgumentError(f"Pool.run: {name} is the pool's ({getattr(self.base, name)}); "
                                     f"got {v}: make another Pool for another shape")
         config = Config.from_kwargs(**{n: getattr(self.base, n) for n in _FIXED}, **settings)
+        if Execution.of(config).needs_fresh_ranks:
+            raise ArgumentError("detect_races: the race detector's clocks and pipes are made "
+                                "before its ranks fork, and a Pool's ranks run already: use "
+                                "shmcomm.run for a run with detect_races=True")
         launcher = external_launcher(config.transport)  # mpi: mpiexec keeps the ranks, not us
         if launcher is not None:
             return launcher(host, config, args, None)
