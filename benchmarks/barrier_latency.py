@@ -36,7 +36,6 @@ import argparse
 import json
 import multiprocessing as mp
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -53,6 +52,9 @@ from shmcomm.kernels.barrier import CentralBarrier, DeviceBarrier, EpochBarrier
 from shmcomm.kernels.layout import CENTRAL_BARRIER, EPOCH_BARRIER, USER_FREE_START
 from shmcomm.pipe import PIPE_ALL, pipe_barrier
 from shmcomm.transports.mpi.library import find_mpiexec, run_script
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # _bench beside this file
+import _bench  # noqa: E402
 
 SCHEMA = "shmcomm.bench.barrier_latency/1"
 # Signal words: the library barriers use their regions of shmcomm.kernels.layout (EpochBarrier
@@ -88,7 +90,7 @@ class Row:
 
     def __post_init__(self) -> None:
         if self.us:
-            self.stats = {"min": min(self.us), "median": statistics.median(self.us), "max": max(self.us)}
+            self.stats = _bench.Stats.of(self.us).as_dict()
 
 
 # --- shmcomm ------------------------------------------------------------------------------------
@@ -422,16 +424,7 @@ def launch_cost(repeats: int, nranks: int = 8) -> dict[str, Any]:
 # --- the driver ---------------------------------------------------------------------------------
 
 def machine() -> dict[str, Any]:
-    cpu = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
-    except OSError:
-        pass
-    return {"python": sys.version.split()[0], "implementation": platform.python_implementation(),
-            "platform": platform.platform(), "machine": platform.machine(), "cpu": cpu,
-            "cpus": os.cpu_count(), "affinity": len(os.sched_getaffinity(0)),
-            "numpy": np.__version__, "shmcomm": shmcomm.__version__}
+    return dict(_bench.machine(), numpy=np.__version__, shmcomm=shmcomm.__version__)
 
 
 POLICY_NAMES = {"spin": "spin (busy poll)", "yield": "yield (sched_yield between polls)",
@@ -447,8 +440,16 @@ def speed(ratio: float) -> str:
 
 
 def comparison_text(c: dict[str, Any]) -> str:
-    return (f"{BARRIER_NAMES[c['barrier']]} is {speed(c['ratio'])} than {BARRIER_NAMES[c['baseline']]} "
-            f"at {c['nranks']}x{c['blocks']} ({c['us']:.1f} vs {c['baseline_us']:.1f} us, medians)")
+    """One comparison; an unstable one whose spread crosses 1.0 says so instead of naming a winner."""
+    head = (f"{BARRIER_NAMES[c['barrier']]} against {BARRIER_NAMES[c['baseline']]} "
+            f"at {c['nranks']}x{c['blocks']}")
+    tail = f"({c['us']:.1f} vs {c['baseline_us']:.1f} us, medians)"
+    lo, hi = c["ratio_bounds"]
+    if not c["stable"] and lo <= 1.0 <= hi:
+        return f"{head}: no clear difference {tail}; {c['stability']}"
+    text = f"{BARRIER_NAMES[c['barrier']]} is {speed(c['ratio'])} than {BARRIER_NAMES[c['baseline']]} " \
+           f"at {c['nranks']}x{c['blocks']} {tail}"
+    return text if c["stable"] else f"{text}; WARNING {c['stability']}: rerun on a quieter machine"
 
 
 class Bench:
@@ -571,10 +572,14 @@ class Bench:
             for kind in ("barrier", "scaling"):
                 r, br = self.baseline(impl, n, b, kind), self.baseline(base, n, b, kind)
                 if r is not None and br is not None:
+                    a, z = _bench.Stats.of(r.us), _bench.Stats.of(br.us)
+                    judged = _bench.stability(a, z, load=max(r.loadavg, br.loadavg))
                     res.append({"barrier": impl, "baseline": base, "nranks": n, "blocks": b,
                                 "section": kind, "us": r.stats["median"],
                                 "baseline_us": br.stats["median"],
-                                "ratio": r.stats["median"] / br.stats["median"]})
+                                "ratio": r.stats["median"] / br.stats["median"],
+                                "ratio_bounds": list(_bench.ratio_bounds(a, z)),
+                                "stable": judged.stable, "stability": str(judged)})
                     break
         return res
 
@@ -721,7 +726,7 @@ class Bench:
 
     def run(self) -> None:
         self.load0 = os.getloadavg()
-        print(f"barrier latency: loadavg {self.load0[0]:.2f}, {os.cpu_count()} cpus", flush=True)
+        print(f"barrier latency: {_bench.machine_line(machine())}", flush=True)
         if "barriers" in self.a.sections:
             self.barriers()
         if "policies" in self.a.sections:
@@ -737,14 +742,7 @@ class Bench:
 SECTIONS = ("barriers", "policies", "scaling", "launch")
 
 
-def _ints(s: str) -> list[int]:
-    try:
-        values = [int(x) for x in s.split(",") if x]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {s!r}") from None
-    if not values or any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"expected integers >= 1, got {s!r}")
-    return values
+_ints = _bench.int_list(1)
 
 
 def _shapes(s: str) -> list[tuple[int, int]]:
@@ -757,14 +755,7 @@ def _shapes(s: str) -> list[tuple[int, int]]:
     return shapes  # type: ignore[return-value]
 
 
-def _names(allowed: tuple[str, ...] | list[str]):
-    def parse(s: str) -> list[str]:
-        values = [x.strip() for x in s.split(",") if x.strip()]
-        bad = [v for v in values if v not in allowed]
-        if bad or not values:
-            raise argparse.ArgumentTypeError(f"choose a comma list of {', '.join(allowed)}, got {s!r}")
-        return values
-    return parse
+_names = _bench.choice_list
 
 
 def build_parser() -> argparse.ArgumentParser:

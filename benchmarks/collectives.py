@@ -35,10 +35,8 @@ failed, 2 on a usage error.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import sys
 import time
 from typing import Any
@@ -50,6 +48,9 @@ from shmcomm.config import MAX_BLOCKS, MAX_RANKS
 from shmcomm.kernels.barrier import EpochBarrier
 from shmcomm.kernels.collectives import all_gather, all_reduce, max_share, reduce_scatter, share_bounds
 from shmcomm.transports.mpi.library import find_mpiexec, run_script
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # _bench beside this file
+import _bench  # noqa: E402
 
 SCHEMA = "shmcomm.bench.collectives/2"  # rows gained "transport" (--mpi): additive, same schema
 KiB, MiB = 1024, 1024 * 1024
@@ -77,26 +78,11 @@ def parse_size(text: str) -> int:
 
 
 def _int_list(low: int, high: int):
-    def parse(text: str) -> list[int]:
-        try:
-            values = [int(x) for x in text.split(",") if x.strip()]
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-        if not values or any(not low <= v <= high for v in values):
-            raise argparse.ArgumentTypeError(f"values must be in [{low}, {high}], got {text!r}")
-        return values
-    return parse
+    return _bench.int_list(low, high)
 
 
 def _choices(allowed: tuple[str, ...]):
-    def parse(text: str) -> list[str]:
-        values = list(allowed) if text.strip() == "all" else [x.strip() for x in text.split(",") if x.strip()]
-        bad = [v for v in values if v not in allowed]
-        if bad or not values:
-            raise argparse.ArgumentTypeError(f"choose 'all' or a comma list of {', '.join(allowed)}, "
-                                             f"got {text!r}")
-        return values
-    return parse
+    return _bench.choice_list(allowed, all_word="all")
 
 
 def busbw_factor(coll: str, n: int) -> float:
@@ -412,11 +398,7 @@ def plot(rows: list[dict], path: str, meta: dict[str, Any]) -> str | None:
 
 
 def machine() -> dict[str, Any]:
-    return {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "platform": platform.platform(), "python": platform.python_version(),
-            "numpy": np.__version__, "shmcomm": shmcomm.__version__, "cpus": os.cpu_count(),
-            "affinity": len(os.sched_getaffinity(0)), "processor": platform.processor(),
-            "loadavg_start": [round(x, 2) for x in os.getloadavg()]}
+    return dict(_bench.machine(), numpy=np.__version__, shmcomm=shmcomm.__version__)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -526,6 +508,10 @@ def main(argv: list[str] | None = None) -> int:
     if mpiexec:
         print()
         print(mpi_table(rows))
+    judged = _bench.stability(load=max(meta["loadavg_start"][0], meta["loadavg_end"][0]))
+    if not judged.stable:  # the times are means of -n calls: only the load can be judged here
+        print(f"WARNING: collectives: {judged}; rerun on a quieter machine before quoting these times",
+              file=sys.stderr)
     wrong = sum(r["wrong"] for r in rows if r["wrong"] > 0)
     if ns.check:
         print(f"# wrong elements: {wrong} ({'OK' if wrong == 0 else 'FAILED'})")

@@ -3,20 +3,23 @@ mode over the same command in eager mode, alternating the two so both see the sa
 
     python benchmarks/hazard_overhead.py [--nranks 8] [--reps 5] [--hazards all]
 
-Prints each pair, the median ratio, and the load average before and after (the machine is shared).
+Prints the machine, each pair, the median ratio with its quartiles (or "no clear difference" when
+the pairs are unstable and their spread crosses 1), and the load average before and after.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import time
 
 from shmcomm.config import parse_hazards
 from shmcomm.errors import ArgumentError
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # _bench beside this file
+import _bench  # noqa: E402
 
 
 def _wall(args: list[str]) -> float:
@@ -28,9 +31,9 @@ def _wall(args: list[str]) -> float:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--nranks", type=int, default=8,
+    p.add_argument("--nranks", type=_bench.int_range(1, 64), default=8,
                    help="rank processes of the default job, 1..64 (default: %(default)s)")
-    p.add_argument("--reps", type=int, default=5,
+    p.add_argument("--reps", type=_bench.int_range(1), default=5,
                    help="eager / hazard pairs to run, >= 1 (default: %(default)s)")
     p.add_argument("--hazards", default="all",
                    help="hazard-mode sub-models: all or a comma list of "
@@ -41,25 +44,23 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     p = build_parser()
     ns = p.parse_args(argv)
-    if not 1 <= ns.nranks <= 64:
-        p.error(f"--nranks must be in [1, 64], got {ns.nranks}")
-    if ns.reps < 1:
-        p.error(f"--reps must be >= 1, got {ns.reps}")
     try:
         parse_hazards(ns.hazards, "--hazards")
     except ArgumentError as exc:
         p.error(str(exc))
     base = ["--nranks", str(ns.nranks)]
-    print(f"load average before: {os.getloadavg()}")
+    load0 = _bench.loadavg()
+    print(f"hazard mode overhead: {_bench.machine_line(_bench.machine())}")
     ratios = []
     for i in range(ns.reps):
         eager = _wall(base)
         hazard = _wall(base + ["--mode", "hazard", "--seed", str(i), "--hazards", ns.hazards])
         ratios.append(hazard / eager)
         print(f"rep {i}: eager {eager:.2f} s  hazard {hazard:.2f} s  ratio {hazard / eager:.2f}x")
-    print(f"median hazard/eager wall ratio ({ns.hazards}): {statistics.median(ratios):.2f}x "
-          f"(max {max(ratios):.2f}x)")
-    print(f"load average after: {os.getloadavg()}")
+    load1 = _bench.loadavg()
+    print(f"hazard/eager wall ratio ({ns.hazards}), median (quartiles): "
+          f"{_bench.paired(ratios, load=max(load0[0], load1[0]))}; max {max(ratios):.2f}x")
+    print(f"load average {load0[0]:.2f} -> {load1[0]:.2f}")
     return 0
 
 

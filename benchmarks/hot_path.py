@@ -23,15 +23,16 @@ import ctypes.util
 import itertools
 import json
 import os
-import platform
 import re
-import statistics
 import sys
 import time
 from typing import Any
 
 import shmcomm
 from shmcomm.comm import TNOTIFY, TTEST, TWAIT, GetRemotePtr, NotifyOp, Signal, Signal2D, WaitCmp
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # _bench beside this file
+import _bench  # noqa: E402
 
 SCHEMA = "shmcomm.bench.hot_path/1"
 REGION = 4096  # words of the signal matrix this benchmark uses (any run of its own would do)
@@ -129,7 +130,7 @@ def measure(number: int, samples: int) -> list[dict[str, Any]]:
     res = shmcomm.run(_host, nranks=2, blocks=1, args=(number, samples), window_bytes=1 << 16,
                       timeout=170.0)
     per_call = res[0]
-    stats = {k: {"min": min(v), "median": statistics.median(v), "max": max(v)} for k, v in per_call.items()}
+    stats = {k: _bench.Stats.of(v).as_dict() for k, v in per_call.items()}
     bare = stats[BARE]
     rows = []
     for key, label, stmt in ROWS:
@@ -152,21 +153,19 @@ def fact_lines(fs: list[dict[str, Any]]) -> list[str]:
 
 def table(rows: list[dict[str, Any]]) -> str:
     w = max(len(r["label"]) for r in rows)
-    lines = [f"{'row':<{w}}  {'min us':>8}  {'median us':>9}  {'x bare (med)':>12}  {'x bare (min)':>12}"]
+    lines = [f"{'row':<{w}}  {'min us':>8}  {'median us':>9}  {'rel sd':>6}  {'x bare (med)':>12}  "
+             f"{'x bare (min)':>12}"]
     for r in rows:
         s, q = r["per_call_us"], r["ratio"]
-        lines.append(f"{r['label']:<{w}}  {s['min']:8.3f}  {s['median']:9.3f}  {q['median']:12.2f}  "
-                     f"{q['min']:12.2f}")
+        mark = "  unstable" if s["rel_stdev"] > _bench.MAX_REL_STDEV else ""
+        lines.append(f"{r['label']:<{w}}  {s['min']:8.3f}  {s['median']:9.3f}  {s['rel_stdev']:6.1%}  "
+                     f"{q['median']:12.2f}  {q['min']:12.2f}{mark}")
     return "\n".join(lines)
 
 
 def machine(load0: float) -> dict[str, Any]:
-    return {"python": sys.version.split()[0], "implementation": platform.python_implementation(),
-            "platform": platform.platform(), "machine": platform.machine(),
-            "cpus": os.cpu_count(), "affinity": len(os.sched_getaffinity(0)),
-            "loadavg_1min": load0, "loadavg_1min_end": os.getloadavg()[0],
-            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "shmcomm": shmcomm.__version__}
+    return dict(_bench.machine(), loadavg_1min=load0, loadavg_1min_end=os.getloadavg()[0],
+                shmcomm=shmcomm.__version__)
 
 
 def _positive_int(s: str) -> int:
@@ -204,14 +203,20 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     a = parse(argv)
     load0 = os.getloadavg()[0]
-    print(f"hot path: {a.samples} samples x {a.number} calls per row, loadavg {load0:.2f}, "
-          f"{os.cpu_count()} cpus, python {sys.version.split()[0]}", flush=True)
+    print(f"hot path: {a.samples} samples x {a.number} calls per row; "
+          f"{_bench.machine_line(_bench.machine())}", flush=True)
     rows = measure(a.number, a.samples)
     fs = facts(rows)
     print(table(rows))
     print()
     for line in fact_lines(fs):
         print(line)
+    shaky = [r["key"] for r in rows if r["per_call_us"]["rel_stdev"] > _bench.MAX_REL_STDEV]
+    judged = _bench.stability(load=max(load0, os.getloadavg()[0]))
+    if shaky or not judged.stable:
+        why = ([f"relative stdev > {_bench.MAX_REL_STDEV:.0%} in {', '.join(shaky)}"] if shaky else [])
+        print("WARNING: unstable: " + "; ".join(why + judged.reasons) + "; rerun on a quieter machine",
+              file=sys.stderr)
     if a.json:
         doc = {"schema": SCHEMA, "machine": machine(load0),
                "settings": {"samples": a.samples, "number": a.number, "quick": a.quick},

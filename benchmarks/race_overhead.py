@@ -6,14 +6,13 @@ without it, alternating the two so that both see the same load.
 Cases: the default job (barrier round trips, then a 1 MiB AllReduce checked against numpy) and
 the collectives (AllReduce, ReduceScatter, AllGather of ``--size`` float32 elements, each
 ``--calls`` times in one launch sequence). Prints each pair, the median ratio per case, and the
-load average before and after (the machine is shared).
+load average before and after; an unstable ratio is flagged (see ``_bench``).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import time
 
@@ -21,6 +20,9 @@ import numpy as np
 
 import shmcomm
 from shmcomm.launch.programs import default_job
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # _bench beside this file
+import _bench  # noqa: E402
 
 
 def collectives(rt, size: int, calls: int) -> None:
@@ -40,20 +42,32 @@ def _wall(host, args: tuple, ns: argparse.Namespace, detect: bool, seed: int) ->
     return time.perf_counter() - t0
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--nranks", type=int, default=8)
-    p.add_argument("--blocks", type=int, default=4)
-    p.add_argument("--reps", type=int, default=5)
-    p.add_argument("--mode", default="eager", choices=("eager", "hazard"))
-    p.add_argument("--iters", type=int, default=200, help="barrier iterations of the default job")
-    p.add_argument("--size", type=int, default=1 << 18, help="collective elements (float32)")
-    p.add_argument("--calls", type=int, default=3, help="collective calls per run")
-    ns = p.parse_args()
+    p.add_argument("--nranks", type=_bench.int_range(1, 64), default=8,
+                   help="rank processes, 1..64 (default: %(default)s)")
+    p.add_argument("--blocks", type=_bench.int_range(1, 64), default=4,
+                   help="blocks per rank, 1..64 (default: %(default)s)")
+    p.add_argument("--reps", type=_bench.int_range(1), default=5,
+                   help="plain / detect_races pairs per case, >= 1 (default: %(default)s)")
+    p.add_argument("--mode", default="eager", choices=("eager", "hazard"),
+                   help="execution mode of both sides (default: %(default)s)")
+    p.add_argument("--iters", type=_bench.int_range(1), default=200,
+                   help="barrier iterations of the default job (default: %(default)s)")
+    p.add_argument("--size", type=_bench.int_range(1), default=1 << 18,
+                   help="collective elements (float32) (default: %(default)s)")
+    p.add_argument("--calls", type=_bench.int_range(1), default=3,
+                   help="collective calls per run (default: %(default)s)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    ns = build_parser().parse_args(argv)
     cases = [("default job", default_job, (ns.iters,)),
              (f"collectives {ns.size * 4 >> 10} KiB x{ns.calls}", collectives, (ns.size, ns.calls))]
+    load0 = _bench.loadavg()
     print(f"race detector overhead, {ns.nranks} ranks x {ns.blocks} blocks, mode {ns.mode}; "
-          f"load average before: {os.getloadavg()}")
+          f"{_bench.machine_line(_bench.machine())}")
     summary = []
     for name, host, args in cases:
         ratios = []
@@ -63,10 +77,12 @@ def main() -> int:
             ratios.append(detect / plain)
             print(f"{name:28s} rep {i}: plain {plain:.2f} s  detect_races {detect:.2f} s  "
                   f"ratio {detect / plain:.2f}x")
-        summary.append((name, statistics.median(ratios), max(ratios)))
-    for name, med, hi in summary:
-        print(f"{name:28s} median detect/plain wall ratio {med:.2f}x (max {hi:.2f}x)")
-    print(f"load average after: {os.getloadavg()}")
+        summary.append((name, ratios))
+    load1 = _bench.loadavg()
+    for name, ratios in summary:
+        print(f"{name:28s} detect/plain wall ratio, median (quartiles): "
+              f"{_bench.paired(ratios, load=max(load0[0], load1[0]))}; max {max(ratios):.2f}x")
+    print(f"load average {load0[0]:.2f} -> {load1[0]:.2f}")
     return 0
 
 

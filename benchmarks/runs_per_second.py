@@ -14,10 +14,14 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import time
 
 import shmcomm
 from shmcomm.comm import TNOTIFY, TWAIT, GetRemotePtr, NotifyOp, Signal, WaitCmp
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # _bench beside this file
+import _bench  # noqa: E402
 
 SLOT = 9216  # the first word of the users' free range
 
@@ -41,15 +45,25 @@ def _rate(run, runs: int, mode: str, strategy: str) -> float:
     return runs / (time.perf_counter() - t0)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--nranks", type=int, default=8)
-    p.add_argument("--blocks", type=int, default=4)
-    p.add_argument("--runs", type=int, default=20, help="runs per case and round")
-    p.add_argument("--reps", type=int, default=3, help="alternating rounds")
-    p.add_argument("--modes", default="eager,schedule")
-    p.add_argument("--strategy", default="random", help="schedule mode's strategy")
-    ns = p.parse_args(argv)
+    p.add_argument("--nranks", type=_bench.int_range(1, 64), default=8,
+                   help="rank processes, 1..64 (default: %(default)s)")
+    p.add_argument("--blocks", type=_bench.int_range(1, 64), default=4,
+                   help="blocks per rank, 1..64 (default: %(default)s)")
+    p.add_argument("--runs", type=_bench.int_range(1), default=20,
+                   help="runs per case and round (default: %(default)s)")
+    p.add_argument("--reps", type=_bench.int_range(1), default=3,
+                   help="alternating rounds (default: %(default)s)")
+    p.add_argument("--modes", type=_bench.choice_list(("eager", "hazard", "schedule")),
+                   default="eager,schedule", help="comma list of modes (default: %(default)s)")
+    p.add_argument("--strategy", default="random", help="schedule mode's strategy (default: %(default)s)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    ns = build_parser().parse_args(argv)
+    print(f"runs per second: {_bench.machine_line(_bench.machine())}", flush=True)
     load0 = os.getloadavg()
     rates: dict[tuple[str, str], list[float]] = {}
     with shmcomm.Pool(nranks=ns.nranks) as pool:
@@ -61,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
 
         pooled(small_host)  # the pool's processes exist before the clock starts
         for _ in range(ns.reps):
-            for mode in ns.modes.split(","):
+            for mode in ns.modes:
                 for how, run in (("fork", forked), ("pool", pooled)):
                     rates.setdefault((mode, how), []).append(_rate(run, ns.runs, mode,
                                                                     ns.strategy))
@@ -69,11 +83,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"runs/s of a small kernel at {ns.nranks} ranks x {ns.blocks} blocks, {ns.runs} runs x "
           f"{ns.reps} rounds per case, schedule strategy {ns.strategy}; loadavg {load0[0]:.2f} -> "
           f"{load1[0]:.2f}")
-    print(f"{'mode':<10}{'fork per run':>14}{'pool':>10}{'pool / fork':>13}")
-    for mode in ns.modes.split(","):
+    print(f"{'mode':<10}{'fork per run':>14}{'pool':>10}  pool / fork, median (quartile bounds)")
+    for mode in ns.modes:
         f = statistics.median(rates[(mode, "fork")])
         q = statistics.median(rates[(mode, "pool")])
-        print(f"{mode:<10}{f:>14.1f}{q:>10.1f}{q / f:>12.1f}x")
+        ratio = _bench.compare(rates[(mode, "pool")], rates[(mode, "fork")], load=max(load0[0], load1[0]))
+        print(f"{mode:<10}{f:>14.1f}{q:>10.1f}  {ratio}")
     return 0
 
 

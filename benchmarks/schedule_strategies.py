@@ -12,19 +12,31 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 
 from shmcomm.stress import catalogue
 from shmcomm.stress.harness import CATCH_KINDS, Settings, configs, sweep
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # _bench beside this file
+import _bench  # noqa: E402
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--strategies", default="random,pct:2,pct:3",
+                   help="comma list of schedule strategies (default: %(default)s)")
+    p.add_argument("--trials", type=_bench.int_range(1), default=3,
+                   help="sweeps per bug and strategy, from different seeds (default: %(default)s)")
+    p.add_argument("--max-runs", type=_bench.int_range(1), default=40,
+                   help="schedules per sweep at most (default: %(default)s)")
+    p.add_argument("--hazards", default="all", help="hazard sub-models (default: %(default)s)")
+    p.add_argument("--only", default=None, help="comma list of bug names (default: every bug)")
+    return p
+
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--strategies", default="random,pct:2,pct:3")
-    p.add_argument("--trials", type=int, default=3)
-    p.add_argument("--max-runs", type=int, default=40)
-    p.add_argument("--hazards", default="all")
-    p.add_argument("--only", default=None, help="comma list of bug names")
-    ns = p.parse_args(argv)
+    ns = build_parser().parse_args(argv)
+    print(f"schedule strategies: {_bench.machine_line(_bench.machine())}", flush=True)
     strategies = ns.strategies.split(",")
     load0 = os.getloadavg()[0]
     bugs = [e for e in catalogue.BUGS + catalogue.SCHEDULE if e.bug

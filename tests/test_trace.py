@@ -13,13 +13,75 @@ import pytest
 
 import shmcomm
 from shmcomm.comm import TNOTIFY, TPUT, TWAIT, GetRemotePtr, GlobalTensor, NotifyOp, Signal, WaitCmp
-from shmcomm.exec.trace import HOST_TID
+from shmcomm.exec.trace import HOST_TID, pipe_tid
 from shmcomm.launch.tracecli import summarize
 from shmcomm.pipe import DSB_DDR, PIPE_ALL, dsb, pipe_barrier
 
 pytestmark = pytest.mark.timeout(120)
 
-PHASES = {"X", "i", "M", "s", "f"}
+# the Chrome trace event format's phases (Trace Event Format, "Event Descriptions")
+PHASES = {"B", "E", "X", "i", "I", "C", "b", "n", "e", "s", "t", "f", "P", "N", "O", "D", "M",
+          "V", "v", "R", "c"}
+META_NAMES = {"process_name", "process_labels", "process_sort_index", "thread_name",
+              "thread_sort_index"}
+EPS = 1e-3  # microseconds (or steps): float rounding of ts + dur
+
+
+def check_trace_event_format(doc) -> list[dict]:
+    """The rules of Chrome's trace event format (JSON object form) that Perfetto relies on:
+    required keys and types per phase, known phases, metadata names, ``B`` / ``E`` pairs and
+    ``X`` slices properly nested on each track (no partial overlap), flow ids paired ``s`` ->
+    ``f`` with one category, every track named. Returns the events."""
+    assert isinstance(doc, dict) and isinstance(doc["traceEvents"], list), "object form"
+    assert doc.get("displayTimeUnit", "ms") in ("ms", "ns")
+    events = doc["traceEvents"]
+    slices: dict[tuple[int, int], list[tuple[float, float, str]]] = {}
+    open_b: dict[tuple[int, int], list[dict]] = {}
+    for e in events:
+        assert e["ph"] in PHASES, e
+        assert isinstance(e["name"], str) and isinstance(e["pid"], int), e
+        assert isinstance(e.get("args", {}), dict), e
+        if e["ph"] == "M":
+            assert e["name"] in META_NAMES and isinstance(e["args"], dict), e
+            if e["name"].startswith("thread"):
+                assert isinstance(e["tid"], int), e
+            continue
+        assert isinstance(e["ts"], (int, float)) and isinstance(e["tid"], int), e
+        track = (e["pid"], e["tid"])
+        if e["ph"] == "X":
+            assert isinstance(e["dur"], (int, float)) and e["dur"] >= 0, e
+            slices.setdefault(track, []).append((e["ts"], e["ts"] + e["dur"], e["name"]))
+        elif e["ph"] in ("i", "I"):
+            assert e.get("s", "t") in ("t", "p", "g"), e
+        elif e["ph"] == "B":
+            open_b.setdefault(track, []).append(e)
+        elif e["ph"] == "E":
+            assert open_b.get(track), f"E without B on {track}: {e}"
+            b = open_b[track].pop()
+            assert e["ts"] >= b["ts"] and e.get("name", b["name"]) in (b["name"], ""), (b, e)
+            slices.setdefault(track, []).append((b["ts"], e["ts"], b["name"]))
+        elif e["ph"] in ("s", "t", "f"):
+            assert "id" in e and isinstance(e.get("cat"), str), e
+    assert not any(open_b.values()), f"B without E: {open_b}"
+    for track, lst in slices.items():  # a stack of open slices: each ends inside its parent
+        stack: list[tuple[float, float, str]] = []
+        for start, end, name in sorted(lst, key=lambda x: (x[0], -x[1])):
+            while stack and start >= stack[-1][1] - EPS:
+                stack.pop()
+            assert not stack or end <= stack[-1][1] + EPS, \
+                f"track {track}: {name} [{start}, {end}] partly overlaps {stack[-1]}"
+            stack.append((start, end, name))
+    starts = [e for e in events if e["ph"] == "s"]
+    ends = [e for e in events if e["ph"] == "f"]
+    assert len({e["id"] for e in starts}) == len(starts), "flow id reused"
+    assert {(e["id"], e["cat"]) for e in starts} == {(e["id"], e["cat"]) for e in ends}, "unpaired flow"
+    by_id = {e["id"]: e for e in starts}
+    assert all(f["ts"] >= by_id[f["id"]]["ts"] for f in ends), "a flow ends before it starts"
+    tracks = {(e["pid"], e["tid"]) for e in events if e["ph"] not in ("M",)}
+    named = {(e["pid"], e["tid"]) for e in events if e["name"] == "thread_name"}
+    assert tracks <= named, f"unnamed tracks: {tracks - named}"
+    assert {p for p, _ in tracks} <= {e["pid"] for e in events if e["name"] == "process_name"}
+    return events
 
 
 def ring_kernel(ctx, src, dst, n, fenced):
@@ -46,26 +108,12 @@ def ring_host(rt, fenced=True):
 
 
 def check_chrome_trace(doc) -> list[dict]:
-    """The structure of Chrome's trace-event format (JSON object form), and shmcomm's promises:
-    names and metadata once, every flow's start on a TNOTIFY and its end inside a TWAIT."""
-    assert isinstance(doc, dict) and isinstance(doc["traceEvents"], list)
+    """The trace event format (above), and shmcomm's promises: names and metadata once, every
+    flow's start on a TNOTIFY and its end inside a TWAIT."""
+    events = check_trace_event_format(doc)
     assert isinstance(doc.get("otherData"), dict) and doc["otherData"]["tool"] == "shmcomm"
-    events = doc["traceEvents"]
-    for e in events:
-        assert e["ph"] in PHASES and isinstance(e["name"], str) and isinstance(e["pid"], int), e
-        if e["ph"] != "M":
-            assert isinstance(e["ts"], (int, float)) and isinstance(e["tid"], int), e
-        if e["ph"] == "X":
-            assert e["dur"] >= 0, e
-        if e["ph"] == "i":
-            assert e["s"] in ("t", "p", "g"), e
-        if e["ph"] == "M":
-            assert e["name"] in ("process_name", "thread_name", "process_sort_index"), e
     meta = [(e["name"], e["pid"], e.get("tid")) for e in events if e["ph"] == "M"]
     assert len(meta) == len(set(meta)), "metadata repeated"
-    tracks = {(e["pid"], e["tid"]) for e in events if e["ph"] in ("X", "i")}
-    named = {(e["pid"], e["tid"]) for e in events if e["name"] == "thread_name"}
-    assert tracks <= named
     starts = {e["id"]: e for e in events if e["ph"] == "s"}
     ends = {e["id"]: e for e in events if e["ph"] == "f"}
     assert starts and starts.keys() == ends.keys()
@@ -147,3 +195,50 @@ def test_trace_summary_format_is_pinned():
     meta = {"tool": "shmcomm", "host": "m:h", "nranks": 2, "mode": "eager", "hazards": None,
             "result": "ok", "failure": None}
     assert summarize(events, meta) == GOLDEN_SUMMARY
+
+
+@pytest.mark.parametrize("mode, kw", [
+    ("eager", {}), ("hazard", {"seed": 2}), ("schedule", {"seed": 2}),
+    ("eager", {"detect_races": True}), ("schedule", {"seed": 3, "strategy": "pct:3"}),
+])
+def test_every_mode_writes_a_valid_chrome_trace_that_the_trace_command_reads(tmp_path, mode, kw):
+    path = tmp_path / f"{mode}.json"
+    assert shmcomm.run(ring_host, nranks=2, blocks=2, mode=mode, trace=str(path), **kw) == [1.0, 0.0]
+    doc = json.loads(path.read_text())
+    events = check_chrome_trace(doc)
+    assert doc["otherData"]["mode"] == mode
+    names = {e["name"] for e in events}
+    assert {"TNOTIFY", "TWAIT", "TPUT", "kernel ring_kernel"} <= names
+    assert len([e for e in events if e["ph"] == "s"]) == 2  # each wait released by its neighbour
+    if mode != "eager":  # queued pipe work lives on its pipe's track, not the block's
+        pipe = [e for e in events if e["name"].endswith(" on PIPE_MTE3")]
+        assert pipe and all(e["tid"] == pipe_tid(0, "PIPE_MTE3") for e in pipe if e["pid"] == 0)
+        assert any(e["args"]["name"] == "block 0 PIPE_MTE3" for e in events if e["name"] == "thread_name")
+    text = summarize(events, doc["otherData"])
+    assert "released by rank 1 block 0" in text and "released by rank 0 block 0" in text
+    if mode == "schedule":
+        assert doc["otherData"]["clock"] == "steps" and " steps  rank " in text
+        steps = [e for e in events if e["ph"] == "i" and "step" in e["args"]]
+        assert [e["ts"] for e in steps] == sorted(e["ts"] for e in steps) and steps[0]["ts"] <= 1
+        again = tmp_path / "again.json"
+        shmcomm.run(ring_host, nranks=2, blocks=2, mode=mode, trace=str(again), **kw)
+        assert again.read_bytes() == path.read_bytes()  # steps, not wall time: the same bytes
+
+
+def test_the_validator_catches_what_perfetto_cannot_draw():
+    def doc(*events):
+        meta = [{"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "rank 0"}},
+                {"ph": "M", "name": "thread_name", "pid": 0, "tid": 0, "args": {"name": "block 0"}}]
+        return {"traceEvents": meta + list(events)}
+
+    def x(ts, dur, name="w"):
+        return {"ph": "X", "name": name, "pid": 0, "tid": 0, "ts": ts, "dur": dur}
+
+    check_trace_event_format(doc(x(0, 10), x(2, 3), x(5, 5), x(10, 1)))  # nested, then touching
+    for bad in (doc(x(0, 10), x(5, 10)),  # partial overlap on one track
+                doc({"ph": "B", "name": "a", "pid": 0, "tid": 0, "ts": 0}),  # B without E
+                doc({"ph": "s", "id": 1, "cat": "c", "name": "f", "pid": 0, "tid": 0, "ts": 0}),
+                doc({"ph": "Q", "name": "a", "pid": 0, "tid": 0, "ts": 0}),
+                doc({"ph": "i", "name": "a", "pid": 0, "tid": 7, "ts": 0})):  # unnamed track
+        with pytest.raises(AssertionError):
+            check_trace_event_format(bad)

@@ -11,7 +11,11 @@ it with ``python -m shmcomm trace FILE``).
 * flow arrows (``s`` -> ``f``, category ``release``) from each ``TNOTIFY`` to the ``TWAIT`` it
   released: the last notify on a word the wait watched, before the wait returned;
 * hazard mode adds pipe issue / retirement, remote-store flushes, line clobbers and checker
-  reports (:mod:`shmcomm.exec.hazard.model`).
+  reports (:mod:`shmcomm.exec.hazard.model`). Work queued on a pipe is a slice on that pipe's
+  own track (``tid`` :func:`pipe_tid`), from when the pipe started it to its retirement, so the
+  slices of one track nest and never partly overlap;
+* schedule mode stamps the same events with the step count instead of microseconds (the same
+  run gives the same bytes) and adds an instant per step (:mod:`shmcomm.exec.schedule.record`).
 
 While a run goes, every rank process appends its blocks' events to the one file, under an
 exclusive ``flock``, in the JSON array format (valid JSON after every write, so a killed run
@@ -30,10 +34,40 @@ import os
 import secrets
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
+from ..types import PIPE_NAMES
+
 HOST_TID = 1000  # the host track of a rank (blocks are 0..63)
+PIPE_TID_BASE = 2000  # the pipe tracks of a rank's blocks: PIPE_TID_BASE + 8 * block + pipe
+PIPE_TRACKS = PIPE_NAMES  # PTO's numbering
 _FLOW_CAT = "release"
+
+
+def pipe_tid(block: int, pipe: str) -> int:
+    """The track of ``pipe``'s queued work in ``block`` (a pipe name of :data:`PIPE_TRACKS`)."""
+    return PIPE_TID_BASE + 8 * block + PIPE_TRACKS.index(pipe)
+
+
+def track_name(tid: int) -> str:
+    """The thread name of a track: ``host``, ``block B`` or ``block B PIPE_X``."""
+    if tid == HOST_TID:
+        return "host"
+    if tid >= PIPE_TID_BASE:
+        block, pipe = divmod(tid - PIPE_TID_BASE, 8)
+        return f"block {block} {PIPE_TRACKS[pipe]}"
+    return f"block {tid}"
+
+
+def _track_order(tid: int) -> int:
+    """Blocks in order, each followed by its pipe tracks, then the host."""
+    if tid == HOST_TID:
+        return 1 << 20
+    if tid >= PIPE_TID_BASE:
+        block, pipe = divmod(tid - PIPE_TID_BASE, 8)
+        return block * 16 + 1 + pipe
+    return tid * 16
 
 
 def now_us() -> float:
@@ -52,27 +86,50 @@ def _words(sig: Any) -> list[int]:
 class Tracer:
     """The events of one block (or of a rank's host track), written by :meth:`flush`."""
 
-    __slots__ = ("path", "run_id", "rank", "block", "events", "spans")
+    __slots__ = ("path", "run_id", "rank", "block", "events", "spans", "clock", "pipe_end")
 
     def __init__(self, path: str, run_id: str, rank: int, block: int) -> None:
         self.path, self.run_id, self.rank, self.block = path, run_id, rank, block
         self.events: list[dict[str, Any]] = []
         self.spans: list[tuple[str, float, dict[str, Any]]] = []  # open TWAIT / copy spans
+        self.clock: Callable[[], float] = now_us
+        self.pipe_end: dict[int, float] = {}  # pipe track -> end of its last slice
+
+    def now(self) -> float:
+        """The trace's clock: microseconds, or the step count in schedule mode."""
+        return self.clock()
+
+    def use_clock(self, clock: Callable[[], float]) -> None:
+        """Stamp from now on with ``clock`` (schedule mode's step count); open spans restart."""
+        self.clock = clock
+        t = clock()
+        self.spans = [(name, t, args) for name, _t0, args in self.spans]
 
     def instant(self, name: str, **args: Any) -> None:
         self.events.append({"ph": "i", "s": "t", "name": name, "pid": self.rank, "tid": self.block,
-                            "ts": now_us(), "args": args})
+                            "ts": self.clock(), "args": args})
 
     def span(self, name: str, start_us: float, end_us: float | None = None, **args: Any) -> None:
-        end = now_us() if end_us is None else end_us
+        end = self.clock() if end_us is None else end_us
         self.events.append({"ph": "X", "name": name, "pid": self.rank, "tid": self.block,
                             "ts": start_us, "dur": max(end - start_us, 0.0), "args": args})
+
+    def pipe_span(self, pipe: str, name: str, issued: float, **args: Any) -> None:
+        """Queued work that retires now, on ``pipe``'s track. A pipe runs its queue in order, so
+        the slice starts when it was issued or when the pipe's previous work retired, whichever
+        is later: the slices of a track follow each other instead of partly overlapping."""
+        tid = pipe_tid(self.block, pipe)
+        end = self.clock()
+        start = min(max(issued, self.pipe_end.get(tid, issued)), end)
+        self.pipe_end[tid] = end
+        self.events.append({"ph": "X", "name": name, "pid": self.rank, "tid": tid, "ts": start,
+                            "dur": max(end - start, 0.0), "args": dict(args, issued=issued)})
 
     # -- the seam's scalar instructions, as every model that traces records them ---------------
 
     def notify(self, sig: Any, value: int, op: int) -> None:
         p = sig.ptr
-        self.span("TNOTIFY", now_us(), None, rank=p.rank, offset=p.offset, value=value,
+        self.span("TNOTIFY", self.clock(), None, rank=p.rank, offset=p.offset, value=value,
                   op="Set" if op else "AtomicAdd")
         self.events[-1]["dur"] = 0.0
 
@@ -82,7 +139,7 @@ class Tracer:
         words = _words(sig)
         if len(words) > 1:
             args["offsets"] = words
-        self.spans.append(("TWAIT", now_us(), args))
+        self.spans.append(("TWAIT", self.clock(), args))
 
     def waited(self, sig: Any) -> None:
         if self.spans:
@@ -96,7 +153,7 @@ class Tracer:
                      seen=[w.load() for w in sig.words][:64])
 
     def copy_begin(self, op: str, dst: Any, src: Any) -> None:
-        self.spans.append((op, now_us(), {
+        self.spans.append((op, self.clock(), {
             "bytes": dst.rows * dst.cols * dst.dtype.itemsize, "dtype": str(dst.dtype),
             "dst_rank": dst.ptr.rank, "dst_offset": dst.ptr.offset,
             "src_rank": src.ptr.rank, "src_offset": src.ptr.offset}))
@@ -222,32 +279,54 @@ def flows(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def finalize(path: str, metadata: dict[str, Any]) -> None:
-    """Rewrite the run's trace once it is over: names and metadata once, flow arrows, time order.
-    A file that is missing (nothing traced) or not a trace is left as it is."""
-    try:
-        events = load(path)
-    except (OSError, ValueError):
-        return
+def _order(e: dict[str, Any]) -> tuple:
+    """Time order, ties broken by track and content: the same events give the same bytes."""
+    return (e.get("ts", 0.0), e.get("pid", 0), _track_order(e.get("tid", 0)), e.get("ph", ""),
+            str(e.get("name", "")), -e.get("dur", 0.0), json.dumps(e.get("args", {}), sort_keys=True,
+                                                                    default=str))
+
+
+def document(events: list[dict[str, Any]], metadata: dict[str, Any],
+             names: dict[int, str] | None = None) -> dict[str, Any]:
+    """The trace as one JSON object: process and thread names once, the run's metadata, flow
+    arrows from each notify to the wait it released, events in a deterministic time order.
+    ``names`` renames processes (pid -> name; default ``rank N``)."""
     body = [e for e in events if e.get("ph") != "M"]
-    body.sort(key=lambda e: e.get("ts", 0.0))
+    body.sort(key=_order)
     body += flows(body)
     tracks = sorted({(e["pid"], e["tid"]) for e in body if "pid" in e and "tid" in e})
     meta: list[dict[str, Any]] = []
     for pid in sorted({p for p, _ in tracks}):
-        meta.append({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": f"rank {pid}"}})
+        name = (names or {}).get(pid, f"rank {pid}")
+        meta.append({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": name}})
         meta.append({"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": pid}})
     for pid, tid in tracks:
-        name = "host" if tid == HOST_TID else f"block {tid}"
-        meta.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}})
-    doc = {"traceEvents": meta + body, "displayTimeUnit": "ms", "otherData": metadata}
+        meta.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
+                     "args": {"name": track_name(tid)}})
+        meta.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
+                     "args": {"sort_index": _track_order(tid)}})
+    return {"traceEvents": meta + body, "displayTimeUnit": "ms", "otherData": metadata}
+
+
+def write_document(path: str, doc: dict[str, Any]) -> None:
+    """Write ``doc`` aside and rename it over ``path`` in one step (never through a link)."""
     tmp = f"{path}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-    try:  # written aside (never through a link) and renamed over the path in one step
+    try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         with os.fdopen(fd, "w") as f:
-            json.dump(doc, f, default=str)
+            json.dump(doc, f, default=str, sort_keys=True)
             f.write("\n")
         os.replace(tmp, path)
     except OSError:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+
+
+def finalize(path: str, metadata: dict[str, Any]) -> None:
+    """Rewrite the run's trace once it is over (see :func:`document`). A file that is missing
+    (nothing traced) or not a trace is left as it is."""
+    try:
+        events = load(path)
+    except (OSError, ValueError):
+        return
+    write_document(path, document(events, metadata))

@@ -15,21 +15,29 @@ from . import options as opt
 
 
 def summarize(events: list[dict[str, Any]], meta: dict[str, Any], top: int = 10) -> str:
-    """The summary text of a trace's events (flow arrows are derived if the file has none)."""
+    """The summary text of a trace's events (flow arrows are derived if the file has none).
+    Durations are in ms, or in scheduling steps for a schedule-mode trace (``clock: steps``)."""
+    steps = meta.get("clock") == "steps"
+    unit, scale = ("steps", 1.0) if steps else ("ms", 1e3)
+    w1, w2 = (12, 14) if steps else (10, 11)  # the column headers' widths
+
+    def fmt(x: float, width: int) -> str:
+        return f"{x / scale:>{width}.0f}" if steps else f"{x / scale:>{width}.3f}"
     if not any(e.get("ph") == "s" for e in events):
         flows(events)  # fills each released TWAIT's args["released_by"]
     waits = [e for e in events if e.get("name") == "TWAIT" and e.get("ph") == "X"]
     counts: dict[str, int] = defaultdict(int)
     for e in events:
-        if e.get("ph") in ("X", "i"):
-            counts[e["name"].split(" ")[0]] += 1
+        if e.get("ph") in ("X", "i") and not (steps and "step" in e.get("args", {})):
+            counts[e["name"].split(" ")[0]] += 1  # (a schedule's per-step instants aside)
     lines = []
     if meta:
         lines.append("run: " + ", ".join(f"{k} {v}" for k, v in meta.items()
-                                         if v is not None and k not in ("tool", "failure")))
+                                         if v is not None and k not in ("tool", "failure",
+                                                                         "first_agent")))
         if meta.get("failure"):
             lines.append(f"failure: {meta['failure']}")
-    ranks = sorted({e["pid"] for e in events if "pid" in e and e.get("ph") != "M"})
+    ranks = sorted({e["pid"] for e in events if "pid" in e and e.get("ph") in ("X", "i")})
     lines.append(f"events: {sum(counts.values())} on {len(ranks)} rank(s): "
                  + ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1])[:8]))
     pairs: dict[tuple[int, int], list[float]] = defaultdict(list)
@@ -40,16 +48,17 @@ def summarize(events: list[dict[str, Any]], meta: dict[str, Any], top: int = 10)
     lines.append("who waited on whom (waiting rank <- notifying rank):")
     if not pairs:
         lines.append("  no TWAIT was released by a traced TNOTIFY")
-    lines.append(f"  {'rank':>4} <- {'rank':<4} {'waits':>7} {'total ms':>10} {'longest ms':>11}")
+    total, longest = f"total {unit}", f"longest {unit}"
+    lines.append(f"  {'rank':>4} <- {'rank':<4} {'waits':>7} {total:>{w1}} {longest:>{w2}}")
     for (w, n), durs in sorted(pairs.items(), key=lambda kv: -sum(kv[1]))[:top]:
-        lines.append(f"  {w:>4} <- {n:<4} {len(durs):>7} {sum(durs) / 1e3:>10.3f} {max(durs) / 1e3:>11.3f}")
+        lines.append(f"  {w:>4} <- {n:<4} {len(durs):>7} {fmt(sum(durs), w1)} {fmt(max(durs), w2)}")
     lines.append(f"longest waits (top {top}):")
     for w in sorted(waits, key=lambda e: -e.get("dur", 0.0))[:top]:
         a = w["args"]
         by = a.get("released_by")
         who = (f"released by rank {by['rank']} block {by['block']} (notify value {by['value']})"
                if by else "no traced notify before it returned")
-        lines.append(f"  {w.get('dur', 0.0) / 1e3:9.3f} ms  rank {w['pid']} block {w['tid']}: "
+        lines.append(f"  {fmt(w.get('dur', 0.0), 9)} {unit}  rank {w['pid']} block {w['tid']}: "
                      f"TWAIT(signal rank {a.get('rank')} offset {a.get('offset', 0):#x} "
                      f"{a.get('cmp')} {a.get('value')}) saw {a.get('seen')}; {who}")
     if not waits:
@@ -61,7 +70,7 @@ def summarize(events: list[dict[str, Any]], meta: dict[str, Any], top: int = 10)
     launches = [e for e in events if e.get("tid") == HOST_TID and e.get("ph") == "X"]
     if launches:
         lines.append(f"launches: {len(launches) // max(len(ranks), 1)} per rank, longest "
-                     f"{max(e.get('dur', 0.0) for e in launches) / 1e3:.3f} ms")
+                     f"{fmt(max(e.get('dur', 0.0) for e in launches), 0).strip()} {unit}")
     return "\n".join(lines)
 
 

@@ -34,7 +34,7 @@ from ...core import control as C
 from ...core.heap import SymmetricArray
 from ...core.model import BlockModel, RankModel, atomic_add
 from ...types import CMP_SYMBOLS, PIPE_ALL, PIPE_MTE2, PIPE_MTE3, PIPE_NAMES, PIPE_V
-from ..trace import HostTrace, block_tracer, close_block, now_us
+from ..trace import HostTrace, block_tracer, close_block
 from .checkers import CHECKER_CLASSES, EVENTS, observers
 from .dma import AsyncEngine
 from .jitter import Jitter
@@ -207,7 +207,7 @@ class HazardBlockModel(BlockModel):
         if self.jitter:
             self.jitter.point()
         if self.m_pipes:
-            self._enqueue(PIPE_MTE2, (_LOAD, self._due(), now_us() if self.tracer else 0.0,
+            self._enqueue(PIPE_MTE2, (_LOAD, self._due(), self.tracer.now() if self.tracer else 0.0,
                                       tile, src, 0))
         else:
             src.read_into(tile.array[:src.rows, :src.cols])
@@ -219,7 +219,7 @@ class HazardBlockModel(BlockModel):
         if self.jitter:
             self.jitter.point()
         if self.m_pipes:
-            self._enqueue(PIPE_MTE3, (_STORE, self._due(), now_us() if self.tracer else 0.0,
+            self._enqueue(PIPE_MTE3, (_STORE, self._due(), self.tracer.now() if self.tracer else 0.0,
                                       dst, tile, atomic))
         else:
             self._complete_store(dst, tile.array[:dst.rows, :dst.cols], atomic)
@@ -228,7 +228,7 @@ class HazardBlockModel(BlockModel):
         if self.jitter:
             self.jitter.point()
         if self.m_pipes:
-            self._enqueue(PIPE_V, (_VECTOR, self._due(), now_us() if self.tracer else 0.0, op,
+            self._enqueue(PIPE_V, (_VECTOR, self._due(), self.tracer.now() if self.tracer else 0.0, op,
                                    None, 0))
         else:
             op.run()
@@ -268,7 +268,7 @@ class HazardBlockModel(BlockModel):
         if dst in _QUEUED:  # a pipe waits, not the scalar unit: a fence in dst's queue
             q = self.queues[src]
             due = max(item[1] for item in list(q)[:mark - self.retired[src]])
-            self._enqueue(dst, (_FENCE, due, now_us() if self.tracer else 0.0, src, mark, 0))
+            self._enqueue(dst, (_FENCE, due, self.tracer.now() if self.tracer else 0.0, src, mark, 0))
         else:
             self._retire_upto(src, mark)
             self._after_sync(PIPE_MTE3)  # MTE3 may be retired through a fence chain too
@@ -413,7 +413,7 @@ class HazardBlockModel(BlockModel):
         else:
             self._retire_upto(a, b)
         if self.tracer:
-            self.tracer.span(f"{_KIND_NAMES[kind]} on {PIPE_NAMES[pipe]}", t0)
+            self.tracer.pipe_span(PIPE_NAMES[pipe], f"{_KIND_NAMES[kind]} on {PIPE_NAMES[pipe]}", t0)
 
     def _retire_upto(self, pipe: int, mark: int) -> None:
         while self.retired[pipe] < mark:

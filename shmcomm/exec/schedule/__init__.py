@@ -107,7 +107,7 @@ class ScheduleMode(RunModel):
             self.schedule.save(cfg.record)
         if cfg.trace:
             write_trace(cfg.trace, cfg.nranks, choices_of(s["me"]), s["ops"],
-                        choices_of(s["next"]))
+                        choices_of(s["next"]), dict(blocks=cfg.blocks, hazards=cfg.hazards))
 
     def hint(self, host: Any, args: tuple) -> str:
         """The one-line command that replays this run (when ``host`` is importable)."""

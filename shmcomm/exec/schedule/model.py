@@ -8,8 +8,8 @@ line write-backs fall due ``schedule_delay`` x (live agents) x U(0.5, 1.5) steps
 retire at the owner's first scheduling point after that. A block that returns with work still pending stays
 a (draining) agent of the schedule until all of it has retired, so a consumer can run between
 the producer's last notify and the arrival of its data. Jitter is off (the schedule is the
-jitter) and so is the hazard trace (its wall-clock stamps would differ between replays: the
-schedule's own trace replaces it).
+jitter), and the blocks' trace is stamped with the step count instead of wall time (so a
+replay gives the same trace).
 
 :class:`ScheduleRankModel` adds the host agent: it runs only with the turn (from the rank's
 start to its end), passes the turn while it joins a launch and while ``rt.barrier`` waits.
@@ -65,7 +65,8 @@ class ScheduleBlockModel(HazardBlockModel):
         self.aid = agent_id(agent.rank, agent.slot)
         self.delay = float(agent.rt.config.schedule_delay)  # in steps
         self.jitter = None
-        self.tracer = None
+        if self.tracer:  # stamped with steps, not wall time: a replay gives the same trace
+            self.tracer.use_clock(self._now)
         self.observes = True
         self.quiet = False  # the hazard model's own end-of-block drain takes no points
 
@@ -82,6 +83,8 @@ class ScheduleBlockModel(HazardBlockModel):
     def _point(self, op: int, yielded: bool = False) -> None:
         if self.quiet:
             return
+        if self.tracer:  # on disk before another agent runs: an aborted run loses none of it
+            self.tracer.flush()
         self.sched.switch(self.aid, op, RUNNABLE, self.pending, yielded)
         if self.pending:
             self._tick()

@@ -2,9 +2,11 @@
 
 The file is JSON: the run's shape and options, and the choices (the agent of every step,
 run-length encoded as ``[agent id, steps]`` pairs; an agent id is ``rank * 65 + slot``, slot 64
-being the rank's host). The trace has one instant event per step, stamped with the step number
-(``ts``), on the track of the agent that reached the scheduling point (``pid`` rank, ``tid``
-block, -1 for the host): the same run gives the same bytes.
+being the rank's host). The trace is a Chrome trace like every mode's (:mod:`shmcomm.exec.trace`)
+with the step count as its clock: the blocks' instructions, spans, pipe work and flow arrows
+from each notify to the wait it released, stamped with steps, plus one instant per step on the
+track of the agent that reached the scheduling point (``pid`` rank, ``tid`` block or the host
+track), naming the agent that runs next. The same run gives the same bytes.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 
 from ...core import control as C
 from ...errors import ArgumentError
+from .. import trace
 from .scheduler import OPS, agent_name
 
 FORMAT = "shmcomm-schedule"
@@ -76,22 +79,26 @@ def load(path: str) -> Schedule:
 
 
 def write_trace(path: str, nranks: int, me: Sequence[int], ops: Sequence[int],
-                nxt: Sequence[int]) -> None:
-    """The schedule as a Chrome trace (Perfetto): one instant per step on the deciding agent's
-    track, naming its instruction and the agent that runs next."""
-    events: list[dict[str, Any]] = []
-    for r in range(nranks):
-        events.append({"ph": "M", "name": "process_name", "pid": r, "args": {"name": f"rank {r}"}})
+                nxt: Sequence[int], metadata: dict[str, Any] | None = None) -> None:
+    """The schedule as a Chrome trace (Perfetto): what the ranks' step-clock tracers wrote to
+    ``path`` during the run, one instant per step on the deciding agent's track (naming its
+    instruction and the agent that runs next), names, metadata and flow arrows."""
+    try:
+        events = [e for e in trace.load(path) if not e.get("args", {}).get("unfinished")]
+    except (OSError, ValueError):  # nothing traced by the blocks (or not a trace): steps only
+        events = []
+    first = None
     for step, (a, op, n) in enumerate(zip(me, ops, nxt, strict=True)):
         if a < 0:  # the launcher's first pick
-            rank, tid = -1, 0
-        else:
-            rank, slot = divmod(a, C.SLOTS)
-            tid = -1 if slot == C.HOST_SLOT else slot
+            first = agent_name(n)
+            continue
+        rank, slot = divmod(a, C.SLOTS)
+        tid = trace.HOST_TID if slot == C.HOST_SLOT else slot
         events.append({"ph": "i", "s": "t", "name": OPS[op], "pid": rank, "tid": tid, "ts": step,
-                       "args": {"next": agent_name(n)}})
+                       "args": {"step": step, "next": agent_name(n)}})
+    meta = dict(metadata or {}, tool="shmcomm", mode="schedule", clock="steps", nranks=nranks,
+                steps=len(me), first_agent=first)
     d = os.path.dirname(path)
     if d:
         os.makedirs(d, exist_ok=True)
-    with open(path, "w") as f:
-        f.write("[\n" + ",\n".join(json.dumps(e, sort_keys=True) for e in events) + "\n]\n")
+    trace.write_document(path, trace.document(events, meta))

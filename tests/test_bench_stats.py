@@ -1,0 +1,99 @@
+"""benchmarks/_bench.py: the statistics are right, an unstable comparison whose spread crosses 1
+is not printed as a ratio, and the small benchmarks' command lines still parse. No timing."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+
+import pytest
+from test_cli import assert_every_option_documented
+
+BENCH = os.path.join(os.path.dirname(__file__), os.pardir, "benchmarks")
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", os.path.join(BENCH, f"{name}.py"))
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+bench = _load("_bench")
+
+
+def test_stats_median_quartiles_and_spread():
+    s = bench.Stats.of([4.0, 1.0, 3.0, 2.0, 5.0])
+    assert (s.n, s.median, s.min, s.max) == (5, 3.0, 1.0, 5.0)
+    assert (s.q1, s.q3, s.iqr) == (2.0, 4.0, 2.0)
+    assert s.rel_stdev == pytest.approx(s.stdev / 3.0)
+    one = bench.Stats.of([7.0])
+    assert one.stdev == 0.0 and one.iqr == 0.0 and one.rel_stdev == 0.0
+    with pytest.raises(ValueError, match="samples"):
+        bench.Stats.of([])
+
+
+def test_stability_rules():
+    steady = bench.Stats.of([100.0, 101.0, 99.0, 100.0])
+    noisy = bench.Stats.of([50.0, 150.0, 100.0, 60.0])
+    assert bench.stability(steady, load=0.5, ncores=2).stable
+    judged = bench.stability(noisy, load=0.5, ncores=2)
+    assert not judged.stable and "relative stdev" in str(judged)
+    judged = bench.stability(steady, load=5.0, ncores=2)
+    assert not judged.stable and "load average 5.0 > 2 cores" in str(judged)
+
+
+def test_an_unstable_ratio_that_may_reverse_is_not_printed_as_a_ratio():
+    text = bench.describe_ratio(1.1, 0.8, 1.4, bench.Stability(["relative stdev 30% > 10%"]))
+    assert text.startswith("no clear difference") and "1.10x" not in text
+    warned = bench.describe_ratio(2.0, 1.6, 2.4, bench.Stability(["load average 9.0 > 2 cores"]))
+    assert warned.startswith("2.00x") and "WARNING" in warned
+    assert bench.describe_ratio(2.0, 1.9, 2.1, bench.Stability()) == "2.00x (1.90..2.10)"
+    assert bench.paired([1.0, 1.0, 1.0], load=0.0).startswith("1.00x")
+
+
+def test_compare_uses_both_samples_spread():
+    lo, hi = bench.ratio_bounds(bench.Stats.of([10.0, 12.0]), bench.Stats.of([4.0, 5.0]))
+    # quartiles (inclusive) of [10, 12] are 10.5 and 11.5, of [4, 5] 4.25 and 4.75
+    assert lo == pytest.approx(10.5 / 4.75) and hi == pytest.approx(11.5 / 4.25)
+
+
+def test_machine_metadata():
+    m = bench.machine()
+    assert m["date"].endswith("UTC") and m["python"] and m["affinity"] >= 1
+    assert len(m["loadavg_start"]) == 3
+    assert "cores, load average" in bench.machine_line(m)
+
+
+@pytest.mark.parametrize("make, text, ok", [
+    (lambda: bench.int_range(1, 64), "8", 8), (lambda: bench.int_range(1), "0", None),
+    (lambda: bench.int_range(1, 64), "x", None), (lambda: bench.int_list(2, 8), "2,4", [2, 4]),
+    (lambda: bench.int_list(2, 8), "2,9", None),
+    (lambda: bench.choice_list(("a", "b"), "all"), "all", ["a", "b"]),
+    (lambda: bench.choice_list(("a", "b")), "a,c", None),
+])
+def test_argument_types(make, text, ok):
+    parse = make()
+    if ok is None:
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse(text)
+    else:
+        assert parse(text) == ok
+
+
+@pytest.mark.parametrize("name", ["race_overhead", "runs_per_second", "schedule_strategies",
+                                  "hazard_overhead"])
+def test_small_benchmarks_document_every_option(name):
+    assert_every_option_documented(_load(name).build_parser())
+
+
+@pytest.mark.parametrize("name, argv", [("race_overhead", ["--reps", "0"]),
+                                        ("runs_per_second", ["--modes", "fast"]),
+                                        ("hazard_overhead", ["--nranks", "65"])])
+def test_small_benchmarks_refuse_bad_arguments(name, argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        _load(name).build_parser().parse_args(argv)
+    assert exc.value.code == 2 and argv[0] in capsys.readouterr().err
