@@ -60,6 +60,8 @@ class Config:
     (implies ``strategy="replay"``). ``record``: write the run's schedule to this file.
     ``schedule_delay``: mean scheduling steps per live agent that queued pipe work or an unfenced
     remote store stays pending in schedule mode (the step clock replaces ``hazard_delay``).
+    ``turn_timeout``: schedule mode ends the run, naming the agent and its stack, when one agent
+    holds the turn this many seconds without reaching a kernel-API call (a sleep, a lock).
     ``detect_races``: run the happens-before race detector beside the mode (``RaceReport``).
     ``race_exitfirst``: stop the run at the first race instead of reporting at its end.
     ``transport``: ``shm`` (the launcher forks the ranks) or ``mpi`` (every process that
@@ -92,6 +94,7 @@ class Config:
     replay: str = ""
     record: str = ""
     schedule_delay: int = 16
+    turn_timeout: float = 5.0
     detect_races: bool = False
     race_exitfirst: bool = False
     transport: str = "shm"
@@ -154,6 +157,7 @@ _FIELDS: dict[str, tuple] = {
     "replay": (str, None),
     "record": (str, None),
     "schedule_delay": (int, 1, 1_000_000),
+    "turn_timeout": (float, 0.1, 7 * 24 * 3600.0),
     "detect_races": (bool, False, True),
     "race_exitfirst": (bool, False, True),
     "transport": (str, TRANSPORTS),
@@ -214,7 +218,7 @@ def parse_hazards(value: str, label: str = "hazards") -> frozenset[str]:
 
 # settings that only some modes read, and those modes
 MODE_ONLY = {"hazards": ("hazard", "schedule"), "hazard_delay": ("hazard",),
-             "schedule_delay": ("schedule",)}
+             "schedule_delay": ("schedule",), "turn_timeout": ("schedule",)}
 # SHMCOMM_* variables that are not Config fields but are read elsewhere (none today)
 OTHER_ENV: frozenset[str] = frozenset()
 

@@ -23,10 +23,13 @@ from ...errors import ArgumentError, Failure
 from .model import ScheduleBlockModel, ScheduleRankModel
 from .record import Schedule, load, write_trace
 from .scheduler import (
+    H_LAST,
     H_RECORD_EN,
     H_STEP,
+    H_STUCK,
     RUNNABLE,
     ST_DEADLOCK,
+    ST_STUCK,
     ScheduleError,
     Shared,
     choices_of,
@@ -80,6 +83,7 @@ class ScheduleMode:
                 raise ScheduleError("schedule: the replayed schedule does not fit this run at step 0")
             sh.rec_next[0], sh.rec_me[0], sh.rec_op[0] = first, -1, 0
             sh.hdr[H_STEP] = 1
+            sh.hdr[H_LAST] = first
             ctypes.c_int32.from_address(sh.go_addr(first)).value = 1  # no rank runs yet
         finally:
             sh.release()
@@ -91,6 +95,7 @@ class ScheduleMode:
         sh = Shared(ctl.extra_base, ctl.nranks)
         try:
             s = summarize(sh)
+            stuck = sh.hdr[H_STUCK]
         finally:
             sh.release()
         cfg = self.config
@@ -101,7 +106,13 @@ class ScheduleMode:
         self.deciders = list(choices_of(s["me"]))
         self.enabled = s["enabled"]
         if s["status"] == ST_DEADLOCK and not any(f.kind == "deadlock" for f in failures):
+            _drop_echoes(failures, None)
             failures.insert(0, Failure(None, None, "deadlock", s["report"]))
+        elif s["status"] == ST_STUCK:
+            rank, slot = divmod(stuck, C.SLOTS)
+            _drop_echoes(failures, rank)
+            failures.insert(0, Failure(rank, None if slot == C.HOST_SLOT else slot, "timeout",
+                                       s["report"]))
         if cfg.record:
             self.schedule.save(cfg.record)
         if cfg.trace:
@@ -127,6 +138,14 @@ class ScheduleMode:
             if cfg.schedule_delay != default.schedule_delay:
                 parts += ["--schedule-delay", str(cfg.schedule_delay)]
         return "replay: " + shlex.join(parts)
+
+
+def _drop_echoes(failures: list[Failure], rank: int | None) -> None:
+    """Drop what the launcher inferred from the end this model's report explains: that no rank
+    named the abort's cause, and the death of ``rank`` (the stuck agent's process ends itself)."""
+    failures[:] = [f for f in failures if not (
+        (f.rank is None and f.kind == "exception" and "no rank reported the cause" in f.message)
+        or (rank is not None and f.rank == rank and f.kind == "crash"))]
 
 
 __all__ = ["ScheduleMode", "shared_bytes", "ScheduleBlockModel", "ScheduleRankModel", "Schedule",
