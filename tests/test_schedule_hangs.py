@@ -201,3 +201,56 @@ def test_a_host_blocked_on_a_lock_with_the_turn_is_named():
     assert (first.rank, first.block) == (0, None)
     assert "rank 0 host has held the turn" in first.message
     assert "lock.acquire()" in first.message
+
+
+# --- the shrinker's budget ----------------------------------------------------------------------
+
+def test_the_shrinker_gives_up_on_a_hanging_schedule_within_its_budget():
+    from shmcomm.stress.harness import classify
+    from shmcomm.stress.shrink import shrink, signature
+
+    def run(**kw):
+        return shmcomm.run(_sleep_host, nranks=2, seed=1, turn_timeout=1.0, **SETTINGS, **kw)
+
+    t0 = time.monotonic()
+    with pytest.raises(shmcomm.RunTimeout) as info:
+        run()
+    took = time.monotonic() - t0  # at least the 1 s turn_timeout and its 1 s exit grace
+    runs: list[dict] = []
+
+    def call(**kw):
+        runs.append(kw)
+        return run(**kw)
+
+    notes: list[str] = []
+    got = shrink(call, info.value.schedule, signature(*classify(info.value)), classify,
+                 tries=10, budget_s=3.0, first_s=took, notes=notes)
+    # a replay lasts over 2 s: after one (or none, if the original took over 3 s) the next
+    # would end past the budget
+    assert len(runs) <= 1 and (got is None or got.preemptions < info.value.schedule.preemptions)
+    assert len(notes) == 1 and notes[0].startswith("shrink gave up after") and \
+        "of its 3 s budget" in notes[0]
+
+
+def sleepy(rt, size):
+    _sleep_host(rt)
+
+
+@pytest.mark.filterwarnings("ignore:SHMCOMM_TURN_TIMEOUT=1 has no effect")  # the pool's Config
+def test_the_stress_report_says_the_shrink_gave_up_and_prints_the_original_replay(
+        tmp_path, monkeypatch):
+    from shmcomm.exec.schedule import load
+    from shmcomm.stress.harness import Settings, sweep
+    from shmcomm.stress.report import format_report
+
+    monkeypatch.setenv("SHMCOMM_TURN_TIMEOUT", "1")
+    settings = Settings(wait_timeout=100, run_timeout=120, trace_dir="",
+                        schedule_dir=str(tmp_path), shrink_seconds=3.0)
+    rep = sweep(sleepy, [(2, 2, 1, "schedule")], seed=1, runs=1, settings=settings,
+                program="sleepy")
+    out = rep.outcomes[0]
+    assert out.kind == "deadlock" and "has held the turn" in out.message
+    assert out.shrink_note.startswith("shrink gave up")  # after at most one replay
+    text = format_report(rep, settings)
+    assert out.shrink_note in text
+    assert f"--replay {out.schedule}" in text and load(out.schedule).choices
