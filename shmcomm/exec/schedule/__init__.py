@@ -7,7 +7,9 @@ process, and each rank's host code) only while the cross-process scheduler gives
 on a step clock (:mod:`.model`). Strategies: ``random``, ``pct[:D]``, replay of a recorded
 schedule (:mod:`.strategies`). The same seed, program and options give the same interleaving,
 outcome and trace; ``record=PATH`` writes the schedule, ``replay=PATH`` runs it
-(:mod:`.record`).
+(:mod:`.record`). A run never hangs silently: no enabled agent is a deadlock, a long stretch of
+polls that read nothing new is a livelock (:mod:`.scheduler`), and a turn held outside the API
+past ``turn_timeout`` names its holder and stack (:mod:`.turnwatch`).
 """
 
 from __future__ import annotations

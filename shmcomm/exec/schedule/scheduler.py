@@ -13,17 +13,24 @@ other agent, so a run is a pure function of the choices.
 The strategy's state (PRNG, PCT priorities, the step that is also the replay cursor) lives in
 the same segment, advanced by whichever process holds the turn. No enabled agent while some are
 blocked is a deadlock, found at once and deterministically: the deciding agent writes the
-wait-for table into the segment, aborts the run, and the launcher reports it.
+wait-for table into the segment, aborts the run, and the launcher reports it. So is a livelock:
+a point may be *stale* (a ``TTEST`` / ``gm_load`` that read what the agent's last poll of the
+same words read); ``LIVELOCK_PER_AGENT`` stale steps per live agent in a row, while every enabled
+agent's last step was stale and none has hazard work pending, end the run the same way. Any
+other step restarts the count.
 
 Layout of the shared area (little-endian, 8-byte words unless said)::
 
     header   step, rng state, live count, status, preemptions, last agent, strategy, depth,
-             pct change index, pct step estimate, ... (HEADER words)
+             pct change index, pct step estimate, record-enabled flag, stale steps in a row,
+             the stuck agent (HEADER words)
     live     int32 ids of the live agents, in registration order (the enabled list's order)
     state    int32 per agent id: UNREG, RUNNABLE, BLOCKED, JOINING, DRAINING, DONE
     pending  int32 per id: hazard work still to retire; yielded: a failed TTEST (PCT demotes)
     go       int32 per id, each on its own 64-byte line: 1 = your turn (the futex word)
-    wait     per id: signal rank (-1: a control word), byte offset, comparison, value
+    wait     per id: signal rank (-1: a control word), byte offset, comparison, value, what it
+             is (signal, host barrier, SYNCALL, GM word); a stale poller's polled word too
+    stale    per id: its last step was a stale poll
     prio     per id: PCT priority
     changes  PCT change steps
     report   a deadlock's wait-for table (UTF-8)
@@ -65,8 +72,8 @@ MAX_STEPS = 4_000_000  # a run longer than this is a livelock (a spin loop nothi
 # a livelock: this many stale polls in a row per live agent (at least LIVELOCK_MIN), nobody
 # writing anything meanwhile. A correct bounded poll gives up far sooner; a poll that another
 # agent satisfies ends the stretch at that agent's first step, whatever it does.
-LIVELOCK_PER_AGENT = 2000
-LIVELOCK_MIN = 4000
+LIVELOCK_PER_AGENT = 5000
+LIVELOCK_MIN = 20000
 # what a blocked or polling agent waits on (its wkind), for the reports
 W_SIGNAL, W_BARRIER, W_SYNCALL, W_GM = 0, 1, 2, 3
 REPORT_BYTES = 16384
