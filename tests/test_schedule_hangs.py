@@ -174,6 +174,17 @@ def _sleep_host(rt):
     rt.launch(k_sleeps, blocks=2, args=(rt.signal_region("sleep", 4),))
 
 
+def k_spins_on_memory(ctx, flag):
+    if ctx.block_idx == 1:
+        while flag[0] == 0:  # a numpy read, no instruction: no scheduling point, ever
+            pass
+
+
+def _spin_memory_host(rt):
+    flag = rt.alloc((16,), np.int32)
+    rt.launch(k_spins_on_memory, blocks=2, args=(flag,))
+
+
 def _lock_host(rt):
     rt.barrier()
     if rt.rank == 0:
@@ -192,6 +203,14 @@ def test_a_block_sleeping_with_the_turn_is_named_with_its_stack():
     assert "rank 1 block 1 has held the turn" in first.message
     assert "time.sleep(600)" in first.message and "k_sleeps" in first.message
     assert not any(f.kind == "crash" for f in err.failures)
+
+
+def test_a_block_spinning_outside_the_api_is_named():
+    with pytest.raises(shmcomm.RunTimeout) as info:
+        shmcomm.run(_spin_memory_host, nranks=1, seed=1, turn_timeout=0.5, **SETTINGS)
+    first = info.value.failures[0]
+    assert (first.rank, first.block) == (0, 1)
+    assert "a loop or a computation" in first.message and "k_spins_on_memory" in first.message
 
 
 def test_a_host_blocked_on_a_lock_with_the_turn_is_named():

@@ -228,7 +228,8 @@ class Scheduler:
         self._go: dict[int, Any] = {}
         self._words: dict[tuple[int, int], Any] = {}
         self._cells: dict[tuple[int, int], Any] = {}
-        self.threads: dict[int, int] = {}  # agent id -> the thread it runs on (this process's)
+        # agent id -> the thread it runs on (in this process): Python ident, kernel thread id
+        self.threads: dict[int, tuple[int, int]] = {}
 
     # -- words ---------------------------------------------------------------------------------
 
@@ -274,7 +275,7 @@ class Scheduler:
     def await_turn(self, aid: int) -> None:
         """Sleep until ``aid`` holds the turn; raises :class:`Aborted` when the run aborts."""
         go = self._go_word(aid)
-        self.threads[aid] = threading.get_ident()
+        self.threads[aid] = (threading.get_ident(), threading.get_native_id())
         cell = ctypes.c_int32.from_address(self.sh.go_addr(aid))
         while cell.value == 0:
             if self.abort.value:
