@@ -51,7 +51,8 @@ class Config:
     ``wait_policy``: how a blocked wait burns or yields the CPU. ``spin_us``: adaptive spin budget.
     ``switch_interval``: ``sys.setswitchinterval`` in rank processes (finer block interleaving).
     ``seed``: the run's seed (jitter and hazard models draw from it). ``mode``: eager or hazard.
-    ``hazards``: the hazard-mode sub-models, ``"all"`` or a comma list of ``HAZARDS``.
+    ``hazards``: the hazard-mode sub-models, ``"all"``, ``"none"`` or a comma list of ``HAZARDS``
+    (schedule mode with ``"none"``: a pure interleaving search over eager semantics).
     ``hazard_delay``: mean seconds a queued pipe op or an unfenced remote store stays pending.
     ``trace``: write a Chrome trace JSON of the run (Perfetto) to this path, in any mode ("" =
     none); in schedule mode the schedule's trace (one event per scheduling step).
@@ -206,14 +207,17 @@ def check_block_threads(nranks: int, blocks: int, label: str) -> None:
 
 
 def parse_hazards(value: str, label: str = "hazards") -> frozenset[str]:
-    """The set of sub-model names in ``value`` (``"all"`` or a comma list of ``HAZARDS``)."""
+    """The set of sub-model names in ``value`` (``"all"``, ``"none"``: no sub-model, or a comma
+    list of ``HAZARDS``)."""
     if value.strip() == "all":
         return frozenset(HAZARDS)
+    if value.strip() == "none":  # schedule mode over eager semantics: interleavings only
+        return frozenset()
     names = [n.strip() for n in value.split(",")]
     bad = [n for n in names if n not in HAZARDS]
     if bad or not names:
-        raise ArgumentError(f"{label} must be 'all' or a comma list of {', '.join(HAZARDS)}; "
-                            f"got {value!r}")
+        raise ArgumentError(f"{label} must be 'all' or a comma list of {', '.join(HAZARDS)} "
+                            f"(or 'none'); got {value!r}")
     return frozenset(names)
 
 

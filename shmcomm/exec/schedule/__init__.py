@@ -126,8 +126,9 @@ class ScheduleMode:
         cfg = self.config
         mod, name = getattr(host, "__module__", None), getattr(host, "__qualname__", "")
         if args or not mod or "<" in name or mod == "__main__":
+            hazards = "" if cfg.hazards == Config.hazards else f", hazards={cfg.hazards!r}"
             return (f"replay: the same program with mode='schedule', seed={cfg.seed}, "
-                    f"strategy={cfg.strategy!r} (or record=PATH, then replay=PATH)")
+                    f"strategy={cfg.strategy!r}{hazards} (or record=PATH, then replay=PATH)")
         parts = ["python", "-m", "shmcomm.launch", "--nranks", str(cfg.nranks), "--blocks",
                  str(cfg.blocks), "--program", f"{mod}:{name}", "--mode", "schedule"]
         if cfg.replay:
