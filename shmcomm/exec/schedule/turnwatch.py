@@ -89,10 +89,11 @@ class TurnWatch:
                f"running for most of it: a loop or a computation, given {SPIN_FACTOR} x "
                "turn_timeout")
         head = [f"stuck (schedule mode): {agent_name(holder)} has held the turn for {held:.1f} s "
-                f"without reaching a kernel-API call ({how}; turn_timeout={self.limit:g} s), "
+                f"without reaching a scheduling point ({how}; turn_timeout={self.limit:g} s), "
                 f"while every other agent waits for its turn; at step {sched.sh.hdr[H_STEP]}. "
-                "It is stuck outside the API (a sleep, a lock, a loop that calls no "
-                "instruction); raise turn_timeout if it only computes that long",
+                "It is stuck outside the kernel API (a sleep, a lock, a loop that calls no "
+                "instruction) or in a wait the scheduler does not see; raise turn_timeout if "
+                "it only computes that long",
                 f"  {agent_name(holder)}'s stack (most recent call last):"]
         frame = sys._current_frames().get(thread[0]) if thread is not None else None
         if frame is None:
