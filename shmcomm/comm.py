@@ -45,7 +45,7 @@ from .core.regions import OWNER as _owner
 from .core.tile import Tile
 from .core.waiting import KIND_SYNCALL as _KIND_SYNCALL
 from .core.waiting import WaitSite, note_poll, wait_until
-from .errors import ArgumentError
+from .errors import ArgumentError, ShmcommError
 from .group import TBROADCAST, TGATHER, TREDUCE, TSCATTER, ParallelGroup
 from .pipe import RECORD, RecordEvent
 from .pipe import dsb as _dsb
@@ -638,6 +638,9 @@ def SYNCALL(workspace: Any = None, used_cores: int = 0, mode: SyncAllMode | None
     Neither form fences data for other ranks beyond what those barriers and fences do.
     """
     agent = _agent.current()
+    if agent.is_host:
+        raise ShmcommError("SYNCALL: a barrier of one launch's blocks, called from host code; "
+                           "a host waits for its ranks' hosts with rt.barrier()")
     if mode is None:
         mode = SyncAllMode.Hard if workspace is None else SyncAllMode.Soft
     mode = SyncAllMode(check_enum(SyncAllMode, mode, "SYNCALL: mode"))

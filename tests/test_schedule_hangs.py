@@ -79,6 +79,16 @@ def test_a_syncall_a_block_skips_is_a_deadlock_at_once():
     assert "no agent can take a step" in text and "SYNCALL" in text
 
 
+@pytest.mark.parametrize("mode", ["eager", "schedule"])
+def test_syncall_from_host_code_is_a_clear_error(mode):
+    def host(rt):
+        SYNCALL()
+
+    with pytest.raises(shmcomm.RunError, match="SYNCALL: a barrier of one launch's blocks, "
+                                               "called from host code"):
+        shmcomm.run(host, nranks=1, **{**SETTINGS, "mode": mode})
+
+
 # --- livelocks ----------------------------------------------------------------------------------
 
 def k_spin(ctx, base):
