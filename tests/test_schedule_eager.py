@@ -47,3 +47,12 @@ def test_a_missing_pipe_sync_is_not_a_bug_of_eager_semantics():
 def test_none_is_the_only_empty_spelling():
     with pytest.raises(ArgumentError, match="hazards must be 'all' or a comma list"):
         shmcomm.run(lambda rt: None, nranks=1, mode="schedule", hazards="")
+
+
+@pytest.mark.parametrize("soft", [False, True], ids=["hard", "soft"])
+def test_syncall_and_a_livelock_over_eager_semantics(soft):
+    from test_schedule_hangs import _rounds_host, _spin_host
+
+    assert shmcomm.run(_rounds_host, nranks=2, args=(2, soft), seed=4, **SETTINGS) == [[3, 3]] * 2
+    with pytest.raises(shmcomm.DeadlockError, match="livelock"):
+        shmcomm.run(_spin_host, nranks=1, seed=4, **SETTINGS)
