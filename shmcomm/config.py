@@ -62,8 +62,8 @@ class Config:
     ``schedule_delay``: mean scheduling steps per live agent that queued pipe work or an unfenced
     remote store stays pending in schedule mode (the step clock replaces ``hazard_delay``).
     ``turn_timeout``: schedule mode ends the run, naming the agent and its stack, when one agent
-    holds the turn without reaching a kernel-API call asleep (a sleep, a lock) this many
-    seconds, or running (a loop without instructions) four times as long.
+    holds the turn away from any scheduling point, asleep (a sleep, a lock) for this many
+    seconds or running (a loop without instructions) for four times as long.
     ``detect_races``: run the happens-before race detector beside the mode (``RaceReport``).
     ``race_exitfirst``: stop the run at the first race instead of reporting at its end.
     ``transport``: ``shm`` (the launcher forks the ranks) or ``mpi`` (every process that
