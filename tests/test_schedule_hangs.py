@@ -121,6 +121,16 @@ def test_a_ttest_loop_nothing_ends_is_reported_as_a_livelock(strategy):
             assert f"rank {r} block {b}   polls (TTEST) signal rank {r}" in text
 
 
+def test_a_livelock_replays_to_the_same_report(tmp_path):
+    path = tmp_path / "live.json"
+    reports = []
+    for kw in (dict(record=str(path)), dict(replay=str(path))):
+        with pytest.raises(shmcomm.DeadlockError) as info:
+            shmcomm.run(_spin_host, nranks=2, seed=3, strategy="pct", **SETTINGS, **kw)
+        reports.append(info.value.failures[0].message)
+    assert "livelock" in reports[0] and reports[0] == reports[1]
+
+
 def test_a_gm_load_loop_nothing_ends_is_reported_as_a_livelock():
     with pytest.raises(shmcomm.DeadlockError, match="livelock") as info:
         shmcomm.run(_spin_gm_host, nranks=1, seed=1, **SETTINGS)
