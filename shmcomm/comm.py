@@ -45,7 +45,7 @@ from .core.regions import OWNER as _owner
 from .core.tile import Tile
 from .core.waiting import KIND_SYNCALL as _KIND_SYNCALL
 from .core.waiting import WaitSite, note_poll, wait_until
-from .errors import ArgumentError
+from .errors import ArgumentError, ShmcommError
 from .group import TBROADCAST, TGATHER, TREDUCE, TSCATTER, ParallelGroup
 from .pipe import RECORD, RecordEvent
 from .pipe import dsb as _dsb
@@ -638,6 +638,9 @@ def SYNCALL(workspace: Any = None, used_cores: int = 0, mode: SyncAllMode | None
     Neither form fences data for other ranks beyond what those barriers and fences do.
     """
     agent = _agent.current()
+    if agent.is_host:
+        raise ShmcommError("SYNCALL: a barrier of one launch's blocks, called from host code; "
+                           "a host waits for its ranks' hosts with rt.barrier()")
     if mode is None:
         mode = SyncAllMode.Hard if workspace is None else SyncAllMode.Soft
     mode = SyncAllMode(check_enum(SyncAllMode, mode, "SYNCALL: mode"))
@@ -673,11 +676,16 @@ def _syncall_arrive(agent: Any, site: WaitSite, word: Any, n: int) -> int:
     """One arrival at SYNCALL's counter (``word``, waited on as ``site``); the count that ends
     this round of ``n`` participants."""
     arrived = word.add(1) + 1
-    return ((arrived - 1) // n + 1) * n
+    target = ((arrived - 1) // n + 1) * n
+    if agent.hooks is not None:
+        agent.hooks.syncall_arrive(word, target)
+    return target
 
 
 def _syncall_wait(agent: Any, site: WaitSite, target: int) -> None:
     """Wait until SYNCALL's counter reaches ``target`` (every participant of the round)."""
+    if agent.hooks is not None:  # a scheduling model waits its own way (then this returns at once)
+        agent.hooks.syncall_wait(site.words[0], target)
     wait_until(agent, site, target, WaitCmp.GE)
 
 

@@ -51,7 +51,8 @@ class Config:
     ``wait_policy``: how a blocked wait burns or yields the CPU. ``spin_us``: adaptive spin budget.
     ``switch_interval``: ``sys.setswitchinterval`` in rank processes (finer block interleaving).
     ``seed``: the run's seed (jitter and hazard models draw from it). ``mode``: eager or hazard.
-    ``hazards``: the hazard-mode sub-models, ``"all"`` or a comma list of ``HAZARDS``.
+    ``hazards``: the hazard-mode sub-models, ``"all"``, ``"none"`` or a comma list of ``HAZARDS``
+    (schedule mode with ``"none"``: a pure interleaving search over eager semantics).
     ``hazard_delay``: mean seconds a queued pipe op or an unfenced remote store stays pending.
     ``trace``: write a Chrome trace JSON of the run (Perfetto) to this path, in any mode ("" =
     none); in schedule mode the schedule's trace (one event per scheduling step).
@@ -60,6 +61,9 @@ class Config:
     (implies ``strategy="replay"``). ``record``: write the run's schedule to this file.
     ``schedule_delay``: mean scheduling steps per live agent that queued pipe work or an unfenced
     remote store stays pending in schedule mode (the step clock replaces ``hazard_delay``).
+    ``turn_timeout``: schedule mode ends the run, naming the agent and its stack, when one agent
+    holds the turn away from any scheduling point, asleep (a sleep, a lock) for this many
+    seconds or running (a loop without instructions) for four times as long.
     ``detect_races``: run the happens-before race detector beside the mode (``RaceReport``).
     ``race_exitfirst``: stop the run at the first race instead of reporting at its end.
     ``transport``: ``shm`` (the launcher forks the ranks) or ``mpi`` (every process that
@@ -92,6 +96,7 @@ class Config:
     replay: str = ""
     record: str = ""
     schedule_delay: int = 16
+    turn_timeout: float = 5.0
     detect_races: bool = False
     race_exitfirst: bool = False
     transport: str = "shm"
@@ -154,6 +159,7 @@ _FIELDS: dict[str, tuple] = {
     "replay": (str, None),
     "record": (str, None),
     "schedule_delay": (int, 1, 1_000_000),
+    "turn_timeout": (float, 0.1, 7 * 24 * 3600.0),
     "detect_races": (bool, False, True),
     "race_exitfirst": (bool, False, True),
     "transport": (str, TRANSPORTS),
@@ -201,20 +207,23 @@ def check_block_threads(nranks: int, blocks: int, label: str) -> None:
 
 
 def parse_hazards(value: str, label: str = "hazards") -> frozenset[str]:
-    """The set of sub-model names in ``value`` (``"all"`` or a comma list of ``HAZARDS``)."""
+    """The set of sub-model names in ``value`` (``"all"``, ``"none"``: no sub-model, or a comma
+    list of ``HAZARDS``)."""
     if value.strip() == "all":
         return frozenset(HAZARDS)
+    if value.strip() == "none":  # schedule mode over eager semantics: interleavings only
+        return frozenset()
     names = [n.strip() for n in value.split(",")]
     bad = [n for n in names if n not in HAZARDS]
     if bad or not names:
-        raise ArgumentError(f"{label} must be 'all' or a comma list of {', '.join(HAZARDS)}; "
-                            f"got {value!r}")
+        raise ArgumentError(f"{label} must be 'all' or a comma list of {', '.join(HAZARDS)} "
+                            f"(or 'none'); got {value!r}")
     return frozenset(names)
 
 
 # settings that only some modes read, and those modes
 MODE_ONLY = {"hazards": ("hazard", "schedule"), "hazard_delay": ("hazard",),
-             "schedule_delay": ("schedule",)}
+             "schedule_delay": ("schedule",), "turn_timeout": ("schedule",)}
 # SHMCOMM_* variables that are not Config fields but are read elsewhere (none today)
 OTHER_ENV: frozenset[str] = frozenset()
 

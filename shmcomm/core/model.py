@@ -174,6 +174,13 @@ class BlockModel:
         """Right after ``TPUT_ASYNC`` / ``TGET_ASYNC`` posted ``event``'s copy (``event.copy``:
         its ``dst`` and ``src``; ``None`` for an empty copy) to the DMA engine."""
 
+    def syncall_arrive(self, word: Any, target: int) -> None:
+        """``SYNCALL`` added this block's arrival to its counter ``word`` (a ``Word``); the round
+        ends when the counter reaches ``target``."""
+
+    def syncall_wait(self, word: Any, target: int) -> None:
+        """``SYNCALL`` is about to wait until its counter ``word`` reaches ``target``."""
+
     def async_complete(self, event: Any) -> None:
         """``event.Wait`` returned, or ``event.Test`` returned True for the first time: the copy
         (and every earlier one of its session) has landed."""

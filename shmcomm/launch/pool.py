@@ -385,7 +385,9 @@ _MISSING = object()
 
 def _leftover_threads() -> list[str]:
     me = threading.current_thread()
-    alive = [t for t in threading.enumerate() if t is not me]
+    # schedule mode's turn watch stops when the rank's model closes, right after this check
+    alive = [t for t in threading.enumerate()
+             if t is not me and not t.name.startswith("shmcomm-turnwatch")]
     for t in alive:
         if t.name == "shmcomm-stream":  # a stream's worker returns right after its last launch
             t.join(1.0)

@@ -72,6 +72,7 @@ class Outcome:
     value: str | None = None  # what the program returned (repr of the per-rank results), if ok
     schedule: str | None = None  # schedule mode: the failing run's schedule file (--replay)
     shrunk: tuple[int, int] | None = None  # preemptions of the schedule before and after shrinking
+    shrink_note: str = ""  # why shrinking stopped early (its budget), if it did
 
 
 @dataclass
@@ -93,6 +94,7 @@ class Settings:
     replay: str = ""  # schedule mode: run this schedule file
     schedule_dir: str = os.path.join("results", "stress-schedules")  # failing schedules
     shrink_tries: int = 10  # runs spent shrinking a sweep's first failing schedule (0: none)
+    shrink_seconds: float = 20.0  # ... and at most this long (a hang's replays are slow)
     detect_races: bool = False  # the race detector beside the mode (a race: kind "race")
     race_exitfirst: bool = False
     transport: str = "shm"  # mpi: every process of an mpiexec job runs the same sweep
@@ -304,8 +306,10 @@ def _shrink_outcome(out: Outcome, exc: RunError, call: Callable[..., Any], args:
 
     schedule = exc.schedule  # type: ignore[attr-defined]
     opts = {k: v for k, v in extra.items() if k not in ("replay", "trace", "strategy")}
+    notes: list[str] = []
     smaller = shrink(functools.partial(call, **opts), schedule, signature(out.kind, out.message),
-                     classify, settings.shrink_tries)
+                     classify, settings.shrink_tries, settings.shrink_seconds, out.seconds, notes)
+    out.shrink_note = "; ".join(notes)
     if smaller is not None and out.schedule:
         smaller.save(out.schedule)
         out.shrunk = (schedule.preemptions, smaller.preemptions)

@@ -107,6 +107,8 @@ def format_report(report: Report, settings: Settings) -> str:
             if first.shrunk:
                 lines.append(f"schedule shrunk from {first.shrunk[0]} to {first.shrunk[1]} "
                              "preemptions")
+            if first.shrink_note:
+                lines.append(first.shrink_note)
             lines.append(f"replay: {replay_command(report.program, first.spec, first.schedule, settings)}")
     lines.append("outcomes per configuration:")
     hist: dict[str, dict[str, int]] = {}

@@ -7,7 +7,9 @@ process, and each rank's host code) only while the cross-process scheduler gives
 on a step clock (:mod:`.model`). Strategies: ``random``, ``pct[:D]``, replay of a recorded
 schedule (:mod:`.strategies`). The same seed, program and options give the same interleaving,
 outcome and trace; ``record=PATH`` writes the schedule, ``replay=PATH`` runs it
-(:mod:`.record`).
+(:mod:`.record`). A run never hangs silently: no enabled agent is a deadlock, a long stretch of
+polls that read nothing new is a livelock (:mod:`.scheduler`), and a turn held outside the API
+past ``turn_timeout`` names its holder and stack (:mod:`.turnwatch`).
 """
 
 from __future__ import annotations
@@ -24,10 +26,13 @@ from ...errors import ArgumentError, Failure
 from .model import ScheduleBlockModel, ScheduleRankModel
 from .record import Schedule, load, write_trace
 from .scheduler import (
+    H_LAST,
     H_RECORD_EN,
     H_STEP,
+    H_STUCK,
     RUNNABLE,
     ST_DEADLOCK,
+    ST_STUCK,
     ScheduleError,
     Shared,
     choices_of,
@@ -81,6 +86,7 @@ class ScheduleMode(RunModel):
                 raise ScheduleError("schedule: the replayed schedule does not fit this run at step 0")
             sh.rec_next[0], sh.rec_me[0], sh.rec_op[0] = first, -1, 0
             sh.hdr[H_STEP] = 1
+            sh.hdr[H_LAST] = first
             ctypes.c_int32.from_address(sh.go_addr(first)).value = 1  # no rank runs yet
         finally:
             sh.release()
@@ -92,6 +98,7 @@ class ScheduleMode(RunModel):
         sh = Shared(ctl.extra_base, ctl.nranks)
         try:
             s = summarize(sh)
+            stuck = sh.hdr[H_STUCK]
         finally:
             sh.release()
         cfg = self.config
@@ -102,7 +109,13 @@ class ScheduleMode(RunModel):
         self.deciders = list(choices_of(s["me"]))
         self.enabled = s["enabled"]
         if s["status"] == ST_DEADLOCK and not any(f.kind == "deadlock" for f in failures):
+            _drop_echoes(failures, None)
             failures.insert(0, Failure(None, None, "deadlock", s["report"]))
+        elif s["status"] == ST_STUCK:
+            rank, slot = divmod(stuck, C.SLOTS)
+            _drop_echoes(failures, rank)
+            failures.insert(0, Failure(rank, None if slot == C.HOST_SLOT else slot, "timeout",
+                                       s["report"]))
         if cfg.record:
             self.schedule.save(cfg.record)
         if cfg.trace:
@@ -114,8 +127,9 @@ class ScheduleMode(RunModel):
         cfg = self.config
         mod, name = getattr(host, "__module__", None), getattr(host, "__qualname__", "")
         if args or not mod or "<" in name or mod == "__main__":
+            hazards = "" if cfg.hazards == Config.hazards else f", hazards={cfg.hazards!r}"
             return (f"replay: the same program with mode='schedule', seed={cfg.seed}, "
-                    f"strategy={cfg.strategy!r} (or record=PATH, then replay=PATH)")
+                    f"strategy={cfg.strategy!r}{hazards} (or record=PATH, then replay=PATH)")
         parts = ["python", "-m", "shmcomm.launch", "--nranks", str(cfg.nranks), "--blocks",
                  str(cfg.blocks), "--program", f"{mod}:{name}", "--mode", "schedule"]
         if cfg.replay:
@@ -128,6 +142,14 @@ class ScheduleMode(RunModel):
             if cfg.schedule_delay != default.schedule_delay:
                 parts += ["--schedule-delay", str(cfg.schedule_delay)]
         return "replay: " + shlex.join(parts)
+
+
+def _drop_echoes(failures: list[Failure], rank: int | None) -> None:
+    """Drop what the launcher inferred from the end this model's report explains: that no rank
+    named the abort's cause, and the death of ``rank`` (the stuck agent's process ends itself)."""
+    failures[:] = [f for f in failures if not (
+        (f.rank is None and f.kind == "exception" and "no rank reported the cause" in f.message)
+        or (rank is not None and f.rank == rank and f.kind == "crash"))]
 
 
 __all__ = ["ScheduleMode", "shared_bytes", "ScheduleBlockModel", "ScheduleRankModel", "Schedule",

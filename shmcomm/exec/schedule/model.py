@@ -22,11 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 from ...core import control as C
 from ...core.agent import HOOKED
-from ...core.waiting import first_unsatisfied
+from ...core.waiting import KIND_SYNCALL, WaitSite, first_unsatisfied
 from ...errors import Aborted
-from ...types import CMP_FUNCS
+from ...types import CMP_FUNCS, WaitCmp
 from ..hazard.model import HazardBlockModel, HazardRankModel
-from .scheduler import BLOCKED, DONE, DRAINING, OP, RUNNABLE, Scheduler, agent_id
+from .scheduler import BLOCKED, DONE, DRAINING, OP, RUNNABLE, W_GM, Scheduler, agent_id
+from .turnwatch import TurnWatch
 
 if TYPE_CHECKING:
     from ...core.agent import Agent
@@ -37,6 +38,51 @@ if TYPE_CHECKING:
 _WAIT, _TEST, _NOTIFY = OP["TWAIT"], OP["TTEST"], OP["TNOTIFY"]
 _LOAD, _STORE, _SET, _WFLAG = OP["TLOAD"], OP["TSTORE"], OP["set_flag"], OP["wait_flag"]
 _BAR, _DSB, _DCCI, _GM, _DRAIN = OP["pipe_barrier"], OP["dsb"], OP["dcci"], OP["gm_access"], OP["drain"]
+_SYNC, _POST, _DWAIT, _DTEST = OP["SYNCALL"], OP["TPUT_ASYNC"], OP["AsyncEvent.Wait"], OP["AsyncEvent.Test"]
+_POLLS_KEPT = 16  # the polled words an agent remembers (a loop may poll a few in turn)
+
+
+class Polls:
+    """What one agent's recent polls read: a poll that reads what its last poll of the same
+    words read brings no news (a stale poll, the stuff of livelocks)."""
+
+    __slots__ = ("seen",)
+
+    def __init__(self) -> None:
+        self.seen: dict[Any, Any] = {}
+
+    def stale(self, key: Any, values: Any) -> bool:
+        seen = self.seen
+        if seen.get(key, seen) == values:
+            return True
+        if len(seen) >= _POLLS_KEPT and key not in seen:
+            seen.clear()  # a loop over many words reads news anyway
+        seen[key] = values
+        return False
+
+    def test(self, sched: Scheduler, aid: int, sig: Any, value: int, cmp: int) -> bool:
+        """Whether a failing ``TTEST`` of ``sig`` is stale (then published for the report)."""
+        site = sig.site
+        words = site.words
+        values = tuple(w.load() for w in words)
+        if not self.stale((site.sig_rank, site.sig_offset, len(words)), values):
+            return False
+        idx = first_unsatisfied(words, CMP_FUNCS[cmp], value)[0]
+        w = words[max(idx, 0)]
+        sched.poll_on(aid, site.sig_rank, w.offset if site.sig_rank >= 0 else site.sig_offset,
+                      value, cmp)
+        return True
+
+    def load(self, sched: Scheduler, aid: int, ptr: Any, nbytes: int) -> bool:
+        """Whether a ``gm_load`` of ``ptr`` is stale (then published for the report)."""
+        try:
+            values = ptr.windows.view(ptr.rank, ptr.offset, (1,), ptr.dtype).tobytes()
+        except Exception:  # noqa: BLE001 -- a window this process cannot view: news, say
+            return False
+        if not self.stale(("gm", ptr.rank, ptr.offset, nbytes), values):
+            return False
+        sched.poll_on(aid, ptr.rank, ptr.offset, 0, 0, W_GM)
+        return True
 
 
 def wait_turns(sched: Scheduler, aid: int, op: int, site: Any, value: int, cmp: int,
@@ -69,6 +115,7 @@ class ScheduleBlockModel(HazardBlockModel):
             self.tracer.use_clock(self._now)
         self.observes = True
         self.quiet = False  # the hazard model's own end-of-block drain takes no points
+        self.polls = Polls()
 
     # -- the step clock and the points ---------------------------------------------------------
 
@@ -80,12 +127,12 @@ class ScheduleBlockModel(HazardBlockModel):
         # steps whatever the run's size, so the others get as many chances to see it pending
         return self._now() + self.delay * self.sched.live_count() * (0.5 + self.rng.random())
 
-    def _point(self, op: int, yielded: bool = False) -> None:
+    def _point(self, op: int, yielded: bool = False, stale: bool = False) -> None:
         if self.quiet:
             return
         if self.tracer:  # on disk before another agent runs: an aborted run loses none of it
             self.tracer.flush()
-        self.sched.switch(self.aid, op, RUNNABLE, self.pending, yielded)
+        self.sched.switch(self.aid, op, RUNNABLE, self.pending, yielded, stale and not self.pending)
         if self.pending:
             self._tick()
 
@@ -143,6 +190,21 @@ class ScheduleBlockModel(HazardBlockModel):
         self._point(_DCCI)
         super().dcci(ptr, mode)
 
+    # -- the DMA engine: a post, a Wait and a Test are scheduling points (a Test loop advances
+    # the step clock its copies fall due on) -------------------------------------------------
+
+    def dma_post(self, copy: Any) -> None:
+        self._point(_POST)
+        super().dma_post(copy)
+
+    def dma_wait(self, copy: Any) -> None:
+        self._point(_DWAIT)
+        super().dma_wait(copy)
+
+    def dma_test(self, copy: Any) -> bool:
+        self._point(_DTEST)
+        return super().dma_test(copy)
+
     # -- scalar hooks --------------------------------------------------------------------------
 
     def notify(self, sig: Any, value: int, op: int) -> None:
@@ -160,12 +222,29 @@ class ScheduleBlockModel(HazardBlockModel):
 
     def test(self, sig: Any, value: int, cmp: int) -> None:
         holds = first_unsatisfied(sig.words, CMP_FUNCS[cmp], value)[0] < 0
-        self._point(_TEST, yielded=not holds)  # a failing poll is a yield hint
+        stale = not holds and self.polls.test(self.sched, self.aid, sig, value, cmp)
+        self._point(_TEST, not holds, stale)  # a failing poll is a yield hint
         super().test(sig, value, cmp)
 
     def gm_access(self, op: str, ptr: Any, nbytes: int, write: bool, atomic: bool) -> None:
-        self._point(_GM)
+        stale = not write and self.polls.load(self.sched, self.aid, ptr, nbytes)
+        self._point(_GM, stale=stale)
         super().gm_access(op, ptr, nbytes, write, atomic)
+
+    # -- SYNCALL: its wait is a blocked agent's, enabled once the counter reaches the target ----
+
+    def syncall_wait(self, word: Any, target: int) -> None:
+        super().syncall_wait(word, target)
+        wait_turns(self.sched, self.aid, _SYNC, syncall_site(self.agent, word), target,
+                   WaitCmp.GE, self._has_pending, self._tick_if_pending)
+
+
+def syncall_site(agent: Any, word: Any) -> WaitSite:
+    """The wait site of SYNCALL's counter ``word``: a signal word, or (the hard form) the
+    launch's counter in the control segment."""
+    if word.rank >= 0:
+        return WaitSite((word,), word.rank, word.offset, kind=KIND_SYNCALL, label="SYNCALL")
+    return WaitSite((word,), -1, word.addr - agent.ctl.base, kind=KIND_SYNCALL, label="SYNCALL")
 
 
 class HostHooks:
@@ -174,6 +253,7 @@ class HostHooks:
 
     def __init__(self, sched: Scheduler, aid: int) -> None:
         self.sched, self.aid = sched, aid
+        self.polls = Polls()
 
     def notify(self, sig: Any, value: int, op: int) -> None:
         self.sched.switch(self.aid, _NOTIFY, RUNNABLE)
@@ -186,7 +266,8 @@ class HostHooks:
 
     def test(self, sig: Any, value: int, cmp: int) -> None:
         holds = first_unsatisfied(sig.words, CMP_FUNCS[cmp], value)[0] < 0
-        self.sched.switch(self.aid, _TEST, RUNNABLE, yielded=not holds)
+        stale = not holds and self.polls.test(self.sched, self.aid, sig, value, cmp)
+        self.sched.switch(self.aid, _TEST, RUNNABLE, yielded=not holds, stale=stale)
 
     def copy_begin(self, op: str, dst: Any, src: Any) -> None:
         pass
@@ -198,7 +279,20 @@ class HostHooks:
         pass
 
     def gm_access(self, op: str, ptr: Any, nbytes: int, write: bool, atomic: bool) -> None:
-        self.sched.switch(self.aid, _GM, RUNNABLE)
+        stale = not write and self.polls.load(self.sched, self.aid, ptr, nbytes)
+        self.sched.switch(self.aid, _GM, RUNNABLE, stale=stale)
+
+    def syncall_arrive(self, word: Any, target: int) -> None:
+        pass
+
+    def syncall_wait(self, word: Any, target: int) -> None:
+        pass
+
+    def async_issue(self, event: Any) -> None:
+        pass
+
+    def async_complete(self, event: Any) -> None:
+        pass
 
 
 class ScheduleRankModel(HazardRankModel):
@@ -214,6 +308,8 @@ class ScheduleRankModel(HazardRankModel):
         self.host = agent_id(rt.rank, C.HOST_SLOT)
         rt.host_agent.hooks = HostHooks(self.sched, self.host)
         HOOKED[0] = True  # TNOTIFY / TWAIT look for hooks from now on
+        self.watch = TurnWatch(self.sched, rt.rank, float(rt.config.turn_timeout))
+        self.watch.start()
         self.sched.await_turn(self.host)  # the host runs only with the turn, from its start
 
     def block(self, agent: Agent) -> ScheduleBlockModel:
@@ -238,6 +334,7 @@ class ScheduleRankModel(HazardRankModel):
         wait_turns(self.sched, self.host, OP["rt.barrier"], site, value, cmp)
 
     def close(self) -> None:
+        self.watch.stop()
         if self.rt.ctl.aborted():
             self.sched.wake_all()
             return

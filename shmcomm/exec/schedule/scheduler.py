@@ -13,17 +13,24 @@ other agent, so a run is a pure function of the choices.
 The strategy's state (PRNG, PCT priorities, the step that is also the replay cursor) lives in
 the same segment, advanced by whichever process holds the turn. No enabled agent while some are
 blocked is a deadlock, found at once and deterministically: the deciding agent writes the
-wait-for table into the segment, aborts the run, and the launcher reports it.
+wait-for table into the segment, aborts the run, and the launcher reports it. So is a livelock:
+a point may be *stale* (a ``TTEST`` / ``gm_load`` that read what the agent's last poll of the
+same words read); ``LIVELOCK_PER_AGENT`` stale steps per live agent in a row, while every enabled
+agent's last step was stale and none has hazard work pending, end the run the same way. Any
+other step restarts the count.
 
 Layout of the shared area (little-endian, 8-byte words unless said)::
 
     header   step, rng state, live count, status, preemptions, last agent, strategy, depth,
-             pct change index, pct step estimate, ... (HEADER words)
+             pct change index, pct step estimate, record-enabled flag, stale steps in a row,
+             the stuck agent (HEADER words)
     live     int32 ids of the live agents, in registration order (the enabled list's order)
     state    int32 per agent id: UNREG, RUNNABLE, BLOCKED, JOINING, DRAINING, DONE
     pending  int32 per id: hazard work still to retire; yielded: a failed TTEST (PCT demotes)
     go       int32 per id, each on its own 64-byte line: 1 = your turn (the futex word)
-    wait     per id: signal rank (-1: a control word), byte offset, comparison, value
+    wait     per id: signal rank (-1: a control word), byte offset, comparison, value, what it
+             is (signal, host barrier, SYNCALL, GM word); a stale poller's polled word too
+    stale    per id: its last step was a stale poll
     prio     per id: PCT priority
     changes  PCT change steps
     report   a deadlock's wait-for table (UTF-8)
@@ -33,11 +40,13 @@ Layout of the shared area (little-endian, 8-byte words unless said)::
 from __future__ import annotations
 
 import ctypes
+import threading
 from collections.abc import Sequence
 from typing import Any
 
 from ...config import MAX_PCT_DEPTH
 from ...core import control as C
+from ...core.waiting import KIND_HOST_BARRIER, KIND_SYNCALL
 from ...errors import Aborted, ShmcommError
 from ...types import CMP_FUNCS, CMP_SYMBOLS
 
@@ -48,15 +57,25 @@ STATE_NAMES = ("unregistered", "runnable", "blocked", "joining", "draining", "do
 # ops of a scheduling point (the record and the trace name them)
 OPS = ("start", "TNOTIFY", "TWAIT", "TTEST", "TLOAD", "TSTORE", "set_flag", "wait_flag",
        "pipe_barrier", "dsb", "dcci", "gm_access", "drain", "block start", "launch join",
-       "rt.barrier", "host start", "host end", "block end")
+       "rt.barrier", "host start", "host end", "block end", "SYNCALL", "TPUT_ASYNC",
+       "AsyncEvent.Wait", "AsyncEvent.Test")
 OP = {name: i for i, name in enumerate(OPS)}
 
 # header words
 H_STEP, H_RNG, H_LIVE, H_STATUS, H_PREEMPT, H_LAST, H_STRATEGY, H_DEPTH, H_PCT_NEXT, H_PCT_K = range(10)
 H_RECORD_EN = 10  # 1: record every step's enabled agents (bounded exhaustive search)
+H_STALE = 11  # steps in a row that were polls reading what the poller's last poll read
+H_STUCK = 12  # ST_STUCK: the agent that held the turn outside the API
 HEADER = 16
-ST_RUNNING, ST_DEADLOCK, ST_STEPS, ST_DIVERGED = 0, 1, 2, 3
+ST_RUNNING, ST_DEADLOCK, ST_STEPS, ST_DIVERGED, ST_STUCK = 0, 1, 2, 3, 4
 MAX_STEPS = 4_000_000  # a run longer than this is a livelock (a spin loop nothing ends)
+# a livelock: this many stale polls in a row per live agent (at least LIVELOCK_MIN), nobody
+# writing anything meanwhile. A correct bounded poll gives up far sooner; a poll that another
+# agent satisfies ends the stretch at that agent's first step, whatever it does.
+LIVELOCK_PER_AGENT = 5000
+LIVELOCK_MIN = 20000
+# what a blocked or polling agent waits on (its wkind), for the reports
+W_SIGNAL, W_BARRIER, W_SYNCALL, W_GM = 0, 1, 2, 3
 REPORT_BYTES = 16384
 EN_STEPS = 1 << 16  # steps whose enabled agents can be recorded
 EN_IDS = 1 << 20  # agent ids those records can hold
@@ -79,7 +98,8 @@ _PARTS: tuple[tuple[str, str, Any], ...] = (
     ("pending", "i", ("agents", 1)), ("yielded", "i", ("agents", 1)),
     ("go", "i", ("agents", 16)),  # one 64-byte line per agent: the futex words of the turn
     ("wrank", "i", ("agents", 1)), ("woff", "q", ("agents", 1)), ("wcmp", "i", ("agents", 1)),
-    ("wval", "i", ("agents", 1)), ("prio", "q", ("agents", 1)),
+    ("wval", "i", ("agents", 1)), ("wkind", "i", ("agents", 1)), ("stale", "i", ("agents", 1)),
+    ("prio", "q", ("agents", 1)),
     ("changes", "q", MAX_PCT_DEPTH), ("report_area", "B", REPORT_BYTES),
     ("en_start", "i", EN_STEPS + 1),  # step i's enabled agents: en_ids[en_start[i]:en_start[i+1]]
     ("rec_next", "h", MAX_STEPS), ("rec_me", "h", MAX_STEPS), ("rec_op", "B", MAX_STEPS),
@@ -119,6 +139,8 @@ class Shared:
     woff: memoryview
     wcmp: memoryview
     wval: memoryview
+    wkind: memoryview
+    stale: memoryview
     prio: memoryview
     changes: memoryview
     rec_next: memoryview
@@ -187,6 +209,7 @@ def register(sh: Shared, aid: int, state: int = RUNNABLE) -> None:
     sh.state[aid] = state
     sh.pending[aid] = 0
     sh.yielded[aid] = 0
+    sh.stale[aid] = 0
 
 
 class Scheduler:
@@ -205,6 +228,8 @@ class Scheduler:
         self._go: dict[int, Any] = {}
         self._words: dict[tuple[int, int], Any] = {}
         self._cells: dict[tuple[int, int], Any] = {}
+        # agent id -> the thread it runs on (in this process): Python ident, kernel thread id
+        self.threads: dict[int, tuple[int, int]] = {}
 
     # -- words ---------------------------------------------------------------------------------
 
@@ -250,6 +275,7 @@ class Scheduler:
     def await_turn(self, aid: int) -> None:
         """Sleep until ``aid`` holds the turn; raises :class:`Aborted` when the run aborts."""
         go = self._go_word(aid)
+        self.threads[aid] = (threading.get_ident(), threading.get_native_id())
         cell = ctypes.c_int32.from_address(self.sh.go_addr(aid))
         while cell.value == 0:
             if self.abort.value:
@@ -271,18 +297,30 @@ class Scheduler:
         sh.woff[aid] = w.offset if site.sig_rank >= 0 else site.sig_offset
         sh.wcmp[aid] = cmp
         sh.wval[aid] = value
+        sh.wkind[aid] = (W_BARRIER if site.kind == KIND_HOST_BARRIER else
+                         W_SYNCALL if site.kind == KIND_SYNCALL else W_SIGNAL)
+
+    def poll_on(self, aid: int, rank: int, offset: int, value: int, cmp: int,
+                kind: int = W_SIGNAL) -> None:
+        """Publish what the stale poll ``aid`` is about to take reads (the livelock report)."""
+        sh = self.sh
+        sh.wrank[aid], sh.woff[aid], sh.wcmp[aid], sh.wval[aid] = rank, offset, cmp, value
+        sh.wkind[aid] = kind
 
     def switch(self, aid: int, op: int, state: int, pending: bool = False,
-               yielded: bool = False) -> None:
+               yielded: bool = False, stale: bool = False) -> None:
         """A scheduling point of ``aid`` (which holds the turn): publish ``state``, let the
         strategy choose who runs the next step, and return once ``aid`` holds the turn again
-        (at once if it was chosen). ``DONE`` hands the turn on and returns without waiting."""
+        (at once if it was chosen). ``DONE`` hands the turn on and returns without waiting.
+        ``stale``: the step is a poll that reads what the agent's last poll of the same words
+        read (no news); a long enough run of such steps by every live agent is a livelock."""
         if self.abort.value:
             self._raise_aborted(aid)
         sh = self.sh
         sh.state[aid] = state
         sh.pending[aid] = 1 if pending else 0
         sh.yielded[aid] = 1 if yielded else 0
+        sh.stale[aid] = 1 if stale else 0
         if state == DONE:
             self._remove_live(aid)
         hdr = sh.hdr
@@ -291,6 +329,12 @@ class Scheduler:
             hdr[H_STATUS] = ST_STEPS
             raise ScheduleError(f"schedule: {agent_name(aid)} reached the step limit ({MAX_STEPS} "
                                 "scheduling points): a livelock, e.g. a TTEST loop nothing ends")
+        if stale:
+            hdr[H_STALE] += 1
+            if hdr[H_STALE] >= max(LIVELOCK_MIN, LIVELOCK_PER_AGENT * hdr[H_LIVE]):
+                self._check_livelock(aid)
+        elif hdr[H_STALE]:
+            hdr[H_STALE] = 0
         enabled = self.enabled()
         if not enabled:
             if hdr[H_LIVE]:
@@ -365,24 +409,56 @@ class Scheduler:
     def _deadlock(self, aid: int) -> None:
         """No live agent can take a step: write the wait-for table, abort, wake everyone."""
         sh = self.sh
-        lines = ["deadlock (schedule mode): no agent can take a step; at step "
-                 f"{sh.hdr[H_STEP]} every live agent waits",
-                 "  agent            waits on                      cmp  expected  current"]
+        self.end_run(["deadlock (schedule mode): no agent can take a step; at step "
+                      f"{sh.hdr[H_STEP]} every live agent waits"], ST_DEADLOCK, C.ABORT_DEADLOCK)
+        self._raise_aborted(aid)
+
+    def _check_livelock(self, aid: int) -> None:
+        """The stale polls ran past the bound: a livelock if every agent that can take a step
+        polls too and no agent has work pending (which would land at its own later steps)."""
+        sh = self.sh
+        live = sh.live_ids()
+        if any(sh.pending[a] for a in live):
+            return
+        if not all(sh.stale[a] for a in self.enabled()):
+            return  # an agent with news has not run yet: the strategy will run it
+        self.end_run([f"deadlock (schedule mode): a livelock: for the last {sh.hdr[H_STALE]} "
+                      f"steps every agent that could take a step polled words that no agent "
+                      f"changed (a TTEST or gm_load loop that nothing ends); at step "
+                      f"{sh.hdr[H_STEP]}"], ST_DEADLOCK, C.ABORT_DEADLOCK)
+        self._raise_aborted(aid)
+
+    def end_run(self, head: list[str], status: int, reason: int) -> None:
+        """End the run: ``head`` and the wait-for table as its report, abort, wake everyone."""
+        sh = self.sh
+        sh.set_report("\n".join(head + self.table()))
+        sh.hdr[H_STATUS] = status
+        self.ctl.abort(reason)
+        self.wake_all()
+
+    def table(self) -> list[str]:
+        """The wait-for table: what every live agent waits on or polls, or its state."""
+        sh = self.sh
+        lines = ["  agent            waits on                             cmp  expected  current"]
         for a in sh.live_ids():
             s = sh.state[a]
-            if s == BLOCKED:
-                r, off = sh.wrank[a], sh.woff[a]
-                where = "the host barrier" if r < 0 else f"signal rank {r} offset {off:#x}"
+            if s == BLOCKED or (s == RUNNABLE and sh.stale[a]):
+                r, off, kind = sh.wrank[a], sh.woff[a], sh.wkind[a]
+                where = ("the host barrier" if kind == W_BARRIER else
+                         "SYNCALL (its launch's blocks)" if kind == W_SYNCALL and r < 0 else
+                         f"gm rank {r} offset {off:#x}" if kind == W_GM else
+                         f"signal rank {r} offset {off:#x}")
+                if s == RUNNABLE:
+                    where = ("polls (gm_load) " if kind == W_GM else "polls (TTEST) ") + where
+                if kind == W_GM:
+                    lines.append(f"  {agent_name(a):<16} {where}")
+                    continue
                 cur = self._word(r, off).load()
-                lines.append(f"  {agent_name(a):<16} {where:<29} {CMP_SYMBOLS[sh.wcmp[a]]:<4} "
+                lines.append(f"  {agent_name(a):<16} {where:<36} {CMP_SYMBOLS[sh.wcmp[a]]:<4} "
                              f"{sh.wval[a]:<9} {cur}")
             else:
                 lines.append(f"  {agent_name(a):<16} {STATE_NAMES[s]}")
-        sh.set_report("\n".join(lines))
-        sh.hdr[H_STATUS] = ST_DEADLOCK
-        self.ctl.abort(C.ABORT_DEADLOCK)
-        self.wake_all()
-        self._raise_aborted(aid)
+        return lines
 
     def wake_all(self) -> None:
         """Wake every live agent's turn futex (after an abort: they see it and stop)."""

@@ -10,7 +10,8 @@ run's end never happens, so a K much too large makes PCT act as a lower depth.
 
 A failed ``TTEST`` is a yield hint (a polling loop cannot proceed by itself): the agent drops
 below every other runnable agent until its next step, so a spin loop never starves the agent it
-waits for.
+waits for; a poll that read nothing new (stale) drops below a yielded agent that has news (a
+waiter whose condition now holds, or one with work to retire).
 """
 
 from __future__ import annotations
@@ -50,11 +51,11 @@ class PCT:
         sh.hdr[H_PCT_K] = self.steps
 
     def next_agent(self, sh: Any, enabled: Sequence[int], current: int, step: int) -> int:
-        prio, yielded = sh.prio, sh.yielded
-        best = max(enabled, key=lambda a: (not yielded[a], prio[a]))
+        prio, yielded, stale = sh.prio, sh.yielded, sh.stale
+        best = max(enabled, key=lambda a: (not yielded[a], not stale[a], prio[a]))
         i = sh.hdr[H_PCT_NEXT]
         if i < self.depth - 1 and step >= sh.changes[i]:
             sh.hdr[H_PCT_NEXT] = i + 1
             prio[best] = self.depth - 1 - i  # drops below every initial priority
-            best = max(enabled, key=lambda a: (not yielded[a], prio[a]))
+            best = max(enabled, key=lambda a: (not yielded[a], not stale[a], prio[a]))
         return best
