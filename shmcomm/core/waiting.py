@@ -57,6 +57,7 @@ STALLED_S = 1.0
 KIND_SIGNAL, KIND_HOST_BARRIER, KIND_TTEST, KIND_SYNCALL = 0, 1, 2, 3
 
 _fetch_add = at.fast_fetch_add  # control-segment words: c_void_p
+_store = at.fast_store
 _busy = [-1.0, False]  # when the box was last sampled, and whether it was busy
 _loadavg_fd = [-1]  # /proc/loadavg, opened once per process and read with pread
 _SEQ = at.SEQ_CST
@@ -156,7 +157,7 @@ def wait_until(agent: Agent, site: WaitSite, value: int, cmp: int) -> None:
                           YIELD_AWAY_S if policy == "adaptive" else deadline)
     finally:
         agent.since_cell.value = ctl.now_ms()
-        at.store(agent.state_addr, C.RUNNING)
+        _store(agent.state_cp, C.RUNNING, _SEQ)
 
 
 def _first_polls(cells: tuple, fn, value: int) -> bool:
@@ -336,7 +337,7 @@ def _register(agent: Agent, site: WaitSite, value: int, cmp: int, kind: int | No
                             site.rows, site.cols, site.stride, cmp, value, agent.ctl.now_ms(),
                             site.kind if kind is None else kind)
     agent.polling = None
-    at.store(agent.state_addr, state)  # seq_cst: the fields above are visible first
+    _store(agent.state_cp, state, _SEQ)  # seq_cst: the fields above are visible first
 
 
 def note_poll(agent: Agent | None, site: WaitSite, value: int, cmp: int) -> None:
