@@ -6,7 +6,11 @@ barrier over ``iters`` back-to-back barriers (the max over all ranks and blocks)
 one shape are interleaved in ``--rounds`` rounds (fresh processes each), so that a shared box's
 load falls on every case alike. All rows of one invocation
 are measured in the same run, so their ratios are what to read (the box is shared: the 1-minute
-load average is kept with every row); the ratios that matter are printed after the tables.
+load average is kept with every row); the ratios that matter are printed after the tables, each
+with its spread: repeat i of a case over repeat i of its baseline (the same round) gives one
+paired ratio, and the table shows their quartiles. A ratio whose paired ratios spread over more
+than a third of their median, or whose rows spread over more than half of theirs, is marked
+NOISY and the run ends with a warning: rerun it on a quieter box.
 
 Measured, for each ``nranks x blocks``:
 
@@ -28,6 +32,8 @@ when missing).
     python benchmarks/barrier_latency.py --quick          # < 1 minute
     python benchmarks/barrier_latency.py                  # the full table (a few minutes)
     python benchmarks/barrier_latency.py --profile seed:8x1 --iters 500   # where the time goes
+    python benchmarks/barrier_latency.py --sections barriers --nranks 8,32 --blocks 1 \
+        --repeats 10 --rounds 5                           # the ratio table against MPI and mp
 """
 
 from __future__ import annotations
@@ -91,6 +97,45 @@ class Row:
     def __post_init__(self) -> None:
         if self.us:
             self.stats = _bench.Stats.of(self.us).as_dict()
+
+
+# Spread limits past which a run is flagged as too noisy to trust: a row whose repeats' IQR
+# exceeds half its median, or a ratio whose paired-repeat IQR exceeds a third of its median.
+NOISY_ROW_SPREAD = 0.5
+NOISY_RATIO_SPREAD = 1 / 3
+
+
+def quartiles(xs: list[float]) -> tuple[float, float, float]:
+    """(first quartile, median, third quartile) of ``xs`` (inclusive method; one value: itself)."""
+    if len(xs) < 2:
+        return xs[0], xs[0], xs[0]
+    q1, q2, q3 = statistics.quantiles(xs, n=4, method="inclusive")
+    return q1, q2, q3
+
+
+def relative_spread(xs: list[float]) -> float:
+    """IQR over median: 0 for identical repeats, above ``NOISY_ROW_SPREAD`` for a noisy row."""
+    q1, q2, q3 = quartiles(xs)
+    return (q3 - q1) / q2 if q2 > 0 else 0.0
+
+
+def paired_ratios(us: list[float], base_us: list[float]) -> list[float]:
+    """Repeat i of a case over repeat i of its baseline: both were measured in the same round of
+    interleaved cases (see ``Bench.group``), so each ratio compares like weather with like."""
+    return [a / b for a, b in zip(us, base_us, strict=False) if b > 0]
+
+
+def ratio_summary(us: list[float], base_us: list[float]) -> dict[str, Any]:
+    """A ratio of latencies with its spread: the median of the paired repeats' ratios, their
+    quartiles, the ratio of the medians, and whether the spread is too wide to trust."""
+    pairs = paired_ratios(us, base_us)
+    q1, q2, q3 = quartiles(pairs)
+    spread = (q3 - q1) / q2 if q2 > 0 else 0.0
+    noisy = (spread > NOISY_RATIO_SPREAD or relative_spread(us) > NOISY_ROW_SPREAD
+             or relative_spread(base_us) > NOISY_ROW_SPREAD)
+    return {"ratio": statistics.median(us) / statistics.median(base_us), "paired_median": q2,
+            "paired_q1": q1, "paired_q3": q3, "pairs": len(pairs), "spread": spread,
+            "noisy": noisy}
 
 
 # --- shmcomm ------------------------------------------------------------------------------------
@@ -443,7 +488,8 @@ def comparison_text(c: dict[str, Any]) -> str:
     """One comparison; an unstable one whose spread crosses 1.0 says so instead of naming a winner."""
     head = (f"{BARRIER_NAMES[c['barrier']]} against {BARRIER_NAMES[c['baseline']]} "
             f"at {c['nranks']}x{c['blocks']}")
-    tail = f"({c['us']:.1f} vs {c['baseline_us']:.1f} us, medians)"
+    spread = f", paired-ratio IQR {c['paired_q1']:.2f}-{c['paired_q3']:.2f}" if "paired_q1" in c else ""
+    tail = f"({c['us']:.1f} vs {c['baseline_us']:.1f} us, medians{spread})"
     lo, hi = c["ratio_bounds"]
     if not c["stable"] and lo <= 1.0 <= hi:
         return f"{head}: no clear difference {tail}; {c['stability']}"
@@ -565,7 +611,8 @@ class Bench:
         """The ratios that matter, from rows of one group (same run, same weather): the user
         barrier against what a user would reach for instead, CentralBarrier against
         ``multiprocessing.Barrier``, and every shmcomm barrier against it at 32x1."""
-        wanted = [("user", "mp", 8, 1), ("user", "mp", 2, 1), ("user", "thread+mp", 8, 4),
+        wanted = [("central", "mpi", 8, 1), ("central", "mpi", 32, 1), ("user", "mp", 8, 1),
+                  ("user", "mp", 2, 1), ("user", "thread+mp", 8, 4), ("user", "mpi", 8, 1),
                   ("central", "mp", 8, 1)] + [(w, "mp", 32, 1) for w in SHM_BARRIERS]
         res = []
         for impl, base, n, b in wanted:
@@ -576,12 +623,42 @@ class Bench:
                     judged = _bench.stability(a, z, load=max(r.loadavg, br.loadavg))
                     res.append({"barrier": impl, "baseline": base, "nranks": n, "blocks": b,
                                 "section": kind, "us": r.stats["median"],
-                                "baseline_us": br.stats["median"],
+                                "baseline_us": br.stats["median"], "loadavg": r.loadavg,
+                                **ratio_summary(r.us, br.us),
                                 "ratio": r.stats["median"] / br.stats["median"],
                                 "ratio_bounds": list(_bench.ratio_bounds(a, z)),
                                 "stable": judged.stable, "stability": str(judged)})
                     break
         return res
+
+    def ratio_table(self, comps: list[dict[str, Any]]) -> list[str]:
+        """The comparisons as a markdown table: ratio, paired-repeat quartiles, spread, and a
+        warning column for the ones too noisy to trust."""
+        lines = ["| ranks x blocks | barrier | baseline | ours us | baseline us | ratio | "
+                 "paired ratios q1 / median / q3 | spread | load | |",
+                 "|---|---|---|---:|---:|---:|---|---:|---:|---|"]
+        for c in comps:
+            lines.append(f"| {c['nranks']}x{c['blocks']} | {BARRIER_NAMES[c['barrier']]} | "
+                         f"{BARRIER_NAMES[c['baseline']]} | {c['us']:.1f} | {c['baseline_us']:.1f} | "
+                         f"{c['ratio']:.3f} | {c['paired_q1']:.3f} / {c['paired_median']:.3f} / "
+                         f"{c['paired_q3']:.3f} | {c['spread']:.2f} | {c['loadavg']:.2f} | "
+                         f"{'NOISY' if c['noisy'] else ''} |")
+        return lines
+
+    def noise_warnings(self, comps: list[dict[str, Any]]) -> list[str]:
+        """Why this run's ratios should not be trusted, if they should not."""
+        out = []
+        noisy = [c for c in comps if c["noisy"]]
+        if noisy:
+            out.append(f"{len(noisy)} of {len(comps)} ratios are too noisy to trust (paired-ratio "
+                       f"IQR above {NOISY_RATIO_SPREAD:.2f} of the median, or a row's IQR above "
+                       f"{NOISY_ROW_SPREAD:.2f} of its median): rerun on a quieter box, or with more "
+                       "--repeats and --rounds")
+        pairs = min((c["pairs"] for c in comps), default=0)
+        if comps and pairs < 5:
+            out.append(f"only {pairs} paired repeats per ratio: spreads are rough (use --repeats 5 "
+                       "or more)")
+        return out
 
     launch: dict[str, Any] | None = None
 
@@ -618,9 +695,17 @@ class Bench:
                       f"{lc['python_import_shmcomm_s']:.2f} s.", ""]
         comps = self.comparisons()
         if comps:
-            lines += ["## Ratios", ""]
+            lines += ["## Ratios", "",
+                      "ratio = median over median (lower is better: below 1, shmcomm's barrier is "
+                      "faster); paired ratios = repeat i over the baseline's repeat i of the same "
+                      "round; spread = their IQR over their median.", ""]
+            lines += self.ratio_table(comps)
+            lines.append("")
             lines += [f"- {comparison_text(c)}" for c in comps]
             lines.append("")
+            warnings = self.noise_warnings(comps)
+            if warnings:
+                lines += ["**Warning:**", ""] + [f"- {w}" for w in warnings] + [""]
         if self.notes:
             lines += ["## Notes", ""]
             lines += [f"- {n}" for n in self.notes]

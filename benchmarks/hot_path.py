@@ -54,6 +54,8 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("remote_ptr", "GetRemotePtr(ctx, ptr, r)", "GetRemotePtr(ctx, p_seen, r)"),
     ("seed_remote", "Signal(GetRemotePtr(ctx, base + r, r))", "Signal(GetRemotePtr(ctx, base + r, r))"),
     ("twait_2d", "TWAIT satisfied, Signal2D 1x8", "TWAIT(sig8, 0, WaitCmp.GE)"),
+    ("wake_none", "futex wake of a word nobody sleeps on", "sig_wait.wake()"),
+    ("enum_member", "NotifyOp.AtomicAdd (an enum member, as kernels name it)", "NotifyOp.AtomicAdd"),
 )
 # the ratios that matter, with their limits (the hot-path goals)
 FACTS: tuple[tuple[str, str, float], ...] = (

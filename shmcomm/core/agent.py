@@ -36,7 +36,7 @@ SET_READ_ADD = [False]
 class Agent:
     """Execution state of one block thread (``slot`` = block index) or host thread."""
 
-    __slots__ = ("rt", "rank", "slot", "block_idx", "block_num", "ctl", "line", "state_addr",
+    __slots__ = ("rt", "rank", "slot", "block_idx", "block_num", "ctl", "line", "state_addr", "state_cp",
                  "seq", "policy", "spin_s", "wait_timeout", "pipes", "hooks", "fences", "rng", "ub_used",
                  "is_host", "active", "kernel", "wait_fields", "since_cell", "poll_cell", "polling",
                  "stall_s", "ub", "first_slot", "__weakref__")
@@ -53,6 +53,7 @@ class Agent:
         self.ctl = rt.ctl
         self.line = rt.ctl.agent_addr(rt.rank, slot)
         self.state_addr = self.line + 4 * C.A_STATE
+        self.state_cp = ctypes.c_void_p(self.state_addr)  # for the unchecked store of every wait
         at.store(self.line + 4 * C.A_BLOCK, self.block_idx)
         if self.block_idx == 0:
             at.store(self.line + 4 * C.A_SYNCALL, 0)  # a fresh launch's SYNCALL rounds

@@ -57,6 +57,7 @@ STALLED_S = 1.0
 KIND_SIGNAL, KIND_HOST_BARRIER, KIND_TTEST, KIND_SYNCALL = 0, 1, 2, 3
 
 _fetch_add = at.fast_fetch_add  # control-segment words: c_void_p
+_store = at.fast_store
 _busy = [-1.0, False]  # when the box was last sampled, and whether it was busy
 _loadavg_fd = [-1]  # /proc/loadavg, opened once per process and read with pread
 _SEQ = at.SEQ_CST
@@ -121,16 +122,23 @@ def wait_until(agent: Agent, site: WaitSite, value: int, cmp: int) -> None:
     if _holds(cells, fn, value):
         return
     ctl = agent.ctl
-    abort = ctl.abort_cell
     policy = agent.policy
+    t0 = _perf()
+    adaptive = policy == "adaptive"
+    # the box's load as last sampled, inline: a wait that is over after a few polls (a barrier's
+    # waiter at 8x1) must not pay for the full setup below
+    busy = adaptive and (_busy[1] if t0 - _busy[0] < BUSY_SAMPLE_S else _box_busy(ctl))
     pipes = agent.pipes
     idle = None if pipes is None or type(pipes).idle is _IDLE else pipes.idle
-    t0 = _perf()
+    spin = False
+    if adaptive and not busy:
+        spin = agent.spin_s > 0 and _may_spin(agent)
+        if not spin and idle is None and _first_polls(cells, fn, value):
+            return
+    abort = ctl.abort_cell
     deadline = t0 + agent.wait_timeout
     agent.stall_s = 0.0
-    busy = policy == "adaptive" and _box_busy(ctl)
-    if policy == "adaptive" and not busy:
-        spin = agent.spin_s > 0 and _may_spin(agent)
+    if adaptive and not busy:
         if _poll_quietly(agent, site, fn, value, cmp, abort, idle, t0,
                          t0 + (agent.spin_s if spin else QUIET_YIELD_S), spin):
             return
@@ -149,7 +157,29 @@ def wait_until(agent: Agent, site: WaitSite, value: int, cmp: int) -> None:
                           YIELD_AWAY_S if policy == "adaptive" else deadline)
     finally:
         agent.since_cell.value = ctl.now_ms()
-        at.store(agent.state_addr, C.RUNNING)
+        _store(agent.state_cp, C.RUNNING, _SEQ)
+
+
+def _first_polls(cells: tuple, fn, value: int) -> bool:
+    """The first ``POLL_BATCH`` yielding polls of a quiet wait (as :func:`_poll_quietly` makes
+    them, with nothing else around them: a bounded number of yields, so the abort flag and the
+    clock may wait until after them). True when satisfied.
+
+    With more waiters than cores, every waiter's poll stands between the notifier and its core,
+    so a poll must cost a read and a ``sched_yield`` and nothing more."""
+    yield_now = _sched_yield
+    if len(cells) == 1:
+        one = cells[0]
+        for _ in _BATCH:
+            yield_now()
+            if fn(one.value, value):
+                return True
+        return False
+    for _ in _BATCH:
+        yield_now()
+        if _holds(cells, fn, value):
+            return True
+    return False
 
 
 def _poll_quietly(agent: Agent, site: WaitSite, fn, value: int, cmp: int, abort,
@@ -307,7 +337,7 @@ def _register(agent: Agent, site: WaitSite, value: int, cmp: int, kind: int | No
                             site.rows, site.cols, site.stride, cmp, value, agent.ctl.now_ms(),
                             site.kind if kind is None else kind)
     agent.polling = None
-    at.store(agent.state_addr, state)  # seq_cst: the fields above are visible first
+    _store(agent.state_cp, state, _SEQ)  # seq_cst: the fields above are visible first
 
 
 def note_poll(agent: Agent | None, site: WaitSite, value: int, cmp: int) -> None:

@@ -146,7 +146,10 @@ class _EpochSignals:
 
 
 def _epoch_signals(ctx, base):
-    cache = ctx.rt.kernel_state.setdefault("EpochBarrier", {})
+    state = ctx.rt.kernel_state
+    cache = state.get("EpochBarrier")  # not setdefault: that builds a dict at every call
+    if cache is None:
+        cache = state["EpochBarrier"] = {}
     key = base.offset
     sigs = cache.get(key)
     if sigs is None:
@@ -186,14 +189,19 @@ def EpochBarrier(ctx, signal_base=None, num_blocks=None):
 
 
 def _central_signals(ctx, signal_base):
-    cache = ctx.rt.kernel_state.setdefault("CentralBarrier", {})
+    """``(arrivals, release, release word's acquire-read cell)`` of the region, made once a run."""
+    state = ctx.rt.kernel_state
+    cache = state.get("CentralBarrier")  # not setdefault: that builds a dict at every call
+    if cache is None:
+        cache = state["CentralBarrier"] = {}
     key = None if signal_base is None else signal_base.offset
     sigs = cache.get(key)
     if sigs is None:
         base = ctx.signal_base + CENTRAL_BARRIER_OFFSET if signal_base is None else signal_base
         with claim(CENTRAL_BARRIER, base, "CentralBarrier"):
-            sigs = cache[key] = (Signal(GetRemotePtr(ctx, base + CENTRAL_ARRIVALS, 0)),
-                                 Signal(GetRemotePtr(ctx, base + CENTRAL_RELEASE, 0)))
+            release = Signal(GetRemotePtr(ctx, base + CENTRAL_RELEASE, 0))
+            sigs = cache[key] = (Signal(GetRemotePtr(ctx, base + CENTRAL_ARRIVALS, 0)), release,
+                                 release.cell)
     return sigs
 
 
@@ -208,13 +216,15 @@ def CentralBarrier(ctx, signal_base=None, num_blocks=None):
     No ``pipe_barrier`` after the wait: ``TWAIT`` holds the scalar unit, which issues every
     later instruction, so no later pipe work can start before the barrier is passed.
     """
-    arrivals, release = _central_signals(ctx, signal_base)
-    if num_blocks is not None:
+    arrivals, release, released = _central_signals(ctx, signal_base)
+    if num_blocks is None:
+        n = ctx.nranks * ctx.block_num
+    else:
         ctx.expect_blocks(num_blocks, "CentralBarrier", "num_blocks")
-    n = ctx.nranks * (ctx.block_num if num_blocks is None else num_blocks)
+        n = ctx.nranks * num_blocks
     pipe_barrier(PIPE_ALL)
     dsb(DSB_DDR)  # release: what this block stored before the barrier is visible to all
-    k = release.value + 1
+    k = released.value + 1  # the release word's acquire read (Signal.value, without the property)
     if k * n > _INT32_MAX:
         raise ShmcommError(f"CentralBarrier: the arrival counter is exhausted after {k - 1} rounds "
                            f"of {n} arrivals; call rt.reset_signals() or use another signal_base")

@@ -5,13 +5,16 @@ Layout of one rank's segment::
     offset 0                       signal matrix, ``signal_bytes`` (int32 words, zeroed)
     offset signal_bytes            data heap, ``heap_bytes``
     offset signal_bytes+heap_bytes tail (not part of the window): line 0 counts the futex
-                                   sleepers on this window's words; then LOCK_STRIPES lock words
-                                   guarding data AtomicAdd, one per 4 KiB stripe of the window
+                                   sleepers on this window's words, in SLEEPER_BUCKETS counters
+                                   (a word's bucket: :func:`sleeper_bucket`); then LOCK_STRIPES
+                                   lock words guarding data AtomicAdd, one per 4 KiB stripe
 
 Every segment is created by the launcher and inherited by the rank processes through ``fork``
 (:mod:`.segments`), so a window is the same memory in every process, at one address each.
-A notifier wakes futex sleepers only when the window's sleeper count says there are any, so an
-uncontended ``TNOTIFY`` is one atomic and one plain read.
+A notifier wakes futex sleepers only when its word's sleeper bucket says there are any, so an
+uncontended ``TNOTIFY`` is one atomic and one plain read. One count per window made every notify
+of a window with any sleeper pay a wake syscall (CentralBarrier: every arrival, for the sleepers on
+the release word); buckets keep that to words that share a bucket with a sleeper's.
 """
 
 from __future__ import annotations
@@ -35,11 +38,19 @@ from .segments import SHM_DIR, Segment, memory_room, page_round, shm_free_bytes
 # seq_cst store is a full barrier, so a plain ctypes read may stand for an atomic one.
 TSO = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
 _ALWAYS = ctypes.c_int32(1)  # the waiter count of a word without one: always wake
+SLEEPER_BUCKETS = 16  # one 64-byte line of int32 counters
 LOCK_STRIPES = 256
 LOCK_STRIPE_BYTES = 4096
 _TAIL_BYTES = 64 + 4 * LOCK_STRIPES
 _SEQ = at.SEQ_CST
 _fetch_add, _exchange, _load = at.fast_fetch_add, at.fast_exchange, at.fast_load
+
+
+def sleeper_bucket(offset: int) -> int:
+    """The sleeper counter of the word at ``offset``: neighbouring words, and words a multiple of
+    16 words apart (the library barriers' words), fall in different buckets."""
+    w = offset >> 2
+    return (w ^ (w >> 4)) % SLEEPER_BUCKETS
 
 
 class _AtomicCell:
@@ -153,14 +164,16 @@ class ShmTransport(Transport):
             self.close()
             raise
         self.bases = [s.base for s in self.segments]
-        self._sleepers = [(ctypes.c_int32.from_address(b + self.size), ctypes.c_void_p(b + self.size))
+        self._sleepers = [[(ctypes.c_int32.from_address(a), ctypes.c_void_p(a))
+                           for a in range(b + self.size, b + self.size + 4 * SLEEPER_BUCKETS, 4)]
                           for b in self.bases]
         self._locks = [b + self.size + 64 for b in self.bases]
 
     # -- words and views ---------------------------------------------------------------------
 
     def word(self, rank: int, offset: int) -> ShmWord:
-        return ShmWord(rank, offset, self.bases[rank] + offset, self._sleepers[rank])
+        return ShmWord(rank, offset, self.bases[rank] + offset,
+                       self._sleepers[rank][sleeper_bucket(offset)])
 
     def control_word(self, address: int) -> ShmWord:
         return ShmWord(-1, 0, address, None)
@@ -232,4 +245,5 @@ def _lock(addr: int, timeout: float, aborted: Callable[[], Any]) -> None:
             raise WaitTimeout(f"could not take a data lock within wait_timeout={timeout:g} s")
 
 
-__all__ = ["ShmTransport", "ShmWord", "Segment", "LOCK_STRIPES", "LOCK_STRIPE_BYTES"]
+__all__ = ["ShmTransport", "ShmWord", "Segment", "LOCK_STRIPES", "LOCK_STRIPE_BYTES",
+           "SLEEPER_BUCKETS", "sleeper_bucket"]
