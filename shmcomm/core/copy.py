@@ -98,7 +98,7 @@ def copy_through(pipes: BlockModel, dsts: Sequence[GlobalTensor], src: GlobalTen
     lo, hi = INTRA_PINGPONG_CHUNKS.get(op, (0, -1))
     intra = p2p and (vr, vc) == (ping.rows, ping.cols) and vr >= 2 and vr % 2 == 0 \
         and lo <= len(work) <= hi
-    halves = (ping.rows_view(0, vr // 2), ping.rows_view(vr // 2, vr // 2)) if intra else ()
+    halves: tuple[Tile, ...] = (ping.rows_view(0, vr // 2), ping.rows_view(vr // 2, vr // 2)) if intra else ()
     for s, ds, r, c in work:
         if intra and r == ping.rows and c == ping.cols:
             h = r // 2

@@ -34,6 +34,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..errors import Aborted, WaitTimeout
 from ..transports import Word
@@ -57,7 +58,7 @@ STALLED_S = 1.0
 KIND_SIGNAL, KIND_HOST_BARRIER, KIND_TTEST, KIND_SYNCALL = 0, 1, 2, 3
 
 _fetch_add = at.fast_fetch_add  # control-segment words: c_void_p
-_busy = [-1.0, False]  # when the box was last sampled, and whether it was busy
+_busy: list[Any] = [-1.0, False]  # when the box was last sampled, and whether it was busy
 _loadavg_fd = [-1]  # /proc/loadavg, opened once per process and read with pread
 _SEQ = at.SEQ_CST
 _perf = time.perf_counter
@@ -303,9 +304,9 @@ def _register(agent: Agent, site: WaitSite, value: int, cmp: int, kind: int | No
     """Publish the wait in the agent's control line (the deadlock watch reads it)."""
     agent.seq += 1
     off = site.sig_offset  # 64 bits as two halves: windows reach 16 GiB
-    agent.wait_fields[:] = (agent.seq & 0x7FFFFFFF, site.sig_rank, off & 0xFFFFFFFF, off >> 32,
+    agent.wait_fields[:] = [agent.seq & 0x7FFFFFFF, site.sig_rank, off & 0xFFFFFFFF, off >> 32,
                             site.rows, site.cols, site.stride, cmp, value, agent.ctl.now_ms(),
-                            site.kind if kind is None else kind)
+                            site.kind if kind is None else kind]
     agent.polling = None
     at.store(agent.state_addr, state)  # seq_cst: the fields above are visible first
 
