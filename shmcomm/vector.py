@@ -25,6 +25,7 @@ of ``pto_instr.hpp`` (``TRECIP``, ``TRELU``, ``TNEG``, ``TROWMAX``, ...).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -216,7 +217,7 @@ def TCOLSUM(dst: Tile, src: Tile, *more: Any) -> RecordEvent:
                   lambda a: a.sum(axis=0, keepdims=True, dtype=a.dtype), events)
 
 
-_ROUND = {
+_ROUND: dict[RoundMode, Callable[[np.ndarray], np.ndarray]] = {
     RoundMode.CAST_RINT: np.rint, RoundMode.CAST_FLOOR: np.floor, RoundMode.CAST_CEIL: np.ceil,
     RoundMode.CAST_TRUNC: np.trunc,
     RoundMode.CAST_ROUND: lambda a: np.sign(a) * np.floor(np.abs(a) + 0.5),

@@ -216,7 +216,7 @@ def _check_args(op_name: str, src: Any, dst: Any, n: Any, src_len: int | None = 
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
         raise ArgumentError(f"{op_name}: n must be an int >= 0, got {n!r}")
     for name, p, length in (("src", src, src_len), ("dst", dst, dst_len)):
-        length = n if length is None else length
+        length = int(n) if length is None else length
         if length:
             p.windows.check_extent(p.rank, p.offset, length * p.itemsize, f"{op_name}: {name}")
 
