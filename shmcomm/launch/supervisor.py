@@ -35,6 +35,7 @@ from ..core import control as C
 from ..core.gm import Windows
 from ..core.model import RankModel
 from ..core.runtime import KernelError
+from ..core.runtime import RankRuntime as CoreRuntime
 from ..errors import (
     Aborted,
     ArgumentError,
@@ -111,7 +112,7 @@ class _Launcher:
     it, so ``config.mode`` alone decides there."""
 
     def __init__(self, config: Config, host: Callable, args: tuple,
-                 model: Callable[[RankRuntime], RankModel] | None = None) -> None:
+                 model: Callable[[CoreRuntime], RankModel] | None = None) -> None:
         check_run_paths(config.trace, config.record,  # before the model reads one
                         config.replay if config.mode == "schedule" else "")
         self.config = config
@@ -151,7 +152,7 @@ class _Launcher:
             self.config = self.config.replace(trace=trace.aside)
             if isinstance(getattr(self.model, "config", None), Config):
                 # a factory that writes the trace itself (schedule mode) writes it there too
-                self.model.config = self.model.config.replace(trace=trace.aside)  # type: ignore[union-attr]
+                self.model.config = self.model.config.replace(trace=trace.aside)  # type: ignore[attr-defined]
         cfg = self.config
         restore = self._catch_signals()
         reapable = reapable_children()  # a rank's SIGSEGV is lost if SIGCHLD is ignored
@@ -256,6 +257,7 @@ class _Launcher:
         fails even when no rank reported a failure (a host that caught everything)."""
         if self.failures:
             return
+        assert self.ctl is not None  # set by _start
         reason = self.ctl.aborted()
         missing = [r for r in range(self.config.nranks) if r not in self.results]
         if reason or self.secondary or missing:
@@ -308,6 +310,7 @@ class _Launcher:
 
         def body() -> int:
             procs.enter()  # before user code: whatever it forks is tracked
+            assert self.transport is not None and self.ctl is not None  # set by _start
             return _rank_main(rank, parent, self.config, self.transport, self.ctl, writer,
                               self.host, self.args, self.model, self.stacks[rank])
 
@@ -326,6 +329,7 @@ class _Launcher:
         cfg = self.config
         start = last = self.started_at = time.monotonic()
         abort_at: float | None = None
+        assert self.ctl is not None and self.transport is not None  # set by _start
         deadlock = DeadlockWatch(self.ctl, self.transport, cfg.deadlock_grace)
         self.waitlog = WaitLog(self.ctl, self.transport)
         stopped = StoppedWatch()
@@ -337,7 +341,7 @@ class _Launcher:
             if self.conns or observed:
                 for conn in wait(list(self.conns) + observed, timeout=POLL_S):
                     if conn in self.conns:
-                        self._receive(conn)  # type: ignore[arg-type]
+                        self._receive(conn)
                     elif conn in observed:
                         self.failures.extend(self.model.receive(conn))  # type: ignore[attr-defined]
             else:
@@ -394,6 +398,7 @@ class _Launcher:
         """The stuck-agent report: wait-for table, agents not waiting and their state, stacks."""
         live = {r: pid for r, pid in self.pids.items() if r not in self.exited}
         try:
+            assert self.ctl is not None and self.transport is not None  # set by _start
             return "\n" + stuck_report(self.ctl, self.transport, live, self.stacks, why,
                                         self.waitlog)
         except Exception as exc:  # noqa: BLE001 -- a diagnosis must never hide the failure
@@ -450,7 +455,7 @@ class _Launcher:
             if rank in self.exited:
                 continue
             try:
-                gone = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+                gone: object = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
             except ChildProcessError:
                 gone = True
             if gone is None:
@@ -466,6 +471,7 @@ class _Launcher:
                 self._record_death(rank, status)
 
     def _record_death(self, rank: int, status: int | None) -> None:
+        assert self.ctl is not None  # set by _start
         if self.ctl.aborted() and self.failures:
             self.secondary += 1
             self.results[rank] = None
@@ -574,7 +580,7 @@ def _failure_from(rank: int, payload: Any) -> Failure:
     block = payload.get("block")
     if block is not None and (type(block) is not int or not 0 <= block < MAX_BLOCKS):
         block = None
-    text = {k: payload.get(k) if isinstance(payload.get(k), str) else "" for k in
+    text: dict[str, str] = {k: v if isinstance(v := payload.get(k), str) else "" for k in
             ("kind", "message", "traceback")}
     kind = text["kind"] if text["kind"] in ("exception", "crash") else "exception"  # a rank
     return Failure(rank, block, kind,  # cannot claim to be a deadlock or a timeout
@@ -613,7 +619,7 @@ def fork_rank(body: Callable[[], int], close: list[Connection]) -> int:
 
 def _rank_main(rank: int, parent: int, config: Config, transport: ShmTransport, ctl: C.Control,
                conn: Connection, host: Callable, args: tuple,
-               model: Callable[[RankRuntime], RankModel], stacks: Any) -> int:
+               model: Callable[[CoreRuntime], RankModel], stacks: Any) -> int:
     """Body of one rank process. Returns its exit status."""
     if not rank_process_setup(parent):
         return 1
@@ -636,7 +642,7 @@ def rank_process_setup(parent: int) -> bool:
 
 def serve_run(rank: int, config: Config, transport: ShmTransport, ctl: C.Control,
               conn: Connection, host: Callable, args: tuple,
-              model: Callable[[RankRuntime], RankModel]) -> int:
+              model: Callable[[CoreRuntime], RankModel]) -> int:
     """One run's work in a rank process: ``host(rt, *args)``, its result or failure sent to the
     launcher. Returns the rank's exit status."""
     sys.setswitchinterval(config.switch_interval)

@@ -41,8 +41,8 @@ def summarize(events: list[dict[str, Any]], meta: dict[str, Any], top: int = 10)
     if not pairs:
         lines.append("  no TWAIT was released by a traced TNOTIFY")
     lines.append(f"  {'rank':>4} <- {'rank':<4} {'waits':>7} {'total ms':>10} {'longest ms':>11}")
-    for (w, n), durs in sorted(pairs.items(), key=lambda kv: -sum(kv[1]))[:top]:
-        lines.append(f"  {w:>4} <- {n:<4} {len(durs):>7} {sum(durs) / 1e3:>10.3f} {max(durs) / 1e3:>11.3f}")
+    for (wr, nr), durs in sorted(pairs.items(), key=lambda kv: -sum(kv[1]))[:top]:
+        lines.append(f"  {wr:>4} <- {nr:<4} {len(durs):>7} {sum(durs) / 1e3:>10.3f} {max(durs) / 1e3:>11.3f}")
     lines.append(f"longest waits (top {top}):")
     for w in sorted(waits, key=lambda e: -e.get("dur", 0.0))[:top]:
         a = w["args"]
