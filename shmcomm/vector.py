@@ -102,7 +102,7 @@ def _issue(op: str, dst: Tile, region: tuple[int, int], srcs: tuple, fn: Any,
     return RECORD
 
 
-def _binary(op: str, fn: Any, allowed: frozenset = _ARITH):
+def _binary(op: str, fn: Any, allowed: frozenset = _ARITH) -> Callable[..., RecordEvent]:
     def instr(dst: Tile, src0: Tile, src1: Tile, *events: Any) -> RecordEvent:
         _tile(op, "dst", dst)
         _tile(op, "src0", src0)
@@ -116,7 +116,7 @@ def _binary(op: str, fn: Any, allowed: frozenset = _ARITH):
     return instr
 
 
-def _with_scalar(op: str, fn: Any, allowed: frozenset = _ARITH):
+def _with_scalar(op: str, fn: Any, allowed: frozenset = _ARITH) -> Callable[..., RecordEvent]:
     def instr(dst: Tile, src: Tile, scalar: Any, *events: Any) -> RecordEvent:
         _tile(op, "dst", dst)
         _tile(op, "src", src)
@@ -130,7 +130,7 @@ def _with_scalar(op: str, fn: Any, allowed: frozenset = _ARITH):
     return instr
 
 
-def _unary(op: str, fn: Any, allowed: frozenset = _FLOATS):
+def _unary(op: str, fn: Any, allowed: frozenset = _FLOATS) -> Callable[..., RecordEvent]:
     def instr(dst: Tile, src: Tile, *events: Any) -> RecordEvent:
         _tile(op, "dst", dst)
         _tile(op, "src", src)

@@ -115,7 +115,7 @@ class _BlockState:
 
     __slots__ = ("ready_peers", "ready_all", "ready_mine", "done_peers", "done_all", "tiles")
 
-    def __init__(self, ctx, caller: str) -> None:
+    def __init__(self, ctx: DeviceContext, caller: str) -> None:
         me, n = ctx.rank, ctx.nranks
         with claim(COLLECTIVES, ctx.signal_base + COLL_OFFSET, caller):
             row = ctx.signal_base + COLL_OFFSET + ctx.block_idx * COLL_BLOCK_WORDS
