@@ -31,6 +31,7 @@ one phase only; they exist to be measured against ``adaptive``
 
 from __future__ import annotations
 
+import ctypes
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -93,7 +94,7 @@ class WaitSite:
         return where
 
 
-def first_unsatisfied(words: Sequence[Word], fn, value: int) -> tuple[int, int]:
+def first_unsatisfied(words: Sequence[Word], fn: Callable[[int, int], bool], value: int) -> tuple[int, int]:
     """Sequential sweep as TWAIT does on hardware: index and value of the first failing element,
     or ``(-1, 0)`` when every element holds."""
     for i, w in enumerate(words):
@@ -103,7 +104,7 @@ def first_unsatisfied(words: Sequence[Word], fn, value: int) -> tuple[int, int]:
     return -1, 0
 
 
-def _holds(cells: tuple, fn, value: int) -> bool:
+def _holds(cells: tuple, fn: Callable[[int, int], bool], value: int) -> bool:
     """One sweep of acquire reads: does every word satisfy the condition?"""
     for c in cells:
         if not fn(c.value, value):
@@ -153,7 +154,8 @@ def wait_until(agent: Agent, site: WaitSite, value: int, cmp: int) -> None:
         at.store(agent.state_addr, C.RUNNING)
 
 
-def _poll_quietly(agent: Agent, site: WaitSite, fn, value: int, cmp: int, abort,
+def _poll_quietly(agent: Agent, site: WaitSite, fn: Callable[[int, int], bool], value: int, cmp: int,
+                  abort: ctypes.c_int32,
                   idle: Callable[[], None] | None, t0: float, until: float, spin: bool) -> bool:
     """Poll until ``until``; True when satisfied, False when the time is up (or, yielding, when
     ``POLL_BATCH`` yields kept us away long enough to show the box is busy).
@@ -197,7 +199,8 @@ def _poll_quietly(agent: Agent, site: WaitSite, fn, value: int, cmp: int, abort,
         last = now
 
 
-def _yield_then_sleep(agent: Agent, site: WaitSite, fn, value: int, cmp: int, abort,
+def _yield_then_sleep(agent: Agent, site: WaitSite, fn: Callable[[int, int], bool], value: int,
+                      cmp: int, abort: ctypes.c_int32,
                       idle: Callable[[], None] | None, t0: float, deadline: float,
                       yield_until: float, away: float) -> None:
     """The registered phase: yield until ``yield_until`` (or a yield that kept us away for
@@ -249,7 +252,7 @@ class _Holds:
 
     __slots__ = ("fn", "value")
 
-    def __init__(self, fn, value: int) -> None:
+    def __init__(self, fn: Callable[[int, int], bool], value: int) -> None:
         self.fn, self.value = fn, value
 
     def __call__(self, current: int) -> bool:
@@ -270,7 +273,7 @@ def _may_spin(agent: Agent) -> bool:
     return True
 
 
-def _box_busy(ctl) -> bool:
+def _box_busy(ctl: C.Control) -> bool:
     """True while tasks that cannot be this run's own outnumber the cores (sampled from the
     kernel's instantaneous ``nr_running`` at most every ``BUSY_SAMPLE_S`` per process).
 
@@ -336,13 +339,13 @@ def _message(agent: Agent, site: WaitSite, value: int, cmp: int, cur: int, idx: 
             f"{site.describe(idx)} for value {CMP_SYMBOLS[cmp]} {value}; it holds {cur}")
 
 
-def _raise_aborted(agent, site, value, cmp, elapsed) -> None:
+def _raise_aborted(agent: Agent, site: WaitSite, value: int, cmp: int, elapsed: float) -> None:
     idx, cur = first_unsatisfied(site.words, CMP_FUNCS[cmp], value)
     reason = C.ABORT_NAMES.get(agent.ctl.aborted(), "an abort")
     raise Aborted(_message(agent, site, value, cmp, cur, idx, elapsed, f"stopped by {reason}"))
 
 
-def _raise_timeout(agent, site, value, cmp, elapsed) -> None:
+def _raise_timeout(agent: Agent, site: WaitSite, value: int, cmp: int, elapsed: float) -> None:
     idx, cur = first_unsatisfied(site.words, CMP_FUNCS[cmp], value)
     raise WaitTimeout(_message(agent, site, value, cmp, cur, idx, elapsed,
                                f"timed out (wait_timeout={agent.wait_timeout:g} s)"))
