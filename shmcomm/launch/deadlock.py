@@ -201,7 +201,7 @@ class DeadlockWatch:
             return None
         return self._report(waits, now - self.since)
 
-    def _snapshot(self, live: list[int]):
+    def _snapshot(self, live: list[int]) -> tuple[tuple[tuple[int, int | None, int], ...], list[Wait]] | None:
         ctl = self.ctl
         if not live:
             return None
