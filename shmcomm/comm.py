@@ -33,7 +33,7 @@ either order. Take your words from the free range with ``rt.signal_region(name, 
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import numpy as np
 
@@ -65,6 +65,11 @@ from .types import (
     check_atomic_dtype,
     check_enum,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .transports import Word
 
 __all__ = [
     "gm_load", "gm_store", "gm_atomic_store", "gm_atomic_add", "st_atomic", "SYNCALL",
@@ -106,6 +111,17 @@ class Signal:
 
     __slots__ = ("ptr", "word", "cell", "handle", "fetch_add", "exchange", "waiters", "wake",
                  "load", "_site")
+    ptr: GMPtr
+    word: Word
+    # the word's fast-path pieces (see Word), copied in by _bind_word
+    cell: Any
+    handle: Any
+    fetch_add: Callable[[Any, int, int], int]
+    exchange: Callable[[Any, int, int], int]
+    waiters: Any
+    wake: Callable[[], None]
+    load: Callable[[], int]
+    _site: WaitSite | None
 
     def __new__(cls, ptr: GMPtr) -> Signal:
         if type(ptr) is GMPtr:
@@ -177,7 +193,7 @@ def _new_signal(cls: type, ptr: Any) -> Signal:
 
 
 def _make_signal(cls: type, ptr: GMPtr) -> Signal:
-    sig = _new(cls)
+    sig: Signal = _new(cls)
     sig.ptr = ptr
     sig.word = ptr.windows.transport.word(ptr.rank, ptr.offset)
     _bind_word(sig, sig.word)
@@ -201,6 +217,14 @@ class Signal2D:
 
     __slots__ = ("ptr", "rows", "cols", "row_stride", "words", "cells", "cell", "handle",
                  "fetch_add", "exchange", "waiters", "wake", "load", "_site")
+    # the first word's fast-path pieces (see Word), copied in by _bind_word
+    cell: Any
+    handle: Any
+    fetch_add: Callable[[Any, int, int], int]
+    exchange: Callable[[Any, int, int], int]
+    waiters: Any
+    wake: Callable[[], None]
+    load: Callable[[], int]
 
     def __init__(self, ptr: GMPtr, rows: int, cols: int, row_stride: int | None = None) -> None:
         for name, v in (("rows", rows), ("cols", cols)):
@@ -265,7 +289,7 @@ def _check_sig(sig: Any, op: str, first: bool = False) -> Signal | Signal2D:
                         f"{type(sig).__name__}")
 
 
-def _nd_signal(sig: Any) -> bool:
+def _nd_signal(sig: Any) -> TypeGuard[GlobalTensor]:
     """An int32 N-D signal tensor whose outer dimensions are not one evenly strided run of rows."""
     return isinstance(sig, GlobalTensor) and sig.dtype == I32 and sig.size > 0 \
         and sig.row_stride is None
@@ -337,7 +361,7 @@ def TNOTIFY(sig: Signal | Signal2D, value: int, op: NotifyOp | None = None, *eve
             fences.notify_drain()
 
 
-def TWAIT(sig: Signal | Signal2D, value: int, cmp: WaitCmp, *events: Any) -> None:
+def TWAIT(sig: Signal | Signal2D, value: int, cmp: WaitCmp | int, *events: Any) -> None:
     """Block until every element of ``sig`` satisfies ``element <cmp> value`` (after waiting for
     the event tokens ``events``).
 
@@ -367,7 +391,7 @@ def TWAIT(sig: Signal | Signal2D, value: int, cmp: WaitCmp, *events: Any) -> Non
         cur = sig.cell.value  # an acquire read (see Word.cell)
         if cur >= value if cmp is _GE else CMP_FUNCS[cmp](cur, value):
             return
-    elif _holds(sig.cells, value, cmp):
+    elif _holds(sig.cells, value, cmp):  # type: ignore[union-attr]  # t is Signal2D (hot path)
         return
     wait_until(_agent.current(), sig.site, value, cmp)
 
@@ -379,14 +403,14 @@ def _twait_sweep(sig: GlobalTensor, value: int, cmp: int) -> None:
     slabs = [_check_sig(slab, "TWAIT") for slab in sig.slabs()]
     while True:
         for slab in slabs:
-            if not _holds((slab.cell,) if type(slab) is Signal else slab.cells, value, cmp):
+            if not _holds(slab.cells if type(slab) is Signal2D else (slab.cell,), value, cmp):
                 TWAIT(slab, value, cmp)
                 break
         else:
             return
 
 
-def TTEST(sig: Signal | Signal2D, value: int, cmp: WaitCmp, *events: Any) -> bool:
+def TTEST(sig: Signal | Signal2D, value: int, cmp: WaitCmp | int, *events: Any) -> bool:
     """One sweep: True if every element of ``sig`` satisfies ``element <cmp> value`` now (after
     waiting for the event tokens ``events``).
 
@@ -415,7 +439,7 @@ def TTEST(sig: Signal | Signal2D, value: int, cmp: WaitCmp, *events: Any) -> boo
         cur = sig.cell.value
         if cur >= value if cmp is _GE else CMP_FUNCS[cmp](cur, value):
             return True
-    elif _holds(sig.cells, value, cmp):
+    elif _holds(sig.cells, value, cmp):  # type: ignore[union-attr]  # t is Signal2D (hot path)
         return True
     note_poll(getattr(_tls, "agent", None), sig.site, value, cmp)  # a TTEST loop is a wait
     return False

@@ -12,6 +12,7 @@ import dataclasses
 import difflib
 import os
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,7 +110,7 @@ class Config:
         check_block_threads(self.nranks, self.blocks, "blocks")
 
     @classmethod
-    def from_kwargs(cls, env: dict[str, str] | None = None, **kwargs: Any) -> Config:
+    def from_kwargs(cls, env: Mapping[str, str] | None = None, **kwargs: Any) -> Config:
         """Build a Config from ``SHMCOMM_*`` environment variables overlaid by ``kwargs``.
 
         ``None`` values in ``kwargs`` mean "not given". Unknown keys raise ArgumentError.

@@ -23,7 +23,7 @@ conservative under hazard mode, exact in eager mode.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -153,7 +153,8 @@ def _split_tiles(op: str, first: Tile, more: tuple) -> tuple[tuple, tuple]:
     return (first,), more
 
 
-def _row_blocks(op: str, whole: GlobalTensor, member: GlobalTensor, n: int):
+def _row_blocks(op: str, whole: GlobalTensor, member: GlobalTensor,
+                n: int) -> Iterator[tuple[int, int, int, int]]:
     """Yield ``(i, whole_rows, member_rows)`` 2-D row ranges of the DIM_3 split."""
     ws = whole.shape if len(whole.shape) > 1 else (1,) + whole.shape
     ms = member.shape if len(member.shape) > 1 else (1,) + member.shape

@@ -122,7 +122,7 @@ def TLOAD(tile: Tile, src: GlobalTensor) -> None:
     _pipes().load(tile, src)
 
 
-def TSTORE(dst: GlobalTensor, tile: Tile, atomic: AtomicType = AtomicType.AtomicNone) -> None:
+def TSTORE(dst: GlobalTensor, tile: Tile, atomic: AtomicType | int = AtomicType.AtomicNone) -> None:
     """Issue a UB -> GM copy of ``tile`` into ``dst`` on ``PIPE_MTE3``.
 
     ``AtomicType.AtomicAdd`` accumulates (``dst += tile``) atomically against every other

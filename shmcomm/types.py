@@ -94,7 +94,7 @@ CACHELINE_OUT = 0
 def check_enum(enum: type[IntEnum], value: object, what: str) -> int:
     """``value`` as an int member of ``enum``, or an ArgumentError naming ``what`` and the range."""
     if type(value) is enum:
-        return int(value)  # type: ignore[call-overload]
+        return int(value)
     if (isinstance(value, (bool, IntEnum)) or not isinstance(value, int)
             or value not in enum._value2member_map_):
         allowed = ", ".join(f"{m.name}={m.value}" for m in enum)

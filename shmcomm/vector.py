@@ -25,6 +25,7 @@ of ``pto_instr.hpp`` (``TRECIP``, ``TRELU``, ``TNEG``, ``TROWMAX``, ...).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -101,7 +102,7 @@ def _issue(op: str, dst: Tile, region: tuple[int, int], srcs: tuple, fn: Any,
     return RECORD
 
 
-def _binary(op: str, fn: Any, allowed: frozenset = _ARITH):
+def _binary(op: str, fn: Any, allowed: frozenset = _ARITH) -> Callable[..., RecordEvent]:
     def instr(dst: Tile, src0: Tile, src1: Tile, *events: Any) -> RecordEvent:
         _tile(op, "dst", dst)
         _tile(op, "src0", src0)
@@ -115,7 +116,7 @@ def _binary(op: str, fn: Any, allowed: frozenset = _ARITH):
     return instr
 
 
-def _with_scalar(op: str, fn: Any, allowed: frozenset = _ARITH):
+def _with_scalar(op: str, fn: Any, allowed: frozenset = _ARITH) -> Callable[..., RecordEvent]:
     def instr(dst: Tile, src: Tile, scalar: Any, *events: Any) -> RecordEvent:
         _tile(op, "dst", dst)
         _tile(op, "src", src)
@@ -129,7 +130,7 @@ def _with_scalar(op: str, fn: Any, allowed: frozenset = _ARITH):
     return instr
 
 
-def _unary(op: str, fn: Any, allowed: frozenset = _FLOATS):
+def _unary(op: str, fn: Any, allowed: frozenset = _FLOATS) -> Callable[..., RecordEvent]:
     def instr(dst: Tile, src: Tile, *events: Any) -> RecordEvent:
         _tile(op, "dst", dst)
         _tile(op, "src", src)
@@ -216,7 +217,7 @@ def TCOLSUM(dst: Tile, src: Tile, *more: Any) -> RecordEvent:
                   lambda a: a.sum(axis=0, keepdims=True, dtype=a.dtype), events)
 
 
-_ROUND = {
+_ROUND: dict[RoundMode, Callable[[np.ndarray], np.ndarray]] = {
     RoundMode.CAST_RINT: np.rint, RoundMode.CAST_FLOOR: np.floor, RoundMode.CAST_CEIL: np.ceil,
     RoundMode.CAST_TRUNC: np.trunc,
     RoundMode.CAST_ROUND: lambda a: np.sign(a) * np.floor(np.abs(a) + 0.5),

@@ -100,6 +100,19 @@ def test_check_rejects_bad_arguments():
             check(host, **kwargs)
 
 
+def idle_host(rt):
+    """A host that does nothing (module-level: a sweep's repro command imports its host)."""
+
+
+def test_check_passes_hazards_to_the_hazard_model():
+    """``hazards`` reaches the runs' configuration (not the schedule strategy beside it): an
+    unknown sub-model fails every hazard run, naming ``hazards``."""
+    from shmcomm.testing import SweepFailed, check
+
+    with pytest.raises(SweepFailed, match="hazards must be"):
+        check(idle_host, nranks=2, blocks=1, modes="hazard", seeds=1, hazards="bogus")
+
+
 HANGING_TEST = '''
 import time
 

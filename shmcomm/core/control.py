@@ -116,7 +116,7 @@ class Control:
         return self.base + 4 * word
 
     def close(self) -> None:
-        self.words = None  # type: ignore[assignment]
+        self.words = None
         self.segment.close()
 
     # -- abort ---------------------------------------------------------------------------------

@@ -50,7 +50,8 @@ def chunks(rows: int, cols: int, trows: int, tcols: int) -> Iterator[tuple[int, 
             yield r0, r1, c0, min(c0 + tcols, cols)
 
 
-def _slab_pairs(dsts: Sequence[GlobalTensor], src: GlobalTensor):
+def _slab_pairs(dsts: Sequence[GlobalTensor],
+                src: GlobalTensor) -> Iterator[tuple[GlobalTensor, list[GlobalTensor]]]:
     """``(src_slab, dst_slabs)`` per outer index: pto-isa's DIM_0..DIM_2 loop (a destination
     of another 5-D shape but the same 2-D form moves as one 2-D slab)."""
     if all(d.shape5 == src.shape5 for d in dsts) and src.shape5[:3] != (1, 1, 1):
@@ -67,7 +68,7 @@ def _flat(g: GlobalTensor) -> GlobalTensor:
     return g if g.shape5[:3] == (1, 1, 1) else g.chunk(0, g.rows, 0, g.cols)
 
 
-def _chunk_list(dsts, src, vr: int, vc: int) -> list:
+def _chunk_list(dsts: Sequence[GlobalTensor], src: GlobalTensor, vr: int, vc: int) -> list:
     return [(s.chunk(r0, r1, c0, c1), [d.chunk(r0, r1, c0, c1) for d in ds], r1 - r0, c1 - c0)
             for s, ds in _slab_pairs(dsts, src)
             for r0, r1, c0, c1 in chunks(s.rows, s.cols, vr, vc)]
@@ -98,7 +99,7 @@ def copy_through(pipes: BlockModel, dsts: Sequence[GlobalTensor], src: GlobalTen
     lo, hi = INTRA_PINGPONG_CHUNKS.get(op, (0, -1))
     intra = p2p and (vr, vc) == (ping.rows, ping.cols) and vr >= 2 and vr % 2 == 0 \
         and lo <= len(work) <= hi
-    halves = (ping.rows_view(0, vr // 2), ping.rows_view(vr // 2, vr // 2)) if intra else ()
+    halves: tuple[Tile, ...] = (ping.rows_view(0, vr // 2), ping.rows_view(vr // 2, vr // 2)) if intra else ()
     for s, ds, r, c in work:
         if intra and r == ping.rows and c == ping.cols:
             h = r // 2

@@ -182,6 +182,9 @@ class GMPtr:
     """
 
     __slots__ = ("kind", "offset", "_sig")
+    kind: PtrKind
+    offset: int
+    _sig: Any
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"GMPtr is immutable: cannot set {name!r} (make a new pointer: "
@@ -266,10 +269,11 @@ class GMPtr:
         return f"GMPtr(rank={self.kind.rank}, offset={self.offset:#x}, {self.kind.dtype})"
 
 
-# the only writers of a pointer's slots: _make, and comm's Signal cache (set_signal)
-_set_kind = GMPtr.kind.__set__  # type: ignore[attr-defined]
-_set_offset = GMPtr.offset.__set__  # type: ignore[attr-defined]
-_set_sig = GMPtr._sig.__set__  # type: ignore[attr-defined]
+# the only writers of a pointer's slots: _make, and comm's Signal cache (set_signal); the slot
+# descriptors are read from the class dict (mypy takes ``GMPtr.kind`` for the PtrKind it holds)
+_set_kind = GMPtr.__dict__["kind"].__set__
+_set_offset = GMPtr.__dict__["offset"].__set__
+_set_sig = GMPtr.__dict__["_sig"].__set__
 
 
 def set_signal(ptr: GMPtr, sig: Any) -> None:
@@ -295,6 +299,15 @@ class GlobalTensor:
 
     __slots__ = ("ptr", "shape", "strides", "shape5", "strides5", "rows", "cols", "row_stride",
                  "extent_bytes")
+    ptr: GMPtr
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    shape5: tuple[int, int, int, int, int]
+    strides5: tuple[int, int, int, int, int]
+    rows: int
+    cols: int
+    row_stride: int | None
+    extent_bytes: int
 
     def __init__(self, ptr: GMPtr, shape: Any, strides: Any = None,
                  row_stride: int | None = None) -> None:
@@ -431,13 +444,21 @@ class GlobalTensor:
         return np.lib.stride_tricks.as_strided(
             flat, (self.rows, self.cols), (rs * p.itemsize, p.itemsize))
 
+    def pitch_bytes(self) -> int:
+        """Bytes from one row of the 2-D form to the next (the pitch of a transport's put / get)."""
+        if self.row_stride is None:
+            raise ArgumentError(
+                f"{self!r}: its outer dimensions are not one evenly strided run of rows, so it has "
+                "no row pitch; move it in 2-D slices (.slab(i0, i1, i2)), as TPUT / TGET do")
+        return self.row_stride * self.ptr.itemsize
+
     def read_into(self, out: np.ndarray) -> None:
         """Copy the ``rows x cols`` elements into ``out`` (a view when the transport maps the
         window, else the transport's ``get``)."""
         p = self.ptr
         t = p.windows.transport
         if p.rank in t.unmapped:
-            t.get(p.rank, p.offset, self.row_stride * p.itemsize, out)
+            t.get(p.rank, p.offset, self.pitch_bytes(), out)
         else:
             np.copyto(out, self.view2d())
 
@@ -446,7 +467,7 @@ class GlobalTensor:
         p = self.ptr
         t = p.windows.transport
         if p.rank in t.unmapped:
-            t.put(p.rank, p.offset, self.row_stride * p.itemsize, data)
+            t.put(p.rank, p.offset, self.pitch_bytes(), data)
         else:
             np.copyto(self.view2d(), data)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -54,13 +54,13 @@ class SymmetricArray(np.ndarray):
     def ptr(self) -> GMPtr:
         w = self._windows
         where = w.locate(int(self.ctypes.data)) if w is not None else None
-        if where is None:
+        if where is None or w is None:
             raise ShmcommError("x.ptr: this array does not live in a shmcomm window (a copy?)")
         if not self.flags.c_contiguous:
             raise ShmcommError("x.ptr: the array must be C-contiguous to have a GM pointer")
         return GMPtr(w, where[0], where[1], self.dtype)
 
-    def copy(self, order: str = "C") -> np.ndarray:  # type: ignore[override]
+    def copy(self, order: Literal["K", "A", "C", "F"] = "C") -> np.ndarray:  # type: ignore[override]
         return np.array(self, order=order, copy=True, subok=False)
 
     def __reduce__(self) -> Any:  # pickles (results sent to the launcher) as a plain ndarray

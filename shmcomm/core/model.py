@@ -301,7 +301,7 @@ def atomic_add(agent: Agent, dst: GlobalTensor, data: np.ndarray) -> None:
     try:
         with transport.data_lock(p.rank, p.offset, dst.extent_bytes, agent.wait_timeout, abort):
             if p.rank in transport.unmapped:
-                transport.accumulate(p.rank, p.offset, dst.row_stride * p.itemsize, data)
+                transport.accumulate(p.rank, p.offset, dst.pitch_bytes(), data)
                 return
             view = dst.view2d()
             np.add(view, data, out=view, casting="unsafe")

@@ -43,6 +43,14 @@ class Tile:
     """
 
     __slots__ = ("array", "rows", "cols", "dtype", "valid", "valid_row", "valid_col", "ub_offset")
+    array: np.ndarray
+    rows: int
+    cols: int
+    dtype: np.dtype
+    valid: tuple[int, int]
+    valid_row: int
+    valid_col: int
+    ub_offset: int
 
     def __init__(self, shape: Any, dtype: Any, valid: Any = None, array: np.ndarray | None = None,
                  ub_offset: int = -1) -> None:

@@ -31,9 +31,11 @@ one phase only; they exist to be measured against ``adaptive``
 
 from __future__ import annotations
 
+import ctypes
 import os
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..errors import Aborted, WaitTimeout
 from ..transports import Word
@@ -58,7 +60,7 @@ KIND_SIGNAL, KIND_HOST_BARRIER, KIND_TTEST, KIND_SYNCALL = 0, 1, 2, 3
 
 _fetch_add = at.fast_fetch_add  # control-segment words: c_void_p
 _store = at.fast_store
-_busy = [-1.0, False]  # when the box was last sampled, and whether it was busy
+_busy: list[Any] = [-1.0, False]  # when the box was last sampled, and whether it was busy
 _loadavg_fd = [-1]  # /proc/loadavg, opened once per process and read with pread
 _SEQ = at.SEQ_CST
 _perf = time.perf_counter
@@ -93,7 +95,7 @@ class WaitSite:
         return where
 
 
-def first_unsatisfied(words: Sequence[Word], fn, value: int) -> tuple[int, int]:
+def first_unsatisfied(words: Sequence[Word], fn: Callable[[int, int], bool], value: int) -> tuple[int, int]:
     """Sequential sweep as TWAIT does on hardware: index and value of the first failing element,
     or ``(-1, 0)`` when every element holds."""
     for i, w in enumerate(words):
@@ -103,7 +105,7 @@ def first_unsatisfied(words: Sequence[Word], fn, value: int) -> tuple[int, int]:
     return -1, 0
 
 
-def _holds(cells: tuple, fn, value: int) -> bool:
+def _holds(cells: tuple, fn: Callable[[int, int], bool], value: int) -> bool:
     """One sweep of acquire reads: does every word satisfy the condition?"""
     for c in cells:
         if not fn(c.value, value):
@@ -182,7 +184,8 @@ def _first_polls(cells: tuple, fn, value: int) -> bool:
     return False
 
 
-def _poll_quietly(agent: Agent, site: WaitSite, fn, value: int, cmp: int, abort,
+def _poll_quietly(agent: Agent, site: WaitSite, fn: Callable[[int, int], bool], value: int, cmp: int,
+                  abort: ctypes.c_int32,
                   idle: Callable[[], None] | None, t0: float, until: float, spin: bool) -> bool:
     """Poll until ``until``; True when satisfied, False when the time is up (or, yielding, when
     ``POLL_BATCH`` yields kept us away long enough to show the box is busy).
@@ -226,7 +229,8 @@ def _poll_quietly(agent: Agent, site: WaitSite, fn, value: int, cmp: int, abort,
         last = now
 
 
-def _yield_then_sleep(agent: Agent, site: WaitSite, fn, value: int, cmp: int, abort,
+def _yield_then_sleep(agent: Agent, site: WaitSite, fn: Callable[[int, int], bool], value: int,
+                      cmp: int, abort: ctypes.c_int32,
                       idle: Callable[[], None] | None, t0: float, deadline: float,
                       yield_until: float, away: float) -> None:
     """The registered phase: yield until ``yield_until`` (or a yield that kept us away for
@@ -278,7 +282,7 @@ class _Holds:
 
     __slots__ = ("fn", "value")
 
-    def __init__(self, fn, value: int) -> None:
+    def __init__(self, fn: Callable[[int, int], bool], value: int) -> None:
         self.fn, self.value = fn, value
 
     def __call__(self, current: int) -> bool:
@@ -299,7 +303,7 @@ def _may_spin(agent: Agent) -> bool:
     return True
 
 
-def _box_busy(ctl) -> bool:
+def _box_busy(ctl: C.Control) -> bool:
     """True while tasks that cannot be this run's own outnumber the cores (sampled from the
     kernel's instantaneous ``nr_running`` at most every ``BUSY_SAMPLE_S`` per process).
 
@@ -333,9 +337,9 @@ def _register(agent: Agent, site: WaitSite, value: int, cmp: int, kind: int | No
     """Publish the wait in the agent's control line (the deadlock watch reads it)."""
     agent.seq += 1
     off = site.sig_offset  # 64 bits as two halves: windows reach 16 GiB
-    agent.wait_fields[:] = (agent.seq & 0x7FFFFFFF, site.sig_rank, off & 0xFFFFFFFF, off >> 32,
+    agent.wait_fields[:] = [agent.seq & 0x7FFFFFFF, site.sig_rank, off & 0xFFFFFFFF, off >> 32,
                             site.rows, site.cols, site.stride, cmp, value, agent.ctl.now_ms(),
-                            site.kind if kind is None else kind)
+                            site.kind if kind is None else kind]
     agent.polling = None
     _store(agent.state_cp, state, _SEQ)  # seq_cst: the fields above are visible first
 
@@ -365,13 +369,13 @@ def _message(agent: Agent, site: WaitSite, value: int, cmp: int, cur: int, idx: 
             f"{site.describe(idx)} for value {CMP_SYMBOLS[cmp]} {value}; it holds {cur}")
 
 
-def _raise_aborted(agent, site, value, cmp, elapsed) -> None:
+def _raise_aborted(agent: Agent, site: WaitSite, value: int, cmp: int, elapsed: float) -> None:
     idx, cur = first_unsatisfied(site.words, CMP_FUNCS[cmp], value)
     reason = C.ABORT_NAMES.get(agent.ctl.aborted(), "an abort")
     raise Aborted(_message(agent, site, value, cmp, cur, idx, elapsed, f"stopped by {reason}"))
 
 
-def _raise_timeout(agent, site, value, cmp, elapsed) -> None:
+def _raise_timeout(agent: Agent, site: WaitSite, value: int, cmp: int, elapsed: float) -> None:
     idx, cur = first_unsatisfied(site.words, CMP_FUNCS[cmp], value)
     raise WaitTimeout(_message(agent, site, value, cmp, cur, idx, elapsed,
                                f"timed out (wait_timeout={agent.wait_timeout:g} s)"))

@@ -100,7 +100,7 @@ class EagerRankModel(RankModel):
 
     def block(self, agent: Agent) -> BlockModel:
         tracer = block_tracer(agent)
-        if tracer is None:
+        if tracer is None or self.host_trace is None:  # both are set when the run traces
             return EagerBlockModel(agent)
         self.host_trace.block(agent)
         agent.hooks = model = TracedEagerBlockModel(agent, tracer)

@@ -52,7 +52,7 @@ collectives in the same order, with the same ``n`` (as with PTO or NCCL).
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -74,6 +74,11 @@ from ..comm import (
 from ..errors import ArgumentError
 from ..pipe import DSB_DDR, PIPE_ALL, dsb, pipe_barrier
 from .layout import COLL_BLOCK_WORDS, COLL_DONE, COLL_END, COLL_OFFSET, COLL_READY, COLLECTIVES, claim
+
+if TYPE_CHECKING:
+    from ..core.heap import SymmetricArray
+    from ..core.runtime import DeviceContext
+    from .host import RankRuntime
 
 TILE_BYTES = 96 * 1024  # per staging tile: big chunks amortize the ~8 us of Python per TLOAD/TSTORE
 MIN_TILE_BYTES = 1024
@@ -110,7 +115,7 @@ class _BlockState:
 
     __slots__ = ("ready_peers", "ready_all", "ready_mine", "done_peers", "done_all", "tiles")
 
-    def __init__(self, ctx, caller: str) -> None:
+    def __init__(self, ctx: DeviceContext, caller: str) -> None:
         me, n = ctx.rank, ctx.nranks
         with claim(COLLECTIVES, ctx.signal_base + COLL_OFFSET, caller):
             row = ctx.signal_base + COLL_OFFSET + ctx.block_idx * COLL_BLOCK_WORDS
@@ -125,7 +130,7 @@ class _BlockState:
 _states: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # agent -> _BlockState
 
 
-def _state(ctx, caller: str) -> _BlockState:
+def _state(ctx: DeviceContext, caller: str) -> _BlockState:
     """This block's state, built at its first collective (which claims the region for the run
     and checks that it fits ``signal_bytes``)."""
     agent = ctx._agent
@@ -135,7 +140,7 @@ def _state(ctx, caller: str) -> _BlockState:
     return s
 
 
-def _tiles(ctx, s: _BlockState, dtype: np.dtype, tile_elems: int | None) -> tuple:
+def _tiles(ctx: DeviceContext, s: _BlockState, dtype: np.dtype, tile_elems: int | None) -> tuple:
     """Two staging tiles ``(acc, recv)`` of ``1 x cols``, made once per block and dtype."""
     key = (dtype.str, tile_elems or 0)
     t = s.tiles.get(key)
@@ -179,14 +184,15 @@ def sync_leave(s: _BlockState, e: int) -> None:
     dsb(DSB_DDR)
 
 
-def part_bounds(ctx, n: int, rank: int) -> tuple[int, int]:
+def part_bounds(ctx: DeviceContext, n: int, rank: int) -> tuple[int, int]:
     """Elements ``[lo, hi)`` of part ``(rank, ctx.block_idx)``: this block's slice of a share."""
     lo, hi = share_bounds(n, ctx.nranks, rank)
     b, nb, length = ctx.block_idx, ctx.block_num, hi - lo
     return lo + b * length // nb, lo + (b + 1) * length // nb
 
 
-def rs_reduce_part(ctx, src: GMPtr, dst: GMPtr, lo: int, hi: int, op: ReduceOp, tiles: tuple) -> None:
+def rs_reduce_part(ctx: DeviceContext, src: GMPtr, dst: GMPtr, lo: int, hi: int, op: ReduceOp,
+                   tiles: tuple) -> None:
     """RS: reduce elements ``[lo, hi)`` of every rank's ``src`` into my ``dst`` (TREDUCE as root)."""
     if hi <= lo:
         return
@@ -196,7 +202,7 @@ def rs_reduce_part(ctx, src: GMPtr, dst: GMPtr, lo: int, hi: int, op: ReduceOp, 
     TREDUCE(group, GlobalTensor(dst, shape), tiles[0], tiles[1], op)
 
 
-def ag_push_part(ctx, src: GMPtr, dst: GMPtr, lo: int, hi: int, tiles: tuple) -> None:
+def ag_push_part(ctx: DeviceContext, src: GMPtr, dst: GMPtr, lo: int, hi: int, tiles: tuple) -> None:
     """AG: put my ``src[0:hi-lo]`` into elements ``[lo, hi)`` of every rank's ``dst`` (TBROADCAST)."""
     if hi <= lo:
         return
@@ -216,14 +222,14 @@ def _check_args(op_name: str, src: Any, dst: Any, n: Any, src_len: int | None = 
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
         raise ArgumentError(f"{op_name}: n must be an int >= 0, got {n!r}")
     for name, p, length in (("src", src, src_len), ("dst", dst, dst_len)):
-        length = n if length is None else length
+        length = int(n) if length is None else length
         if length:
             p.windows.check_extent(p.rank, p.offset, length * p.itemsize, f"{op_name}: {name}")
 
 
 # --- kernels: the entries only forward ---------------------------------------------------------
 
-def reduce_scatter(ctx, src: GMPtr, dst: GMPtr, n: int, op: Any = ReduceOp.Sum,
+def reduce_scatter(ctx: DeviceContext, src: GMPtr, dst: GMPtr, n: int, op: Any = ReduceOp.Sum,
                    tile_elems: int | None = None) -> None:
     """ReduceScatter of ``n`` elements: my share of the reduction lands in ``dst[0:hi-lo]``.
 
@@ -239,7 +245,7 @@ def reduce_scatter(ctx, src: GMPtr, dst: GMPtr, n: int, op: Any = ReduceOp.Sum,
     sync_leave(s, e)
 
 
-def all_gather(ctx, src: GMPtr, dst: GMPtr, n: int, tile_elems: int | None = None) -> None:
+def all_gather(ctx: DeviceContext, src: GMPtr, dst: GMPtr, n: int, tile_elems: int | None = None) -> None:
     """AllGather into ``n`` elements of ``dst``: my share comes from ``src[0:hi-lo]``."""
     _check_args("all_gather", src, dst, n, src_len=max_share(n, ctx.nranks))
     s = _state(ctx, "all_gather")
@@ -251,7 +257,7 @@ def all_gather(ctx, src: GMPtr, dst: GMPtr, n: int, tile_elems: int | None = Non
     sync_leave(s, e)
 
 
-def all_reduce(ctx, src: GMPtr, dst: GMPtr, n: int, op: Any = ReduceOp.Sum,
+def all_reduce(ctx: DeviceContext, src: GMPtr, dst: GMPtr, n: int, op: Any = ReduceOp.Sum,
                tile_elems: int | None = None) -> None:
     """AllReduce of ``n`` elements, two-shot (RS -> AG); ``dst`` may be ``src`` (in place)."""
     op = reduce_op(op)
@@ -296,8 +302,9 @@ def _host_ptr(what: str, x: Any) -> GMPtr:
     return ptr
 
 
-def host_all_reduce(rt, x, op: Any = "sum", out=None, blocks: int | None = None,
-                    tile_elems: int | None = None):
+def host_all_reduce(rt: RankRuntime, x: SymmetricArray, op: Any = "sum",
+                    out: SymmetricArray | None = None, blocks: int | None = None,
+                    tile_elems: int | None = None) -> SymmetricArray:
     """Launch an AllReduce of ``x`` (every rank, same shape); in place unless ``out`` is given."""
     src = _host_ptr("all_reduce: x", x)
     dst = src if out is None else _host_ptr("all_reduce: out", out)
@@ -307,8 +314,8 @@ def host_all_reduce(rt, x, op: Any = "sum", out=None, blocks: int | None = None,
     return x if out is None else out
 
 
-def host_reduce_scatter(rt, x, out, op: Any = "sum", blocks: int | None = None,
-                        tile_elems: int | None = None):
+def host_reduce_scatter(rt: RankRuntime, x: SymmetricArray, out: SymmetricArray, op: Any = "sum",
+                        blocks: int | None = None, tile_elems: int | None = None) -> SymmetricArray:
     """Launch a ReduceScatter of ``x``; my share lands in ``out[:hi-lo]`` (``out`` holds
     ``max_share(x.size, nranks)`` elements). Returns the filled view of ``out``."""
     src, dst = _host_ptr("reduce_scatter: x", x), _host_ptr("reduce_scatter: out", out)
@@ -317,10 +324,12 @@ def host_reduce_scatter(rt, x, out, op: Any = "sum", blocks: int | None = None,
         raise ArgumentError(f"reduce_scatter: out needs {max_share(n, rt.nranks)} elements, has {out.size}")
     rt.launch(reduce_scatter_kernel, blocks=blocks, args=(src, dst, n, reduce_op(op), 1, tile_elems))
     lo, hi = share_bounds(n, rt.nranks, rt.rank)
-    return out.reshape(-1)[: hi - lo]
+    # a view keeps the SymmetricArray class (numpy's stubs type it as a plain ndarray)
+    return cast("SymmetricArray", out.reshape(-1)[: hi - lo])
 
 
-def host_all_gather(rt, x, out, blocks: int | None = None, tile_elems: int | None = None):
+def host_all_gather(rt: RankRuntime, x: SymmetricArray, out: SymmetricArray,
+                    blocks: int | None = None, tile_elems: int | None = None) -> SymmetricArray:
     """Launch an AllGather: my share ``x[:hi-lo]`` of ``out.size`` elements lands in every ``out``."""
     src, dst = _host_ptr("all_gather: x", x), _host_ptr("all_gather: out", out)
     n = int(out.size)

@@ -12,6 +12,7 @@ offset or a length, so a rank that scribbles over the control segment gets a cle
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -127,6 +128,7 @@ def agent_lines(ctl: C.Control, rank: int) -> list[tuple[int | None, np.ndarray]
             f"corrupted control segment: rank {rank}'s line holds blocks={nb}, outside "
             f"[0, {MAX_BLOCKS}]; a rank wrote over shmcomm's control memory"), str(nb).encode())
     lines: list[tuple[int | None, np.ndarray]] = []
+    b: int | None  # a block index; None for the host's line
     for s in ctl.running_slots(rank):
         b = int(agents[s, C.A_BLOCK])
         if not 0 <= b < MAX_BLOCKS:
@@ -199,7 +201,7 @@ class DeadlockWatch:
             return None
         return self._report(waits, now - self.since)
 
-    def _snapshot(self, live: list[int]):
+    def _snapshot(self, live: list[int]) -> tuple[tuple[tuple[int, int | None, int], ...], list[Wait]] | None:
         ctl = self.ctl
         if not live:
             return None
@@ -251,7 +253,7 @@ WAIT_HEADER = ("rank", "block", "waits on", "cmp", "expected", "current", "waiti
 def wait_rows(waits: list[Wait], now_ms: int, ended: dict | None = None) -> list[tuple[str, ...]]:
     """One row of the wait-for table (``WAIT_HEADER``) per wait: what its words hold now.
     ``ended`` maps ``(rank, block)`` of waits that are over (a timeout ended them) to when."""
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for w in waits:
         idx, cur = w.first_unsatisfied()
         end = (ended or {}).get((w.rank, w.block))
@@ -262,7 +264,7 @@ def wait_rows(waits: list[Wait], now_ms: int, ended: dict | None = None) -> list
     return rows
 
 
-def format_table(rows: list[tuple[str, ...]]) -> str:
+def format_table(rows: Sequence[tuple[str, ...]]) -> str:
     """``rows`` as left-aligned columns, indented by two spaces."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True))

@@ -91,7 +91,7 @@ def run_mpi(host: Callable[..., Any], config: Config, args: tuple = (),
     watch.start()
     result: Any = None
     try:
-        rt = RankRuntime(rank, config, Windows(transport), ctl, compose(config))
+        rt: RankRuntime | None = RankRuntime(rank, config, Windows(transport), ctl, compose(config))
         result = host(rt, *args)
     except KernelError as exc:
         if isinstance(exc.exc, Aborted):
@@ -307,7 +307,8 @@ class _Watch:
         ctl, r = self.ctl, self.rank
         agents = ctl.agents_of(r)
         nb = ctl.rank_field(r, C.R_BLOCKS)
-        waits = [(r, b, agents[b]) for b in range(nb) if agents[b][C.A_STATE] == C.WAITING]
+        waits: list[tuple[int, int | None, Any]] = [
+            (r, b, agents[b]) for b in range(nb) if agents[b][C.A_STATE] == C.WAITING]
         if agents[C.HOST_SLOT][C.A_STATE] == C.WAITING:
             waits.append((r, None, agents[C.HOST_SLOT]))
         if waits:

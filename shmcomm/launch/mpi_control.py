@@ -26,13 +26,15 @@ from typing import Any
 import numpy as np
 
 from ..core import control as C
-from ..transports.mpi import MpiTransport
+from ..transports.mpi import MpiTransport, NodeSegment
 
 PROGRESS_S = 0.0005  # how often a rank of a job across hosts lets MPI serve its peers' RMA
 
 
 class MpiControl(C.Control):
     """:class:`~shmcomm.core.control.Control` over every host's segment (collective)."""
+
+    segment: NodeSegment  # the transport's control segment, never a local shm Segment
 
     def __init__(self, nranks: int, transport: MpiTransport) -> None:
         super().__init__(nranks, segment=transport.control_segment)

@@ -43,6 +43,7 @@ def _offset_to_root(comm: Any, rank: int, peer: int) -> float:
             t1 = now_us()
             if best is None or t1 - t0 < best[0]:
                 best = (t1 - t0, (t0 + t1) / 2 - tp)
+        assert best is not None  # PINGS >= 1
         comm.send(best[1], dest=peer, tag=_TAG_CLOCK)
         return best[1]
     for _ in range(PINGS):

@@ -256,6 +256,7 @@ class _PoolRun(_Launcher):
     def _start(self) -> None:
         pool = self.pool
         self.ctl, self.transport = pool.ctl, pool.transport
+        assert self.ctl is not None  # the pool's, made with its processes
         tops = [(self.ctl.rank_field(r, C.R_HEAPTOP) & 0xFFFFFFFF)  # 64 bits in two words
                 | (self.ctl.rank_field(r, C.R_HEAPTOP_HI) & 0xFFFFFFFF) << 32
                 for r in range(pool.nranks)]

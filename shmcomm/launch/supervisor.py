@@ -35,6 +35,7 @@ from ..core import control as C
 from ..core.gm import Windows
 from ..core.model import RankModel, RunModel
 from ..core.runtime import KernelError
+from ..core.runtime import RankRuntime as CoreRuntime
 from ..errors import (
     Aborted,
     ArgumentError,
@@ -264,6 +265,7 @@ class _Launcher:
         fails even when no rank reported a failure (a host that caught everything)."""
         if self.failures:
             return
+        assert self.ctl is not None  # set by _start
         reason = self.ctl.aborted()
         missing = [r for r in range(self.config.nranks) if r not in self.results]
         if reason or self.secondary or missing:
@@ -316,6 +318,7 @@ class _Launcher:
 
         def body() -> int:
             procs.enter()  # before user code: whatever it forks is tracked
+            assert self.transport is not None and self.ctl is not None  # set by _start
             return _rank_main(rank, parent, self.config, self.transport, self.ctl, writer,
                               self.host, self.args, self.model, self.stacks[rank])
 
@@ -334,6 +337,7 @@ class _Launcher:
         cfg = self.config
         start = last = self.started_at = time.monotonic()
         abort_at: float | None = None
+        assert self.ctl is not None and self.transport is not None  # set by _start
         deadlock = DeadlockWatch(self.ctl, self.transport, cfg.deadlock_grace)
         self.waitlog = WaitLog(self.ctl, self.transport)
         stopped = StoppedWatch()
@@ -345,7 +349,7 @@ class _Launcher:
             if self.conns or observed:
                 for conn in wait(list(self.conns) + observed, timeout=POLL_S):
                     if conn in self.conns:
-                        self._receive(conn)  # type: ignore[arg-type]
+                        self._receive(conn)
                     elif conn in observed:
                         self.failures.extend(self.model.receive(conn))
             else:
@@ -402,6 +406,7 @@ class _Launcher:
         """The stuck-agent report: wait-for table, agents not waiting and their state, stacks."""
         live = {r: pid for r, pid in self.pids.items() if r not in self.exited}
         try:
+            assert self.ctl is not None and self.transport is not None  # set by _start
             return "\n" + stuck_report(self.ctl, self.transport, live, self.stacks, why,
                                         self.waitlog)
         except Exception as exc:  # noqa: BLE001 -- a diagnosis must never hide the failure
@@ -456,7 +461,7 @@ class _Launcher:
             if rank in self.exited:
                 continue
             try:
-                gone = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+                gone: object = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
             except ChildProcessError:
                 gone = True
             if gone is None:
@@ -472,6 +477,7 @@ class _Launcher:
                 self._record_death(rank, status)
 
     def _record_death(self, rank: int, status: int | None) -> None:
+        assert self.ctl is not None  # set by _start
         if self.ctl.aborted() and self.failures:
             self.secondary += 1
             self.results[rank] = None
@@ -580,7 +586,7 @@ def _failure_from(rank: int, payload: Any) -> Failure:
     block = payload.get("block")
     if block is not None and (type(block) is not int or not 0 <= block < MAX_BLOCKS):
         block = None
-    text = {k: payload.get(k) if isinstance(payload.get(k), str) else "" for k in
+    text: dict[str, str] = {k: v if isinstance(v := payload.get(k), str) else "" for k in
             ("kind", "message", "traceback")}
     kind = text["kind"] if text["kind"] in ("exception", "crash") else "exception"  # a rank
     return Failure(rank, block, kind,  # cannot claim to be a deadlock or a timeout
@@ -642,7 +648,7 @@ def rank_process_setup(parent: int) -> bool:
 
 def serve_run(rank: int, config: Config, transport: ShmTransport, ctl: C.Control,
               conn: Connection, host: Callable, args: tuple,
-              model: Callable[[RankRuntime], RankModel]) -> int:
+              model: Callable[[CoreRuntime], RankModel]) -> int:
     """One run's work in a rank process: ``host(rt, *args)``, its result or failure sent to the
     launcher. Returns the rank's exit status."""
     sys.setswitchinterval(config.switch_interval)

@@ -50,8 +50,8 @@ def summarize(events: list[dict[str, Any]], meta: dict[str, Any], top: int = 10)
         lines.append("  no TWAIT was released by a traced TNOTIFY")
     total, longest = f"total {unit}", f"longest {unit}"
     lines.append(f"  {'rank':>4} <- {'rank':<4} {'waits':>7} {total:>{w1}} {longest:>{w2}}")
-    for (w, n), durs in sorted(pairs.items(), key=lambda kv: -sum(kv[1]))[:top]:
-        lines.append(f"  {w:>4} <- {n:<4} {len(durs):>7} {fmt(sum(durs), w1)} {fmt(max(durs), w2)}")
+    for (wr, nr), durs in sorted(pairs.items(), key=lambda kv: -sum(kv[1]))[:top]:
+        lines.append(f"  {wr:>4} <- {nr:<4} {len(durs):>7} {fmt(sum(durs), w1)} {fmt(max(durs), w2)}")
     lines.append(f"longest waits (top {top}):")
     for w in sorted(waits, key=lambda e: -e.get("dur", 0.0))[:top]:
         a = w["args"]

@@ -36,6 +36,7 @@ from .harness import (
     DEFAULT_BLOCKS,
     DEFAULT_NRANKS,
     DEFAULT_SIZES,
+    Report,
     Settings,
     configs,
     resolve_program,
@@ -203,6 +204,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         runs = ns.runs if ns.runs is not None or ns.seconds is not None else DEFAULT_RUNS
         if settings.strategy.startswith("exhaustive"):
             return _exhaustive(host, cfgs, ns, settings)
+        rep: Report | None  # None: interrupted before any run finished
         rep = sweep(host, cfgs, seed=ns.seed, runs=runs, seconds=ns.seconds, settings=settings,
                     program=ns.program, progress=progress, stop_at_first=ns.exitfirst,
                     kwargs=kwargs, pool=not ns.no_pool)
@@ -267,6 +269,7 @@ def _exhaustive(host, cfgs, ns: argparse.Namespace, settings: Settings) -> int:
         failed = True
         path = os.path.abspath(os.path.join(settings.schedule_dir or ".",
                             f"{ns.program.replace(':', '_')}-{nranks}x{blocks}-n{size}-exhaustive.json"))
+        assert found.schedule is not None  # a failure keeps its schedule
         found.schedule.save(path)
         print(f"{label}: schedule {found.runs} failed: {found.failure.failures[0]}".splitlines()[0])
         print(f"replay: python -m shmcomm.stress --program {ns.program} --nranks {nranks} "

@@ -88,15 +88,15 @@ def format_kill_matrix(kills: Sequence[Kill], reports: Sequence[Report], setting
             rows.append((k.entry.name, mode, "NO", k.note or "-", runs, secs, "-",
                          k.entry.summary))
         else:
-            idx, secs = k.to_catch()  # type: ignore[misc]
-            rows.append((k.entry.name, c.spec.mode, "yes", c.kind, str(idx), f"{secs:.2f}",
+            idx, took = k.to_catch()  # type: ignore[misc]
+            rows.append((k.entry.name, c.spec.mode, "yes", c.kind, str(idx), f"{took:.2f}",
                          str(c.spec.seed), k.entry.summary))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     caught = sum(1 for k in kills if k.catch is not None)
     lines = [f"shmcomm stress --catalogue: kill matrix (load {load})"]
-    for r in rows:
-        src = r[-1] if len(r[-1]) <= 70 else r[-1][:67] + "..."
-        lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True))
+    for row in rows:
+        src = row[-1] if len(row[-1]) <= 70 else row[-1][:67] + "..."
+        lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(row[:-1], widths, strict=True))
                      + "  " + src)
     lines.append(f"caught {caught} of {len(kills)} bugs; each catch reruns with:")
     for k in kills:
@@ -105,13 +105,13 @@ def format_kill_matrix(kills: Sequence[Kill], reports: Sequence[Report], setting
     if reports:
         total = sum(len(r.outcomes) for r in reports)
         alarms = sum(len(r.failures) for r in reports)
-        secs = sum(r.seconds for r in reports)
-        lines.append(f"correct programs: {total} runs in {secs:.1f} s, {alarms} alarms")
+        spent = sum(r.seconds for r in reports)
+        lines.append(f"correct programs: {total} runs in {spent:.1f} s, {alarms} alarms")
         for r in reports:
-            c = r.counts()
+            counts = r.counts()
             lines.append(f"  {r.program:<16} {len(r.outcomes):>6} runs  {len(r.failures)} alarms"
                          + ("" if not r.failures else "  (" + ", ".join(
-                             f"{k} {v}" for k, v in c.items() if v) + ")"))
+                             f"{k} {v}" for k, v in counts.items() if v) + ")"))
             if r.failures:
                 lines.append(f"    reproduce: {repro_command(r.program, r.failures[0].spec, settings)}")
     return "\n".join(lines)

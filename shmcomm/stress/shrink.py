@@ -79,7 +79,7 @@ def shrink(call: Callable[..., Any], schedule: Schedule, want: tuple[str, str],
             if failed is not None and signature(*classify(failed)) == want \
                     and getattr(failed, "schedule", None) is not None:
                 hi = cut
-                got = failed.schedule
+                got = failed.schedule  # type: ignore[attr-defined]  # the supervisor sets it
                 if got.preemptions < (best or schedule).preemptions:
                     got.strategy = schedule.strategy
                     best = got

@@ -88,7 +88,9 @@ def check(host: Callable[..., Any], *, nranks: int | Iterable[int] = (2, 4),
         raise ArgumentError("sizes has no effect: the host takes no size parameter")
     cfgs = configs(_ints("nranks", nranks), _ints("blocks", blocks),
                    _ints("sizes", 64 if sizes is None else sizes), mode_list)
-    settings = Settings(wait_timeout, deadlock_grace, run_timeout, trace_dir, hazards)
+    # by keyword: the fifth field is the schedule strategy (hazards went there positionally)
+    settings = Settings(wait_timeout, deadlock_grace, run_timeout, trace_dir,
+                        hazards="all" if hazards is None else hazards)
     program = program_spec(host)
     rep = sweep(host, cfgs, seed=seed, runs=len(cfgs) * seeds, settings=settings,
                 stop_at_first=stop_at_first, program=program, kwargs=kwargs)

@@ -31,7 +31,7 @@ def user_site(frame: FrameType | None = None) -> str | None:
     """``file:line`` of the innermost frame of the user's kernel on the stack (plus the library
     kernel it called, if any), or ``None`` when there is none (the block is returning, or runs a
     library kernel launched by itself). The bug catalogue's kernels count as user code."""
-    f = frame if frame is not None else sys._getframe(1)
+    f: FrameType | None = frame if frame is not None else sys._getframe(1)
     inner = ""
     while f is not None:
         fn = f.f_code.co_filename
@@ -50,7 +50,7 @@ def kernel_site(agent: Agent | None = None, frame: FrameType | None = None) -> s
     """Where the block is in the user's kernel: :func:`user_site`; without a user frame, the
     innermost line of a library kernel (one launched by itself, as the host helpers do), else
     the definition of the kernel function of ``agent``'s launch (the block is returning)."""
-    f = frame if frame is not None else sys._getframe(1)
+    f: FrameType | None = frame if frame is not None else sys._getframe(1)
     site = user_site(f)
     if site is not None:
         return site

@@ -21,12 +21,13 @@ line.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 if TYPE_CHECKING:
-    from ...core.gm import GlobalTensor
+    from ...core.gm import GlobalTensor, Windows
 
 LINE_BYTES = 64
 _WORDS = LINE_BYTES // 4
@@ -38,7 +39,7 @@ class RemoteStores:
 
     __slots__ = ("items", "apply")
 
-    def __init__(self, apply) -> None:
+    def __init__(self, apply: Callable[[GlobalTensor, np.ndarray, int], None]) -> None:
         self.items: deque = deque()  # (due, dst, data, atomic)
         self.apply = apply  # apply(dst, data, atomic): the real write
 
@@ -65,7 +66,7 @@ class LineModel:
 
     __slots__ = ("lines", "on_clobber", "windows")
 
-    def __init__(self, windows, on_clobber) -> None:
+    def __init__(self, windows: Windows, on_clobber: Callable[[int, int, int, int, str], bool]) -> None:
         self.windows = windows
         self.lines: dict[tuple[int, int], tuple] = {}  # line -> (due, snapshot, own words, Set's site)
         self.on_clobber = on_clobber  # on_clobber(rank, offset, stale, current, site) -> True: write

@@ -58,7 +58,6 @@ MIN_BLOCK_SLOTS = 4  # clocks keep at least this many block slots per rank, what
 # a block sends its records (and its frontier) before the launch's end past this many: the
 # launcher can then forget what every agent has passed, and a long kernel stays cheap to judge
 _FLUSH_RECORDS = 128
-_QUEUED = (PIPE_MTE2, PIPE_MTE3, PIPE_V)
 
 
 class RaceDetector(RunModel):
@@ -85,7 +84,7 @@ class RaceDetector(RunModel):
         return self.inner.shared_bytes
 
     @property
-    def schedule(self) -> Any:  # type: ignore[override]
+    def schedule(self) -> Any:
         return self.inner.schedule
 
     def prepare(self, ctl: Any) -> None:
@@ -245,7 +244,7 @@ class RaceRankModel(RankModel):
         self._flush_host()  # the host's stores after its last launch or barrier
         self.inner.close()
 
-    def _host_write(self, arr: np.ndarray, key: Any) -> None:
+    def _host_write(self, arr: SymmetricArray, key: Any) -> None:
         """The host stored into a symmetric array (``x[key] = ...``): a write by the host."""
         if getattr(_agent_tls, "agent", None) is not self.rt.host_agent:
             return  # a block thread writing host arrays: not the host's access
@@ -397,7 +396,7 @@ class RaceBlockModel(BlockModel):
         p = g.ptr
         if g.rows <= 1 or g.row_stride == g.cols:
             return [(p.offset, p.offset + g.extent_bytes)]
-        row, width = g.row_stride * p.itemsize, g.cols * p.itemsize
+        row, width = g.pitch_bytes(), g.cols * p.itemsize
         return [(p.offset + r * row, p.offset + r * row + width) for r in range(g.rows)]
 
     def _pipe_access(self, pc: _PipeClock, g: GlobalTensor, tile: Tile, atomic: int) -> None:
@@ -495,8 +494,8 @@ class RaceBlockModel(BlockModel):
             self._drain(self.p2)
             self._drain(self.p3)
             self._drain(self.pv)
-        elif pipe in _QUEUED:
-            self._drain(self._pipe(pipe))
+        elif (pc := self._pipe(pipe)) is not None:  # a queued pipe: MTE2, MTE3 or V
+            self._drain(pc)
 
     def dsb(self, mode: int) -> None:
         if self.tested:

@@ -42,7 +42,7 @@ from __future__ import annotations
 import ctypes
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from ...config import MAX_PCT_DEPTH
 from ...core import control as C
@@ -93,7 +93,8 @@ def shared_bytes(nranks: int) -> int:
 
 
 # the parts of the shared area: name, item format, items (an int, or "agents" x an int)
-_PARTS: tuple[tuple[str, str, Any], ...] = (
+_Format = Literal["q", "i", "h", "B"]  # the memoryview item formats the parts use
+_PARTS: tuple[tuple[str, _Format, Any], ...] = (
     ("hdr", "q", HEADER), ("live", "i", ("agents", 1)), ("state", "i", ("agents", 1)),
     ("pending", "i", ("agents", 1)), ("yielded", "i", ("agents", 1)),
     ("go", "i", ("agents", 16)),  # one 64-byte line per agent: the futex words of the turn
@@ -113,7 +114,7 @@ class Layout:
 
     def __init__(self, nranks: int) -> None:
         self.nagents = n = nranks * C.SLOTS
-        self.parts: dict[str, tuple[int, int, str]] = {}  # name -> (offset, bytes, format)
+        self.parts: dict[str, tuple[int, int, _Format]] = {}  # name -> (offset, bytes, format)
         off = 0
         for name, fmt, items in _PARTS:
             count = n * items[1] if isinstance(items, tuple) else items

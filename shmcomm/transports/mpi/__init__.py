@@ -138,7 +138,7 @@ class MpiWord(Word):
         self.count = count
         self.waiters = waiters
         if addr is not None:
-            self.cp = ctypes.c_void_p(addr)
+            self.cp: ctypes.c_void_p | None = ctypes.c_void_p(addr)
             self.cell = _SyncCell(win, addr)
         else:
             self.cp = None
@@ -264,7 +264,7 @@ class MpiTransport(Transport):
         self.heap_bytes = heap_bytes
         self.size = signal_bytes + heap_bytes
         self._ctl: NodeSegment | None = None
-        self.win = None
+        self.win: Any = None  # the MPI.Win (mpi4py has no type information); None once closed
         # the ranks sharing this host's memory (the host's first rank has the lowest world rank)
         # one name for the whole job (traces of every rank land under it)
         self.run_id: str = comm.bcast(secrets.token_hex(12) if self.me == 0 else None, root=0)
@@ -307,7 +307,7 @@ class MpiTransport(Transport):
             self.arrays[r], self.bases[r] = arr, arr.ctypes.data
             self.mapped_ranks.append(r)
         self.unmapped = frozenset(range(self.nranks)) - frozenset(self.mapped_ranks)
-        self.arrays[self.me][:] = 0  # type: ignore[index]  # MPI does not zero window memory
+        self.arrays[self.me][:] = 0  # MPI does not zero window memory
         # each mapped window's sleeper count (tail line 0): its address, and a plain-read view
         self._counts = [None if b is None else (ctypes.c_void_p(b + self.size),
                                                 ctypes.c_int32.from_address(b + self.size))

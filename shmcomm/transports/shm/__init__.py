@@ -71,6 +71,9 @@ class ShmWord(Word):
     (a plain ``c_int32`` view on x86-64)."""
 
     __slots__ = ("rank", "offset", "addr", "cp", "handle", "cell", "waiters", "waiters_cp")
+    addr: int
+    cp: ctypes.c_void_p
+    waiters_cp: ctypes.c_void_p | None
     fetch_add = staticmethod(_fetch_add)  # libatomic itself: TNOTIFY calls it directly
     exchange = staticmethod(_exchange)
 

@@ -178,13 +178,13 @@ class Segment:
         self._reservation = reserve
         # every numpy view of the segment holds a reference to this buffer: close() counts them
         self._buf: Any = (ctypes.c_uint8 * size).from_address(addr)
-        self.array = np.frombuffer(self._buf, dtype=np.uint8)
+        self.array = np.frombuffer(self._buf, dtype=np.uint8)  # type: ignore[call-overload]  # a ctypes buffer
 
     def close(self) -> None:
         """Unmap. Views of the segment must be gone first (otherwise it stays mapped)."""
         if self._buf is None:
             return
-        self.array = None  # type: ignore[assignment]
+        self.array = None
         buf, self._buf = self._buf, None
         if sys.getrefcount(buf) > 2:  # a user still holds a view: the mapping dies with the process
             return
