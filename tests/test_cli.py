@@ -222,11 +222,10 @@ shmcomm stress: cliprog.py:sized: 3 runs in 1.5 s (2.0 runs/s, load 1.00 2.00 3.
 failures: 1  (wrong result 1, deadlock 0, crash 0, checker 0, error 0)
 first failure: run 1 (nranks=4 blocks=2 size=64 mode=hazard seed=8): wrong result
   rank 1 block 0: AssertionError: bad sum
-reproduce: python -m shmcomm.stress --program cliprog.py:sized --nranks 4 --blocks 2 --size 64 \
---mode hazard --seed 8 --runs 1 --arg k=1
+reproduce: python -m shmcomm.stress --program cliprog.py:sized --nranks 4 --blocks 2 --seed 8 \
+--mode hazard --size 64 --runs 1 --arg k=1
   or once, under launch: python -m shmcomm launch --program cliprog.py:sized --nranks 4 --blocks 2 \
---mode hazard --seed 8 --arg size=64 --arg k=1 --wait-timeout 10 --deadlock-grace 0.3 --timeout 30 \
---trace results/stress-traces/cliprog.py_sized-4x2-n64-seed8-launch.json
+--timeout 30 --wait-timeout 10 --deadlock-grace 0.3 --seed 8 --mode hazard --arg size=64 --arg k=1
 outcomes per configuration:
   configuration                          ok  wrong result  deadlock  crash  checker  error
   nranks=2 blocks=1 size=64 mode=eager    1             0         0      0        0      0
@@ -242,6 +241,7 @@ def test_stress_report_format_is_pinned(prog, monkeypatch):
                             "rank 1 block 0: AssertionError: bad sum"),
                     Outcome(RunSpec(4, 2, 64, "hazard", 10), "ok", 0.5)]
     assert format_report(rep, Settings()) == GOLDEN_STRESS
+    assert not (prog / "results").exists()  # nothing is written to the working directory
 
 
 @pytest.mark.parametrize("script", ["benchmarks/collectives.py", "benchmarks/barrier_latency.py",

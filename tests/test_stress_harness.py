@@ -78,8 +78,8 @@ def test_specs_sweep_configurations_then_seeds():
     got = [s for s, _ in zip(specs(cfgs, 10), range(5), strict=False)]
     assert [(s.nranks, s.seed) for s in got] == [(2, 10), (4, 11), (2, 12), (4, 13), (2, 14)]
     cmd = repro_command("x:y", RunSpec(4, 2, 1000, "eager", 1234), Settings())
-    assert cmd == ("python -m shmcomm.stress --program x:y --nranks 4 --blocks 2 --size 1000 "
-                   "--mode eager --seed 1234 --runs 1")
+    assert cmd == ("python -m shmcomm.stress --program x:y --nranks 4 --blocks 2 --seed 1234 "
+                   "--mode eager --runs 1")  # x:y cannot be found: no --size
     assert "--deadlock-grace 0.5" in repro_command("x:y", RunSpec(2, 1, 1, "eager", 0),
                                                    Settings(deadlock_grace=0.5))
 
