@@ -33,12 +33,15 @@ def run_cli(*argv: str, cwd: Path | str | None = None, env: dict | None = None,
 
 def run_in_process(capsys: Any, *argv: str) -> tuple[int, str, str]:
     """``shmcomm ARGV`` in this process: ``(status, stdout, stderr)``; argparse's exits count."""
+    import warnings
+
     from shmcomm.cli import main
 
-    try:
-        status = main(list(argv))
-    except SystemExit as exc:
-        status = int(exc.code or 0)
+    with warnings.catch_warnings():  # the command installs its own warning printer
+        try:
+            status = main(list(argv))
+        except SystemExit as exc:
+            status = int(exc.code or 0)
     out = capsys.readouterr()
     return status, out.out, out.err
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import textwrap
 import warnings
 from pathlib import Path
 
 import pytest
+from _helpers import ROOT, run_cli, run_in_process
 
 from shmcomm.config import Config
 from shmcomm.errors import ShmcommWarning
@@ -25,7 +25,6 @@ from shmcomm.stress.harness import Outcome, Report, RunSpec, Settings
 from shmcomm.stress.report import format_report
 
 pytestmark = pytest.mark.timeout(120)
-ROOT = Path(__file__).resolve().parents[1]
 
 PROG = '''
 import numpy as np
@@ -44,11 +43,7 @@ def plain(rt):
 '''
 
 
-def _run(*argv: str, cwd: Path | None = None, env: dict | None = None, module=("-m", "shmcomm")):
-    e = dict(os.environ if env is None else env)
-    e["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), e.get("PYTHONPATH")]))
-    return subprocess.run([sys.executable, *module, *argv], capture_output=True, text=True,
-                          timeout=90, cwd=cwd, env=e)
+_run = run_cli
 
 
 @pytest.fixture
@@ -135,11 +130,12 @@ def test_import_error_shows_its_traceback_and_exits_3(tmp_path):
     (["stress"], "one of the arguments --program --catalogue is required"),
     (["launch", "--program", "cliprog.py:host", "--arg", "x"], "expected KEY=VALUE"),
 ])
-def test_ineffective_or_bad_options_are_usage_errors(prog, argv, words):
-    p = _run(*argv, cwd=prog)
-    assert p.returncode == 2, (argv, p.stdout, p.stderr)
-    assert words in p.stderr and p.stderr.startswith("usage: "), p.stderr
-    assert "Traceback" not in p.stderr
+def test_ineffective_or_bad_options_are_usage_errors(prog, argv, words, capsys, monkeypatch):
+    monkeypatch.chdir(prog)  # in this process: argparse and the checks before any run
+    status, _out, err = run_in_process(capsys, *argv)
+    assert status == 2, (argv, err)
+    assert words in err and err.startswith("usage: "), err
+    assert "Traceback" not in err
 
 
 def test_hazards_under_hazard_mode_from_the_environment_are_accepted(prog):

@@ -20,6 +20,7 @@ import importlib
 import importlib.util
 import os
 import sys
+import threading
 import traceback
 import warnings
 from collections.abc import Callable, Sequence
@@ -74,7 +75,7 @@ def show_warnings(prog: str) -> None:
             plain(message, category, filename, lineno, file, line)
         elif str(message) not in seen:
             seen.add(str(message))
-            print(f"{prog}: warning: {message}", file=sys.stderr)
+            print(f"{prog}: {colour('warning', 'yellow')}: {message}", file=sys.stderr)
 
     warnings.showwarning = show
     warnings.simplefilter("always", ShmcommWarning)  # deduplicated by the message above
@@ -315,6 +316,33 @@ def int_list(text: str) -> tuple[int, ...]:
     if not values or min(values) < 1:
         raise argparse.ArgumentTypeError(f"expected integers >= 1, got {text!r}")
     return values
+
+
+def interruptible(main: Callable[..., int]) -> Callable[..., int]:
+    """Ctrl-C or SIGTERM ends a command with the shell's status (130 / 143) and one line, not a
+    traceback: the same in every command."""
+    import functools
+    import signal
+
+    @functools.wraps(main)
+    def wrapper(argv: list[str] | None = None, prog: str | None = None) -> int:
+        def term(signum: int, frame: Any) -> None:
+            raise KeyboardInterrupt(signum)
+
+        old = (signal.signal(signal.SIGTERM, term)
+               if threading.current_thread() is threading.main_thread() else None)
+        try:
+            return main(argv, prog)
+        except KeyboardInterrupt as exc:
+            signum = exc.args[0] if exc.args else signal.SIGINT
+            print(f"{prog or prog_name(main.__module__.rsplit('.', 1)[-1])}: interrupted by "
+                  f"{signal.Signals(signum).name}", file=sys.stderr)
+            return 128 + signum
+        finally:
+            if old is not None:
+                signal.signal(signal.SIGTERM, old)
+
+    return wrapper
 
 
 def report_import_error(prog: str, exc: ProgramImportError) -> int:

@@ -207,7 +207,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
                     kwargs=kwargs, pool=not ns.no_pool)
         if quiet:
             return 1 if rep.failures else 0
-        print(format_report(rep, settings))
+        _print_report(format_report(rep, settings))
         if ns.json:
             _write_json(ns.json, report_json([rep], settings))
         return 1 if rep.failures else 0
@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         rep = getattr(exc, "report", None)
         if rep is not None and settings is not None and rep.outcomes:
             try:
-                print(format_report(rep, settings))
+                _print_report(format_report(rep, settings))
             except KeyboardInterrupt:
                 pass
         print(f"{prog}: interrupted by {signal.Signals(signum).name} "
@@ -230,6 +230,16 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     finally:
         if old_term is not None:
             signal.signal(signal.SIGTERM, old_term)
+
+
+def _print_report(text: str) -> None:
+    """The summary; its failures line red (or green) on a terminal, unless NO_COLOR is set."""
+    head, sep, rest = text.partition("\nfailures: ")
+    if sep:
+        count, _, tail = rest.partition("  ")
+        text = head + "\n" + opt.colour(f"failures: {count}", "red" if count != "0" else "green",
+                                        sys.stdout) + "  " + tail
+    print(text)
 
 
 def _term_as_interrupt():

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import itertools
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -30,16 +31,15 @@ from ..errors import ArgumentError
 from ..stress.harness import (
     RUN_SETTINGS,
     Outcome,
+    Pools,
     Report,
     RunSpec,
     Settings,
     check_host_args,
     configs,
     run_one,
+    specs,
     takes_size,
-)
-from ..stress.harness import (
-    sweep as sweep_runs,
 )
 from ..stress.report import format_report
 
@@ -229,27 +229,44 @@ def run_case(host: Callable[..., Any], case: Case, settings: Settings, *, progra
     each run's timeout is cut to end before it, so a hang is reported by shmcomm, with every
     rank's stack, rather than killed from outside.
     """
+    return run_specs(host, case.specs(), settings, program=program, kwargs=kwargs,
+                     stop_at_first=stop_at_first, deadline=deadline, notes=notes,
+                     sized=bool(case.size))
+
+
+def run_specs(host: Callable[..., Any], runs: Iterable[RunSpec], settings: Settings, *,
+              program: str = "", kwargs: Mapping[str, Any] | None = None,
+              stop_at_first: bool = False, deadline: float | None = None,
+              notes: Iterable[str] = (), sized: bool = False, pool: bool = False) -> Report:
+    """Run ``runs`` in order (see :func:`run_case`); ``pool``: on persistent rank processes
+    (faster; but a hang's report then has no stacks of the ranks)."""
     kwargs = dict(kwargs or {})
     check_host_args(host, kwargs, program)
-    report = Report(program or program_spec(host), kwargs=kwargs, sized=bool(case.size))
+    runs = list(runs)
+    report = Report(program or program_spec(host), kwargs=kwargs, sized=sized)
+    pools = Pools() if pool and not settings.detect_races else None
     t0 = time.perf_counter()
     short = None
-    for spec in case.specs():
-        this = settings
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left < 1.0:
-                short = (f"the test's timeout leaves no time for seed {spec.seed}: ran "
-                         f"{len(report.outcomes)} of {case.count} runs")
+    try:
+        for spec in runs:
+            this = settings
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left < 1.0:
+                    short = (f"the test's timeout leaves no time for seed {spec.seed}: ran "
+                             f"{len(report.outcomes)} of {len(runs)} runs")
+                    break
+                if left < settings.run_timeout:
+                    this = dataclasses.replace(settings, run_timeout=left)
+            out = run_one(host, spec, this, report.program, pools,
+                          shrink_first=not report.failures, kwargs=kwargs)
+            report.outcomes.append(out)
+            if stop_at_first and out.kind != "ok":
                 break
-            if left < settings.run_timeout:
-                this = dataclasses.replace(settings, run_timeout=left)
-        out = run_one(host, spec, this, report.program, None,
-                      shrink_first=not report.failures, kwargs=kwargs)
-        report.outcomes.append(out)
-        if stop_at_first and out.kind != "ok":
-            break
-    report.seconds = time.perf_counter() - t0
+    finally:
+        report.seconds = time.perf_counter() - t0
+        if pools is not None:
+            pools.close()
     if report.failures:
         raise SweepFailed(failure_text(report, settings, notes), report)
     if short is not None:
@@ -292,7 +309,8 @@ def sweep_all(host: Callable[..., Any], axes: Mapping[str, Any], own: Mapping[st
               env: Mapping[str, str] | None = None, overrides: Mapping[str, Any] | None = None,
               ini: Mapping[str, Any] | None = None, cli: Mapping[str, Any] | None = None,
               trace_dir: str = "", stop_at_first: bool = False,
-              kwargs: Mapping[str, Any] | None = None, pool: bool = True) -> Report:
+              kwargs: Mapping[str, Any] | None = None, pool: bool = True,
+              deadline: float | None = None) -> Report:
     """The whole sweep in one go (:func:`check`, and a test calling ``shmcomm_sweep`` without
     the marker): run ``i`` takes configuration ``i mod len(configs)`` and seed ``seed + i``."""
     cases, notes = plan(axes, host, env, overrides)
@@ -305,12 +323,10 @@ def sweep_all(host: Callable[..., Any], axes: Mapping[str, Any], own: Mapping[st
     program = program_spec(host)
     cfgs = list(dict.fromkeys((c.nranks, c.blocks, c.size, c.mode) for c in cases))
     n_seeds = sum(c.count for c in cases) // len(cfgs)
-    rep = sweep_runs(host, cfgs, seed=cases[0].seed, runs=len(cfgs) * n_seeds,
-                     settings=settings, stop_at_first=stop_at_first, program=program,
-                     kwargs=kwargs, pool=pool)
-    if rep.failures:
-        raise SweepFailed(failure_text(rep, settings, notes), rep)
-    return rep
+    runs = itertools.islice(specs(cfgs, cases[0].seed), len(cfgs) * n_seeds)
+    return run_specs(host, runs, settings, program=program, kwargs=kwargs,
+                     stop_at_first=stop_at_first, deadline=deadline, notes=notes,
+                     sized=bool(cases[0].size), pool=pool)
 
 
 def sweep_marker(host: Callable[..., Any] | None = None, **axes_and_options: Any) -> Any:

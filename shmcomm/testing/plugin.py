@@ -33,7 +33,7 @@ from ..stress.harness import RUN_SETTINGS, Report
 from . import AXIS_KEYS, SweepFailed, plan, run_case, run_settings, sweep_all
 
 MARKER = "shmcomm_sweep"
-TIMEOUT_MARGIN = 0.2  # of the test's timeout kept for shmcomm's own report (at least 3 s)
+TIMEOUT_MARGIN = 0.2  # of the test's timeout kept for shmcomm's own report (2 to 10 s)
 
 
 def _positive(text: str) -> int:
@@ -199,7 +199,7 @@ def _deadline(item: pytest.Item, start: float) -> float | None:
     if not timeout or float(timeout) <= 0:
         return None
     timeout = float(timeout)
-    return start + timeout - max(3.0, TIMEOUT_MARGIN * timeout)
+    return start + timeout - min(max(2.0, TIMEOUT_MARGIN * timeout), 0.5 * timeout, 10.0)
 
 
 @pytest.fixture
@@ -230,7 +230,8 @@ def shmcomm_sweep(request: pytest.FixtureRequest, shmcomm_case: Any) -> Callable
                 return sweep_all(host, {**ini_a, **axes}, own, overrides=cli_a, ini=ini_s,
                                  cli=cli_s, trace_dir=trace_dir(),
                                  stop_at_first=options.pop("stop_at_first", exitfirst),
-                                 kwargs=options, pool=False)  # fork per run: stacks on a hang
+                                 kwargs=options, pool=False,  # fork per run: stacks on a hang
+                                 deadline=_deadline(request.node, start))
             m_host, _axes, own, kwargs = _split(marker)
             host = host or m_host
             if host is None:
