@@ -170,7 +170,7 @@ SETTINGS: tuple[Setting, ...] = (
             metavar="BYTES"),
     Setting("ub_bytes", int, 192 * KiB, "per-block tile (UB) capacity in bytes, as on A2/A3",
             1 * KiB, 64 * MiB, metavar="BYTES"),
-    Setting("timeout", float, 300.0, "seconds for one whole run (past it: a timeout, exit 124)",
+    Setting("timeout", float, 300.0, "seconds for one whole run (past it: a timeout)",
             0.1, WEEK_S, sweep=30.0, metavar="S"),
     Setting("wait_timeout", float, 60.0, "one TWAIT's deadline in seconds", 0.01, WEEK_S,
             sweep=10.0, metavar="S"),

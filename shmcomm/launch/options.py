@@ -140,8 +140,9 @@ def add_program(p: argparse.ArgumentParser | Any, *, extra: str = "", required: 
 
 def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE", type=_key_value,
-                   help="keyword argument for the host, repeatable; VALUE is a Python literal "
-                        "or a string (default: none)")
+                   help="keyword argument for the host, repeatable; VALUE is a Python literal, "
+                        "@pkg.module:name for an importable object (a dtype), or else a string "
+                        "(default: none)")
 
 
 def _key_value(text: str) -> tuple[str, Any]:
