@@ -138,11 +138,12 @@ def test_ineffective_or_bad_options_are_usage_errors(prog, argv, words, capsys, 
     assert "Traceback" not in err
 
 
-def test_hazards_under_hazard_mode_from_the_environment_are_accepted(prog):
-    env = dict(os.environ, SHMCOMM_MODE="hazard")
-    p = _run("launch", "--nranks", "2", "--blocks", "1", "--program", "cliprog.py:plain",
-             "--hazards", "pipes", cwd=prog, env=env)
-    assert p.returncode == 0, p.stderr
+def test_hazards_under_hazard_mode_from_the_environment_are_accepted(prog, capsys, monkeypatch):
+    monkeypatch.chdir(prog)
+    monkeypatch.setenv("SHMCOMM_MODE", "hazard")
+    status, _out, err = run_in_process(capsys, "launch", "--nranks", "2", "--blocks", "1",
+                                       "--program", "cliprog.py:plain", "--hazards", "pipes")
+    assert status == 0, err
 
 
 def test_unknown_shmcomm_variable_is_warned_with_the_nearest_name():
@@ -159,33 +160,39 @@ def test_unknown_shmcomm_variable_is_warned_with_the_nearest_name():
         Config.from_kwargs(env={"SHMCOMM_NRANKS": "3"})
 
 
-def test_cli_warning_is_one_plain_line(prog):
-    env = dict(os.environ, SHMCOMM_NRANK="4")
-    p = _run("launch", "--nranks", "2", "--blocks", "1", "--program", "cliprog.py:plain",
-             cwd=prog, env=env)
-    assert p.returncode == 0, p.stderr
-    assert p.stderr.splitlines() == ["python -m shmcomm launch: warning: unknown environment "
-                                     "variable SHMCOMM_NRANK is ignored; did you mean SHMCOMM_NRANKS?"]
+def test_cli_warning_is_one_plain_line(prog, capsys, monkeypatch):
+    monkeypatch.chdir(prog)
+    monkeypatch.setenv("SHMCOMM_NRANK", "4")
+    status, _out, err = run_in_process(capsys, "launch", "--nranks", "2", "--blocks", "1",
+                                       "--program", "cliprog.py:plain")
+    assert status == 0, err
+    assert err.splitlines() == ["python -m shmcomm launch: warning: unknown environment "
+                                "variable SHMCOMM_NRANK is ignored; did you mean SHMCOMM_NRANKS?"]
 
 
-def test_stress_warns_once_over_many_runs_and_before_a_usage_error(prog):
-    env = dict(os.environ, SHMCOMM_SEEED="4")
-    p = _run("stress", "--program", "cliprog.py:plain", "--nranks", "2", "--blocks", "1",
-             "--mode", "eager", "--runs", "3", "--no-progress", "--trace-dir", "", cwd=prog, env=env)
-    assert p.returncode == 0, p.stderr
-    assert p.stderr.splitlines() == ["python -m shmcomm stress: warning: unknown environment "
-                                     "variable SHMCOMM_SEEED is ignored; did you mean SHMCOMM_SEED?"]
-    p = _run("stress", "--program", "cliprog.py:plain", "--mode", "eager", "--hazards", "all",
-             cwd=prog, env=env)
-    assert p.returncode == 2 and "SHMCOMM_SEEED" in p.stderr.splitlines()[0]
+def test_stress_warns_once_over_many_runs_and_before_a_usage_error(prog, capsys, monkeypatch):
+    monkeypatch.chdir(prog)
+    monkeypatch.setenv("SHMCOMM_SEEED", "4")
+    status, _out, err = run_in_process(capsys, "stress", "--program", "cliprog.py:plain",
+                                       "--nranks", "2", "--blocks", "1", "--mode", "eager",
+                                       "--runs", "3", "--no-progress")
+    assert status == 0, err
+    assert err.splitlines() == ["python -m shmcomm stress: warning: unknown environment "
+                                "variable SHMCOMM_SEEED is ignored; did you mean SHMCOMM_SEED?"]
+    status, _out, err = run_in_process(capsys, "stress", "--program", "cliprog.py:plain",
+                                       "--mode", "eager", "--hazards", "all")
+    assert status == 2 and "SHMCOMM_SEEED" in err.splitlines()[0]
 
 
-def test_shmcomm_nranks_is_honoured_by_launch(prog):
-    env = dict(os.environ, SHMCOMM_NRANKS="3", SHMCOMM_BLOCKS="1")
-    p = _run("launch", "--program", "cliprog.py:host", cwd=prog, env=env)
-    assert p.returncode == 0 and "rank 2: 'x:2.0:3'" in p.stdout, p.stdout + p.stderr
-    p = _run("launch", "--nranks", "2", "--program", "cliprog.py:host", cwd=prog, env=env)
-    assert p.returncode == 0 and "rank 1: 'x:1.0:2'" in p.stdout  # the option wins
+def test_shmcomm_nranks_is_honoured_by_launch(prog, capsys, monkeypatch):
+    monkeypatch.chdir(prog)
+    monkeypatch.setenv("SHMCOMM_NRANKS", "3")
+    monkeypatch.setenv("SHMCOMM_BLOCKS", "1")
+    status, out, err = run_in_process(capsys, "launch", "--program", "cliprog.py:host")
+    assert status == 0 and "rank 2: 'x:2.0:3'" in out, out + err
+    status, out, err = run_in_process(capsys, "launch", "--nranks", "2", "--program",
+                                      "cliprog.py:host")
+    assert status == 0 and "rank 1: 'x:1.0:2'" in out  # the option wins
 
 
 # --- golden: the printed formats ------------------------------------------------------------------
