@@ -196,3 +196,25 @@ def test_host_arguments_are_checked_once_before_any_run(prog, capsys):
                                           "-n", "2", "--no-progress", *args)
         assert status == 2 and words in err and err.count("error:") == 1, err
         assert out == "" and not list(prog.glob("results"))
+
+
+def test_an_interrupted_command_exits_with_the_shells_status(capsys, monkeypatch, tmp_path):
+    import signal
+
+    from shmcomm.launch import cleanup, tracecli
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    def terminated(*args, **kwargs):
+        signal.raise_signal(signal.SIGTERM)  # the command's own handler turns it into 143
+
+    before = signal.getsignal(signal.SIGTERM)
+    trace = tmp_path / "t.json"
+    trace.write_text('{"traceEvents": []}')
+    monkeypatch.setattr(tracecli, "summarize", interrupted)
+    assert run_in_process(capsys, "trace", str(trace))[:1] == (130,)
+    monkeypatch.setattr(cleanup, "cleanup", terminated)
+    status, _, err = run_in_process(capsys, "cleanup", "--dry-run")
+    assert status == 143 and "interrupted by SIGTERM" in err, err
+    assert signal.getsignal(signal.SIGTERM) == before  # the command put the handler back
