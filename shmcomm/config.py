@@ -1,20 +1,25 @@
-"""The one strict configuration object of a run.
+"""The one strict configuration object of a run, and the one table of its settings.
 
-Every knob of a run lives in :class:`Config`, with its default and its allowed range written once
-in ``_FIELDS``. Unknown keys are rejected, values are checked when the object is built, and every
-field can also be set from the environment as ``SHMCOMM_<NAME>`` (a bad value raises and names
-the variable). Explicit arguments win over the environment.
+Every setting is one row of :data:`SETTINGS`: its name, type, default, allowed range or choices,
+``SHMCOMM_<NAME>`` environment variable, help text, the modes that read it, and the default the
+sweeps (``stress``, the pytest plugin) use when theirs differs. From that table come
+:class:`Config` (its fields and their checks), the environment reading, the argparse options of
+every command (:func:`add_options`), the command-line writer (:func:`to_argv`) and the settings
+table of the docs (:func:`markdown_table`). Unknown keys are rejected, values are checked when the
+object is built, a bad environment value raises and names the variable, and explicit arguments
+win over the environment.
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import difflib
 import os
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import ArgumentError, ShmcommWarning
 
@@ -36,165 +41,297 @@ HAZARDS = ("pipes", "visibility", "lines", "jitter", "checkers")
 # what TNOTIFY(..., NotifyOp.Set) does: a2a3's plain store, or pto-isa's proposed read-then-add
 SET_SEMANTICS = ("store", "read-add")
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+WEEK_S = 7 * 24 * 3600.0
+
+_SAME = object()  # "the sweeps use the table's default"
 
 
 @dataclass(frozen=True)
-class Config:
-    """Settings of one run; see the field table in ``_FIELDS`` for ranges.
+class Setting:
+    """One row of the settings table.
 
-    ``nranks``: rank processes. ``blocks``: default block threads per launch.
-    ``signal_bytes`` / ``heap_bytes``: each rank window's signal matrix and data heap; the library
-    kernels' regions take the matrix's first 36 KiB, the rest is the users' free range
-    (``shmcomm.kernels.layout``, ``rt.signal_region``).
-    ``ub_bytes``: per-block tile (UB) capacity, 192 KiB as on A2/A3.
-    ``timeout``: whole run, seconds. ``wait_timeout``: one TWAIT's deadline, seconds.
-    ``deadlock_grace``: how long "everyone waits, nothing changes" must last to be a deadlock.
-    ``wait_policy``: how a blocked wait burns or yields the CPU. ``spin_us``: adaptive spin budget.
-    ``switch_interval``: ``sys.setswitchinterval`` in rank processes (finer block interleaving).
-    ``seed``: the run's seed (jitter and hazard models draw from it). ``mode``: eager or hazard.
-    ``hazards``: the hazard-mode sub-models, ``"all"``, ``"none"`` or a comma list of ``HAZARDS``
-    (schedule mode with ``"none"``: a pure interleaving search over eager semantics).
-    ``hazard_delay``: mean seconds a queued pipe op or an unfenced remote store stays pending.
-    ``trace``: write a Chrome trace JSON of the run (Perfetto) to this path, in any mode ("" =
-    none); in schedule mode the schedule's trace (one event per scheduling step).
-    ``strategy``: schedule mode's choice of the next agent: ``random``, ``pct`` / ``pct:D``
-    (depth D, default 3) or ``replay`` (needs ``replay``). ``replay``: a schedule file to run
-    (implies ``strategy="replay"``). ``record``: write the run's schedule to this file.
-    ``schedule_delay``: mean scheduling steps per live agent that queued pipe work or an unfenced
-    remote store stays pending in schedule mode (the step clock replaces ``hazard_delay``).
-    ``turn_timeout``: schedule mode ends the run, naming the agent and its stack, when one agent
-    holds the turn away from any scheduling point, asleep (a sleep, a lock) for this many
-    seconds or running (a loop without instructions) for four times as long.
-    ``detect_races``: run the happens-before race detector beside the mode (``RaceReport``).
-    ``race_exitfirst``: stop the run at the first race instead of reporting at its end.
-    ``transport``: ``shm`` (the launcher forks the ranks) or ``mpi`` (every process that
-    ``mpiexec`` starts is one rank and calls ``run`` itself). ``mpi_peers``: ``shared`` maps the
-    windows of ranks on the same host; ``rma`` reaches every other rank through MPI's one-sided
-    operations only, as if on another host (the multi-host paths, on one machine).
-    ``set_semantics``: ``TNOTIFY``'s ``Set``: ``"store"`` (a2a3: a plain store of the word, whose
-    cache line the ``lines`` hazard model writes back whole) or ``"read-add"`` (pto-isa's
-    proposed change: read the word, then atomically add the difference; not atomic against
-    another writer between the two).
+    ``low``/``high`` bound a number, ``choices`` a string; ``check`` validates what neither can
+    say (raises :class:`ArgumentError`). ``modes``: the modes that read it (another mode warns
+    when it is given). ``sweep``: the default of the sweeps when it differs (their per-run
+    bounds are tighter: a hang should cost little). ``mode_defaults``: for a ``default`` of
+    ``None``, the value each mode resolves it to. ``short``: the one-letter option.
     """
 
-    nranks: int = 8
-    blocks: int = 4
-    signal_bytes: int = 64 * KiB
-    heap_bytes: int = 64 * MiB
-    ub_bytes: int = 192 * KiB
-    timeout: float = 300.0
-    wait_timeout: float = 60.0
-    deadlock_grace: float = 1.0
-    wait_policy: str = "adaptive"
-    spin_us: float = 50.0
-    switch_interval: float = 0.001
-    seed: int = 0
-    mode: str = "eager"
-    hazards: str = "all"
-    hazard_delay: float = 0.002
-    trace: str = ""
-    strategy: str = "random"
-    replay: str = ""
-    record: str = ""
-    schedule_delay: int = 16
-    turn_timeout: float = 5.0
-    detect_races: bool = False
-    race_exitfirst: bool = False
-    transport: str = "shm"
-    mpi_peers: str = "shared"
-    set_semantics: str = "store"
+    name: str
+    type: type
+    default: Any
+    help: str
+    low: Any = None
+    high: Any = None
+    choices: tuple[str, ...] | None = None
+    check: Callable[[Any, str], Any] | None = None
+    modes: tuple[str, ...] = MODES
+    sweep: Any = _SAME
+    mode_defaults: Mapping[str, Any] | None = None
+    short: str | None = None
+    metavar: str | None = None
 
-    def __post_init__(self) -> None:
-        for f in dataclasses.fields(self):
-            _check(f.name, getattr(self, f.name), f.name)
-        check_block_threads(self.nranks, self.blocks, "blocks")
+    @property
+    def env(self) -> str:
+        return "SHMCOMM_" + self.name.upper()
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def sweep_default(self) -> Any:
+        return self.default if self.sweep is _SAME else self.sweep
+
+    def range_text(self) -> str:
+        """What is allowed, in words (error messages, --help, the docs table)."""
+        if self.type is bool:
+            return "true or false"
+        if self.choices:
+            return "one of " + ", ".join(self.choices)
+        if self.low is not None:
+            return f"{self.type.__name__} in [{_num(self.low)}, {_num(self.high)}]"
+        return {"hazards": "all or a comma list of " + ",".join(HAZARDS),
+                "strategy": "random, pct[:D[:K]], exhaustive[:K] or replay"}.get(self.name,
+                                                                                "any string")
+
+    def validate(self, value: Any, label: str | None = None) -> None:
+        """Raise :class:`ArgumentError` naming ``label`` and the range unless ``value`` fits."""
+        label = label or self.name
+        if value is None and self.mode_defaults is not None:
+            return  # resolved per mode
+        if self.type is bool:
+            if not isinstance(value, bool):
+                raise ArgumentError(f"{label} must be a bool (True or False); got {value!r}")
+        elif self.type is str:
+            if not isinstance(value, str):
+                raise ArgumentError(f"{label} must be a str; got {value!r}")
+            if self.choices is not None and value not in self.choices:
+                raise ArgumentError(f"{label} must be one of {', '.join(self.choices)}; "
+                                    f"got {value!r}")
+        else:
+            ok = (isinstance(value, (int, float)) if self.type is float
+                  else isinstance(value, int))
+            if isinstance(value, bool) or not ok:
+                raise ArgumentError(f"{label} must be {self.range_text()}; got {value!r}")
+            if not self.low <= value <= self.high:
+                raise ArgumentError(f"{label} must be in [{_num(self.low)}, {_num(self.high)}]; "
+                                    f"got {value!r}")
+        if self.check is not None:
+            self.check(value, label)
+
+    def parse(self, raw: str, label: str) -> Any:
+        """``raw`` text (an option's or a variable's value) as this setting's type, checked."""
+        text = raw.strip()
+        if self.type is bool:
+            if text.lower() not in ("0", "1", "true", "false"):
+                raise ArgumentError(f"{label}={raw!r} must be 0, 1, true or false")
+            value: Any = text.lower() in ("1", "true")
+        elif self.type is str:
+            value = raw
+        else:
+            try:
+                value = float(text) if self.type is float else int(text, 0)
+            except ValueError:
+                raise ArgumentError(f"{label}={raw!r} is not a valid {self.type.__name__} "
+                                    f"(allowed: {self.range_text()})") from None
+        self.validate(value, label)
+        return value
+
+
+def _num(x: Any) -> str:
+    if isinstance(x, int) and x >= 1 << 20 and x % KiB == 0:
+        return next(f"{x // u} {n}" for u, n in ((GiB, "GiB"), (MiB, "MiB"), (KiB, "KiB"))
+                    if x % u == 0) if x < 2**40 else f"{x:.3g}"
+    return f"{x:g}" if isinstance(x, float) else str(x)
+
+
+def _multiple_of_64(value: int, label: str) -> None:
+    if value % 64:
+        raise ArgumentError(f"{label} must be a multiple of 64 bytes; got {value}")
+
+
+def _check_hazards(value: str, label: str) -> None:
+    parse_hazards(value, label)
+
+
+def _check_strategy(value: str, label: str) -> None:
+    parse_strategy(value, label)
+
+
+SCHEDULE = ("schedule",)
+SETTINGS: tuple[Setting, ...] = (
+    Setting("nranks", int, 8, "rank processes", 1, MAX_RANKS, short="-n"),
+    Setting("blocks", int, 4, "block threads per launch", 1, MAX_BLOCKS, short="-b"),
+    Setting("signal_bytes", int, 64 * KiB, "each rank window's signal matrix in bytes (the "
+            "library kernels' regions take its first 36 KiB, the rest is the users')",
+            4 * KiB, 64 * MiB, check=_multiple_of_64, metavar="BYTES"),
+    Setting("heap_bytes", int, 64 * MiB, "each rank window's data heap in bytes", 0, 16 * GiB,
+            metavar="BYTES"),
+    Setting("ub_bytes", int, 192 * KiB, "per-block tile (UB) capacity in bytes, as on A2/A3",
+            1 * KiB, 64 * MiB, metavar="BYTES"),
+    Setting("timeout", float, 300.0, "seconds for one whole run (past it: a timeout)",
+            0.1, WEEK_S, sweep=30.0, metavar="S"),
+    Setting("wait_timeout", float, 60.0, "one TWAIT's deadline in seconds", 0.01, WEEK_S,
+            sweep=10.0, metavar="S"),
+    Setting("deadlock_grace", float, 1.0, "seconds every agent must wait with nothing changing "
+            "to be a deadlock", 0.05, 3600.0, sweep=0.3, metavar="S"),
+    Setting("wait_policy", str, "adaptive", "how a blocked TWAIT uses the CPU",
+            choices=WAIT_POLICIES),
+    Setting("spin_us", float, 50.0, "the adaptive wait policy's spin budget, microseconds",
+            0.0, 1e6, metavar="US"),
+    Setting("switch_interval", float, 0.001, "sys.setswitchinterval in rank processes (finer "
+            "block interleaving)", 1e-6, 1.0, metavar="S"),
+    Setting("seed", int, 0, "seed of the run's randomness (jitter, hazard models, schedules)",
+            0, 2**63 - 1),
+    Setting("mode", str, "eager", "eager: everything completes at once; hazard: queued pipes, "
+            "delayed visibility and checkers; schedule: one agent at a time, in the order the "
+            "strategy picks", choices=MODES),
+    Setting("hazards", str, "all", "the hazard sub-models: all, none (schedule mode over eager "
+            "semantics: interleavings only) or a comma list", check=_check_hazards,
+            modes=("hazard", "schedule"), metavar="LIST"),
+    Setting("hazard_delay", float, 0.002, "mean seconds a queued pipe op or an unfenced remote "
+            "store stays pending", 0.0, 60.0, modes=("hazard",), metavar="S"),
+    Setting("trace", str, "", "write a Chrome trace JSON of the run to this path (Perfetto, or "
+            "`shmcomm trace PATH`); '' = none", metavar="PATH"),
+    Setting("strategy", str, "random", "who runs each schedule-mode step: random, PCT of depth "
+            "D (default 3) for runs of about K steps, every schedule with at most K preemptions "
+            "(stress only), or replay", check=_check_strategy, modes=SCHEDULE,
+            metavar="random|pct[:D[:K]]|exhaustive[:K]"),
+    Setting("replay", str, "", "run the schedule recorded in this file (implies schedule mode)",
+            modes=SCHEDULE, metavar="FILE"),
+    Setting("record", str, "", "write the run's schedule to this file (for replay)",
+            modes=SCHEDULE, metavar="FILE"),
+    Setting("schedule_delay", int, 16, "mean steps per live agent that unsynchronized work "
+            "stays pending in schedule mode", 1, 1_000_000, modes=SCHEDULE, metavar="STEPS"),
+    Setting("turn_timeout", float, 5.0, "schedule mode ends the run, naming the agent and its "
+            "stack, when one agent holds the turn away from any scheduling point, asleep for "
+            "this many seconds or running for four times as long", 0.1, 7 * 24 * 3600.0,
+            modes=SCHEDULE, metavar="S"),
+    Setting("detect_races", bool, False, "run the happens-before race detector beside the mode: "
+            "report two unordered conflicting accesses even when the data came out right"),
+    Setting("race_exitfirst", bool, False, "with detect_races: stop the run at the first race"),
+    Setting("transport", str, "shm", "shm: the launcher forks the ranks; mpi: every process "
+            "mpiexec starts is one rank", choices=TRANSPORTS),
+    Setting("mpi_peers", str, "shared", "mpi: map the windows of ranks on the same host, or "
+            "reach every other rank by one-sided RMA only (the multi-host paths)",
+            choices=MPI_PEERS),
+    Setting("set_semantics", str, "store", "TNOTIFY's Set: a2a3's plain store, or pto-isa's "
+            "proposed read-then-add", choices=SET_SEMANTICS),
+)
+BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+# the older view of the table: name -> (type, low, high) for numbers, (str, choices) for strings
+_FIELDS: dict[str, tuple] = {s.name: (s.type, s.low, s.high) if s.low is not None
+                             else (s.type, s.choices) for s in SETTINGS}
+# settings that only some modes read, and those modes
+MODE_ONLY = {s.name: s.modes for s in SETTINGS if s.modes != MODES}
+# SHMCOMM_* variables that are not settings but are read elsewhere (none today)
+OTHER_ENV: frozenset[str] = frozenset()
+
+
+def _post_init(self: Any) -> None:
+    for s in SETTINGS:
+        value = getattr(self, s.name)
+        s.validate(value, s.name)
+        if value is None and s.mode_defaults is not None:  # the mode's own default
+            object.__setattr__(self, s.name, s.mode_defaults.get(self.mode, False))
+    check_block_threads(self.nranks, self.blocks, "blocks")
+
+
+def _from_kwargs(cls: type, env: Mapping[str, str] | None = None, **kwargs: Any) -> Any:
+    """Build a Config from ``SHMCOMM_*`` environment variables overlaid by ``kwargs``.
+
+    ``None`` values in ``kwargs`` mean "not given". Unknown keys raise ArgumentError.
+    """
+    unknown = sorted(set(kwargs) - set(BY_NAME))
+    if unknown:
+        raise ArgumentError(f"unknown configuration key(s) {', '.join(unknown)}; "
+                            f"known: {', '.join(sorted(BY_NAME))}")
+    env = os.environ if env is None else env
+    values = from_env(env)
+    given = {k: v for k, v in kwargs.items() if v is not None}
+    values.update(given)
+    cfg = cls(**values)
+    _warn_ineffective(cfg, env, given)
+    return cfg
+
+
+def _replace(self: Any, **changes: Any) -> Any:
+    """A copy with ``changes`` applied (checked like the original)."""
+    return dataclasses.replace(self, **changes)
+
+
+def _config_doc() -> str:
+    rows = "\n".join(f"``{s.name}`` ({s.range_text()}; default {s.default!r}): {s.help}."
+                     for s in SETTINGS)
+    return ("Settings of one run, one field per row of :data:`SETTINGS`; each also reads "
+            "``SHMCOMM_<NAME>``.\n\n" + rows)
+
+
+class ConfigShape:
+    """The generated :class:`Config` as type checkers see it: its fields (kept equal to
+    :data:`SETTINGS` by a test) and methods. Never instantiated."""
+
+    nranks: int
+    blocks: int
+    signal_bytes: int
+    heap_bytes: int
+    ub_bytes: int
+    timeout: float
+    wait_timeout: float
+    deadlock_grace: float
+    wait_policy: str
+    spin_us: float
+    switch_interval: float
+    seed: int
+    mode: str
+    hazards: str
+    hazard_delay: float
+    trace: str
+    strategy: str
+    replay: str
+    record: str
+    schedule_delay: int
+    turn_timeout: float
+    detect_races: bool
+    race_exitfirst: bool
+    transport: str
+    mpi_peers: str
+    set_semantics: str
+
+    def __init__(self, **values: Any) -> None: ...
 
     @classmethod
     def from_kwargs(cls, env: Mapping[str, str] | None = None, **kwargs: Any) -> Config:
-        """Build a Config from ``SHMCOMM_*`` environment variables overlaid by ``kwargs``.
-
-        ``None`` values in ``kwargs`` mean "not given". Unknown keys raise ArgumentError.
-        """
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(kwargs) - names)
-        if unknown:
-            raise ArgumentError(
-                f"unknown configuration key(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}"
-            )
-        env = os.environ if env is None else env
-        values: dict[str, Any] = {}
-        for name in names:
-            raw = env.get("SHMCOMM_" + name.upper())
-            if raw is not None and raw != "":
-                values[name] = _parse_env(name, raw)
-        given = {k: v for k, v in kwargs.items() if v is not None}
-        values.update(given)
-        cfg = cls(**values)
-        _warn_ineffective(cfg, env, given)
-        return cfg
+        raise NotImplementedError
 
     def replace(self, **changes: Any) -> Config:
-        """A copy with ``changes`` applied (checked like the original)."""
-        return dataclasses.replace(self, **changes)
+        raise NotImplementedError
 
 
-# name: (type, low, high) for numbers, or (str, choices)
-_FIELDS: dict[str, tuple] = {
-    "nranks": (int, 1, MAX_RANKS),
-    "blocks": (int, 1, MAX_BLOCKS),
-    "signal_bytes": (int, 4 * KiB, 64 * MiB),
-    "heap_bytes": (int, 0, 16 * GiB),
-    "ub_bytes": (int, 1 * KiB, 64 * MiB),
-    "timeout": (float, 0.1, 7 * 24 * 3600.0),
-    "wait_timeout": (float, 0.01, 7 * 24 * 3600.0),
-    "deadlock_grace": (float, 0.05, 3600.0),
-    "wait_policy": (str, WAIT_POLICIES),
-    "spin_us": (float, 0.0, 1e6),
-    "switch_interval": (float, 1e-6, 1.0),
-    "seed": (int, 0, 2**63 - 1),
-    "mode": (str, MODES),
-    "hazards": (str, None),
-    "hazard_delay": (float, 0.0, 60.0),
-    "trace": (str, None),
-    "strategy": (str, None),
-    "replay": (str, None),
-    "record": (str, None),
-    "schedule_delay": (int, 1, 1_000_000),
-    "turn_timeout": (float, 0.1, 7 * 24 * 3600.0),
-    "detect_races": (bool, False, True),
-    "race_exitfirst": (bool, False, True),
-    "transport": (str, TRANSPORTS),
-    "mpi_peers": (str, MPI_PEERS),
-    "set_semantics": (str, SET_SEMANTICS),
-}
+if TYPE_CHECKING:
+    Config = ConfigShape
+else:
+    Config = dataclasses.make_dataclass(
+        "Config", [(s.name, s.type if s.mode_defaults is None else s.type | None,
+                    dataclasses.field(default=s.default)) for s in SETTINGS],
+        frozen=True,
+        namespace={"__post_init__": _post_init, "from_kwargs": classmethod(_from_kwargs),
+                   "replace": _replace, "__doc__": _config_doc()})
+    Config.__module__ = __name__  # pickles (a rank process rebuilds it) by this module's name
 
 
-def _check(name: str, value: Any, label: str) -> None:
-    spec = _FIELDS[name]
-    if spec[0] is bool:
-        if not isinstance(value, bool):
-            raise ArgumentError(f"{label} must be a bool (True or False); got {value!r}")
-        return
-    if spec[0] is str:
-        if not isinstance(value, str):
-            raise ArgumentError(f"{label} must be a str; got {value!r}")
-        if name == "hazards":
-            parse_hazards(value, label)
-            return
-        if name == "strategy":
-            parse_strategy(value, label)
-            return
-        if spec[1] is not None and value not in spec[1]:
-            raise ArgumentError(f"{label} must be one of {', '.join(spec[1])}; got {value!r}")
-        return
-    kind, low, high = spec
-    ok_type = isinstance(value, (int, float)) if kind is float else isinstance(value, int)
-    if isinstance(value, bool) or not ok_type:
-        raise ArgumentError(f"{label} must be {kind.__name__} in [{low}, {high}]; got {value!r}")
-    if not low <= value <= high:
-        raise ArgumentError(f"{label} must be in [{low}, {high}]; got {value!r}")
-    if name == "signal_bytes" and value % 64:
-        raise ArgumentError(f"{label} must be a multiple of 64 bytes; got {value}")
+def from_env(env: Mapping[str, str] | None = None, names: Iterable[str] | None = None
+             ) -> dict[str, Any]:
+    """The settings that ``SHMCOMM_*`` variables give (parsed and checked), by name."""
+    env = os.environ if env is None else env
+    out: dict[str, Any] = {}
+    for name in BY_NAME if names is None else names:
+        s = BY_NAME[name]
+        raw = env.get(s.env)
+        if raw is not None and raw != "":
+            out[name] = s.parse(raw, f"environment variable {s.env}")
+    return out
 
 
 def check_block_threads(nranks: int, blocks: int, label: str) -> None:
@@ -222,18 +359,11 @@ def parse_hazards(value: str, label: str = "hazards") -> frozenset[str]:
     return frozenset(names)
 
 
-# settings that only some modes read, and those modes
-MODE_ONLY = {"hazards": ("hazard", "schedule"), "hazard_delay": ("hazard",),
-             "schedule_delay": ("schedule",), "turn_timeout": ("schedule",)}
-# SHMCOMM_* variables that are not Config fields but are read elsewhere (none today)
-OTHER_ENV: frozenset[str] = frozenset()
-
-
 def warn_unknown_env(env: Any = None, stacklevel: int = 2) -> None:
     """Warn about every ``SHMCOMM_*`` environment variable that is no setting (a misspelling is
     otherwise silently ignored), with the nearest known name."""
     env = os.environ if env is None else env
-    known = {"SHMCOMM_" + f.name.upper() for f in dataclasses.fields(Config)} | OTHER_ENV
+    known = {s.env for s in SETTINGS} | OTHER_ENV
     for var in sorted(v for v in env if v.startswith("SHMCOMM_") and v not in known):
         near = difflib.get_close_matches(var, known, n=1)
         hint = f"; did you mean {near[0]}?" if near else f"; known: {', '.join(sorted(known))}"
@@ -291,16 +421,128 @@ def parse_strategy(value: str, label: str = "strategy") -> tuple[str, int, int]:
     return name, 0, 0
 
 
-def _parse_env(name: str, raw: str) -> Any:
-    var = "SHMCOMM_" + name.upper()
-    kind = _FIELDS[name][0]
-    if kind is bool:
-        if raw.strip().lower() not in ("0", "1", "true", "false"):
-            raise ArgumentError(f"environment variable {var}={raw!r} must be 0, 1, true or false")
-        return raw.strip().lower() in ("1", "true")
-    try:
-        value = kind(raw) if kind is str else kind(float(raw)) if kind is float else int(raw, 0)
-    except ValueError:
-        raise ArgumentError(f"environment variable {var}={raw!r} is not a valid {kind.__name__}") from None
-    _check(name, value, f"environment variable {var}")
-    return value
+
+
+def _check(name: str, value: Any, label: str) -> None:
+    """Check ``value`` against the row ``name`` of the table (the older entry point)."""
+    BY_NAME[name].validate(value, label)
+
+
+# --- the command lines: options from the table, and the writer that gives them back -------------
+
+class _OptionValue:
+    """argparse ``type=`` of a setting: parses and checks at once, so a bad value is a usage
+    error (exit 2) naming the option and the range before anything runs; ``many``: a comma
+    list of values."""
+
+    def __init__(self, s: Setting, flag: str, many: bool) -> None:
+        self.s, self.flag, self.many = s, flag, many
+        self.__name__ = s.type.__name__  # argparse names the type in its messages
+
+    def __call__(self, text: str) -> Any:
+        try:
+            if not self.many:
+                return self.s.parse(text, self.flag)
+            items = text.split(",")
+            if not text.strip() or any(not i.strip() for i in items):
+                raise ArgumentError(f"{self.flag} takes a comma list of {self.s.range_text()} "
+                                    f"without empty items; got {text!r}")
+            return tuple(dict.fromkeys(self.s.parse(i.strip(), self.flag) for i in items))
+        except ArgumentError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def option_type(name: str, flag: str, many: bool = False) -> Callable[[str], Any]:
+    """The argparse ``type=`` of setting ``name`` under option ``flag`` (``many``: a comma list)."""
+    return _OptionValue(BY_NAME[name], flag, many)
+
+
+def add_options(p: Any, names: Iterable[str], *, many: Iterable[str] = (),
+                defaults: Mapping[str, Any] | None = None, env: bool = True,
+                help_extra: Mapping[str, str] | None = None) -> None:
+    """Add the options of the settings ``names`` to parser (or group) ``p``, from the table.
+
+    Every option's value defaults to ``None`` ("not given": the environment or the command's own
+    default decides); ``defaults`` are the command's own defaults, shown in the help; ``many``
+    names the settings that take a comma list (a sweep's axes); ``help_extra`` adds a sentence.
+    """
+    many, defaults, help_extra = set(many), defaults or {}, help_extra or {}
+    for name in names:
+        s = BY_NAME[name]
+        flags = ([s.short] if s.short else []) + [s.flag]
+        dflt = defaults.get(name, s.default)
+        shown = (",".join(map(str, dflt)) if isinstance(dflt, tuple) else
+                 "none" if dflt == "" else "per mode" if dflt is None else str(dflt).lower()
+                 if isinstance(dflt, bool) else str(dflt))
+        extra = f" {help_extra[name]}" if name in help_extra else ""
+        text = (f"{s.help}{extra} ({'comma list, each ' if name in many else ''}"
+                f"{s.range_text()}; default: {shown}" + (f", or {s.env}" if env else "") + ")")
+        text = text.replace("%", "%%")
+        if s.type is bool:
+            p.add_argument(*flags, action=argparse.BooleanOptionalAction, default=None,
+                           help=text)
+        else:
+            p.add_argument(*flags, type=_OptionValue(s, s.flag, name in many), default=None,
+                           metavar=_metavar(s, name in many), help=text)
+
+
+def _metavar(s: Setting, many: bool) -> str:
+    if many:
+        return "LIST"
+    if s.choices:
+        return "{" + ",".join(s.choices) + "}"
+    return s.metavar or s.type.__name__.upper()
+
+
+def given(ns: argparse.Namespace, names: Iterable[str]) -> dict[str, Any]:
+    """The settings among ``names`` that the command line gave (not ``None``)."""
+    return {n: getattr(ns, n) for n in names if getattr(ns, n, None) is not None}
+
+
+def to_argv(values: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> list[str]:
+    """The options that give ``values`` back (in the table's order), leaving out those equal to
+    ``defaults``: the one writer behind every printed command line. A tuple is a comma list."""
+    defaults = defaults or {}
+    out: list[str] = []
+    for s in SETTINGS:
+        if s.name not in values:
+            continue
+        v = values[s.name]
+        if v is None or (s.name in defaults and defaults[s.name] == v):
+            continue
+        if s.type is bool:
+            out.append(s.flag if v else "--no-" + s.flag[2:])
+        elif isinstance(v, (tuple, list)):
+            out += [s.flag, ",".join(map(_text, v))]
+        else:
+            out += [s.flag, _text(v)]
+    return out
+
+
+def _text(v: Any) -> str:
+    """A value as an option's text: ``30`` rather than ``30.0``, full precision otherwise."""
+    if isinstance(v, float) and v.is_integer() and abs(v) < 1e15:
+        return str(int(v))
+    return str(v)
+
+
+def sweep_defaults(env: Mapping[str, str] | None = None, names: Iterable[str] | None = None
+                   ) -> dict[str, Any]:
+    """The sweeps' defaults of ``names`` (all settings), with ``SHMCOMM_*`` variables on top."""
+    names = list(BY_NAME if names is None else names)
+    out = {n: BY_NAME[n].sweep_default for n in names}
+    out.update(from_env(env, names))
+    return out
+
+
+def markdown_table() -> str:
+    """The settings table of the docs, rendered from :data:`SETTINGS`."""
+    lines = ["| setting | option | environment | allowed | default | sweep default | modes "
+             "| what |", "|---|---|---|---|---|---|---|---|"]
+    for s in SETTINGS:
+        opt = f"`{s.flag}`" + (f" `{s.short}`" if s.short else "")
+        sweep = "" if s.sweep is _SAME else f"`{s.sweep!r}`"
+        modes = "all" if s.modes == MODES else ", ".join(s.modes)
+        lines.append(f"| `{s.name}` | {opt} | `{s.env}` | {s.range_text()} | `{s.default!r}` "
+                     f"| {sweep} | {modes} | {s.help.replace('|', '/')} |")
+    return "\n".join(lines)

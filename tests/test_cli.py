@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import textwrap
 import warnings
 from pathlib import Path
 
 import pytest
+from _helpers import ROOT, run_cli, run_in_process
 
 from shmcomm.config import Config
 from shmcomm.errors import ShmcommWarning
@@ -25,7 +25,6 @@ from shmcomm.stress.harness import Outcome, Report, RunSpec, Settings
 from shmcomm.stress.report import format_report
 
 pytestmark = pytest.mark.timeout(120)
-ROOT = Path(__file__).resolve().parents[1]
 
 PROG = '''
 import numpy as np
@@ -44,11 +43,7 @@ def plain(rt):
 '''
 
 
-def _run(*argv: str, cwd: Path | None = None, env: dict | None = None, module=("-m", "shmcomm")):
-    e = dict(os.environ if env is None else env)
-    e["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), e.get("PYTHONPATH")]))
-    return subprocess.run([sys.executable, *module, *argv], capture_output=True, text=True,
-                          timeout=90, cwd=cwd, env=e)
+_run = run_cli
 
 
 @pytest.fixture
@@ -135,18 +130,20 @@ def test_import_error_shows_its_traceback_and_exits_3(tmp_path):
     (["stress"], "one of the arguments --program --catalogue is required"),
     (["launch", "--program", "cliprog.py:host", "--arg", "x"], "expected KEY=VALUE"),
 ])
-def test_ineffective_or_bad_options_are_usage_errors(prog, argv, words):
-    p = _run(*argv, cwd=prog)
-    assert p.returncode == 2, (argv, p.stdout, p.stderr)
-    assert words in p.stderr and p.stderr.startswith("usage: "), p.stderr
-    assert "Traceback" not in p.stderr
+def test_ineffective_or_bad_options_are_usage_errors(prog, argv, words, capsys, monkeypatch):
+    monkeypatch.chdir(prog)  # in this process: argparse and the checks before any run
+    status, _out, err = run_in_process(capsys, *argv)
+    assert status == 2, (argv, err)
+    assert words in err and err.startswith("usage: "), err
+    assert "Traceback" not in err
 
 
-def test_hazards_under_hazard_mode_from_the_environment_are_accepted(prog):
-    env = dict(os.environ, SHMCOMM_MODE="hazard")
-    p = _run("launch", "--nranks", "2", "--blocks", "1", "--program", "cliprog.py:plain",
-             "--hazards", "pipes", cwd=prog, env=env)
-    assert p.returncode == 0, p.stderr
+def test_hazards_under_hazard_mode_from_the_environment_are_accepted(prog, capsys, monkeypatch):
+    monkeypatch.chdir(prog)
+    monkeypatch.setenv("SHMCOMM_MODE", "hazard")
+    status, _out, err = run_in_process(capsys, "launch", "--nranks", "2", "--blocks", "1",
+                                       "--program", "cliprog.py:plain", "--hazards", "pipes")
+    assert status == 0, err
 
 
 def test_unknown_shmcomm_variable_is_warned_with_the_nearest_name():
@@ -163,33 +160,39 @@ def test_unknown_shmcomm_variable_is_warned_with_the_nearest_name():
         Config.from_kwargs(env={"SHMCOMM_NRANKS": "3"})
 
 
-def test_cli_warning_is_one_plain_line(prog):
-    env = dict(os.environ, SHMCOMM_NRANK="4")
-    p = _run("launch", "--nranks", "2", "--blocks", "1", "--program", "cliprog.py:plain",
-             cwd=prog, env=env)
-    assert p.returncode == 0, p.stderr
-    assert p.stderr.splitlines() == ["python -m shmcomm launch: warning: unknown environment "
-                                     "variable SHMCOMM_NRANK is ignored; did you mean SHMCOMM_NRANKS?"]
+def test_cli_warning_is_one_plain_line(prog, capsys, monkeypatch):
+    monkeypatch.chdir(prog)
+    monkeypatch.setenv("SHMCOMM_NRANK", "4")
+    status, _out, err = run_in_process(capsys, "launch", "--nranks", "2", "--blocks", "1",
+                                       "--program", "cliprog.py:plain")
+    assert status == 0, err
+    assert err.splitlines() == ["python -m shmcomm launch: warning: unknown environment "
+                                "variable SHMCOMM_NRANK is ignored; did you mean SHMCOMM_NRANKS?"]
 
 
-def test_stress_warns_once_over_many_runs_and_before_a_usage_error(prog):
-    env = dict(os.environ, SHMCOMM_SEEED="4")
-    p = _run("stress", "--program", "cliprog.py:plain", "--nranks", "2", "--blocks", "1",
-             "--mode", "eager", "--runs", "3", "--no-progress", "--trace-dir", "", cwd=prog, env=env)
-    assert p.returncode == 0, p.stderr
-    assert p.stderr.splitlines() == ["python -m shmcomm stress: warning: unknown environment "
-                                     "variable SHMCOMM_SEEED is ignored; did you mean SHMCOMM_SEED?"]
-    p = _run("stress", "--program", "cliprog.py:plain", "--mode", "eager", "--hazards", "all",
-             cwd=prog, env=env)
-    assert p.returncode == 2 and "SHMCOMM_SEEED" in p.stderr.splitlines()[0]
+def test_stress_warns_once_over_many_runs_and_before_a_usage_error(prog, capsys, monkeypatch):
+    monkeypatch.chdir(prog)
+    monkeypatch.setenv("SHMCOMM_SEEED", "4")
+    status, _out, err = run_in_process(capsys, "stress", "--program", "cliprog.py:plain",
+                                       "--nranks", "2", "--blocks", "1", "--mode", "eager",
+                                       "--runs", "3", "--no-progress")
+    assert status == 0, err
+    assert err.splitlines() == ["python -m shmcomm stress: warning: unknown environment "
+                                "variable SHMCOMM_SEEED is ignored; did you mean SHMCOMM_SEED?"]
+    status, _out, err = run_in_process(capsys, "stress", "--program", "cliprog.py:plain",
+                                       "--mode", "eager", "--hazards", "all")
+    assert status == 2 and "SHMCOMM_SEEED" in err.splitlines()[0]
 
 
-def test_shmcomm_nranks_is_honoured_by_launch(prog):
-    env = dict(os.environ, SHMCOMM_NRANKS="3", SHMCOMM_BLOCKS="1")
-    p = _run("launch", "--program", "cliprog.py:host", cwd=prog, env=env)
-    assert p.returncode == 0 and "rank 2: 'x:2.0:3'" in p.stdout, p.stdout + p.stderr
-    p = _run("launch", "--nranks", "2", "--program", "cliprog.py:host", cwd=prog, env=env)
-    assert p.returncode == 0 and "rank 1: 'x:1.0:2'" in p.stdout  # the option wins
+def test_shmcomm_nranks_is_honoured_by_launch(prog, capsys, monkeypatch):
+    monkeypatch.chdir(prog)
+    monkeypatch.setenv("SHMCOMM_NRANKS", "3")
+    monkeypatch.setenv("SHMCOMM_BLOCKS", "1")
+    status, out, err = run_in_process(capsys, "launch", "--program", "cliprog.py:host")
+    assert status == 0 and "rank 2: 'x:2.0:3'" in out, out + err
+    status, out, err = run_in_process(capsys, "launch", "--nranks", "2", "--program",
+                                      "cliprog.py:host")
+    assert status == 0 and "rank 1: 'x:1.0:2'" in out  # the option wins
 
 
 # --- golden: the printed formats ------------------------------------------------------------------
@@ -222,11 +225,10 @@ shmcomm stress: cliprog.py:sized: 3 runs in 1.5 s (2.0 runs/s, load 1.00 2.00 3.
 failures: 1  (wrong result 1, deadlock 0, crash 0, checker 0, error 0)
 first failure: run 1 (nranks=4 blocks=2 size=64 mode=hazard seed=8): wrong result
   rank 1 block 0: AssertionError: bad sum
-reproduce: python -m shmcomm.stress --program cliprog.py:sized --nranks 4 --blocks 2 --size 64 \
---mode hazard --seed 8 --runs 1 --arg k=1
+reproduce: python -m shmcomm.stress --program cliprog.py:sized --nranks 4 --blocks 2 --seed 8 \
+--mode hazard --size 64 --runs 1 --arg k=1
   or once, under launch: python -m shmcomm launch --program cliprog.py:sized --nranks 4 --blocks 2 \
---mode hazard --seed 8 --arg size=64 --arg k=1 --wait-timeout 10 --deadlock-grace 0.3 --timeout 30 \
---trace results/stress-traces/cliprog.py_sized-4x2-n64-seed8-launch.json
+--timeout 30 --wait-timeout 10 --deadlock-grace 0.3 --seed 8 --mode hazard --arg size=64 --arg k=1
 outcomes per configuration:
   configuration                          ok  wrong result  deadlock  crash  checker  error
   nranks=2 blocks=1 size=64 mode=eager    1             0         0      0        0      0
@@ -242,6 +244,7 @@ def test_stress_report_format_is_pinned(prog, monkeypatch):
                             "rank 1 block 0: AssertionError: bad sum"),
                     Outcome(RunSpec(4, 2, 64, "hazard", 10), "ok", 0.5)]
     assert format_report(rep, Settings()) == GOLDEN_STRESS
+    assert not (prog / "results").exists()  # nothing is written to the working directory
 
 
 @pytest.mark.parametrize("script", ["benchmarks/collectives.py", "benchmarks/barrier_latency.py",

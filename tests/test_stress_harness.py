@@ -78,8 +78,8 @@ def test_specs_sweep_configurations_then_seeds():
     got = [s for s, _ in zip(specs(cfgs, 10), range(5), strict=False)]
     assert [(s.nranks, s.seed) for s in got] == [(2, 10), (4, 11), (2, 12), (4, 13), (2, 14)]
     cmd = repro_command("x:y", RunSpec(4, 2, 1000, "eager", 1234), Settings())
-    assert cmd == ("python -m shmcomm.stress --program x:y --nranks 4 --blocks 2 --size 1000 "
-                   "--mode eager --seed 1234 --runs 1")
+    assert cmd == ("python -m shmcomm.stress --program x:y --nranks 4 --blocks 2 --seed 1234 "
+                   "--mode eager --runs 1")  # x:y cannot be found: no --size
     assert "--deadlock-grace 0.5" in repro_command("x:y", RunSpec(2, 1, 1, "eager", 0),
                                                    Settings(deadlock_grace=0.5))
 
@@ -191,3 +191,28 @@ def test_progress_bar_on_a_tty_only():
                             "--runs", "1", "--mode", "eager", "--nranks", "2"],
                            capture_output=True, text=True, timeout=80)
     assert piped.returncode == 0 and "run/s," not in piped.stderr  # no bar when not a tty
+
+
+UNSIZED = '''
+def flaky(rt, dtype=None):
+    """No size parameter; fails on seed 1 only."""
+    if rt.config.seed == 1:
+        raise AssertionError(f"seed 1 fails ({dtype.__name__})")
+'''
+
+
+def test_both_repro_lines_of_a_host_without_size_rerun_the_failure(tmp_path):
+    from _helpers import line_after, rerun, run_cli
+
+    (tmp_path / "unsized.py").write_text(UNSIZED)
+    p = run_cli("stress", "--program", "unsized.py:flaky", "-n", "2", "-b", "1", "--mode",
+                "eager", "--runs", "2", "--arg", "dtype=@numpy:float32", "--no-progress",
+                cwd=tmp_path)
+    assert p.returncode == 1 and "seed 1 fails (float32)" in p.stdout, p.stdout + p.stderr
+    assert not list(tmp_path.glob("results"))  # nothing written to the working directory
+    for prefix in ("reproduce: ", "under launch: "):
+        argv = line_after(p.stdout, prefix)
+        assert "--size" not in argv and "size=64" not in " ".join(argv), argv
+        again = rerun(argv, cwd=tmp_path)
+        assert again.returncode == 1, (argv, again.stdout, again.stderr)
+        assert "seed 1 fails (float32)" in again.stdout + again.stderr

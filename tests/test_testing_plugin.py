@@ -1,5 +1,8 @@
 """The pytest plugin: the README's example test file passes for a correct kernel, fails with the
-report and repro commands for a buggy one, and both repro commands rerun the failure."""
+report and repro commands for a buggy one, and both repro commands rerun the failure; a marked
+sweep is one test item per configuration (-k picks one, xdist splits them, the short summary
+names the cause), honours its options and SHMCOMM_* settings, and reports a hang with every
+rank's stack before pytest-timeout fires."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
+from _helpers import line_after, rerun
 
 pytest_plugins = ["pytester"]
 pytestmark = pytest.mark.timeout(150)
@@ -57,11 +61,15 @@ def test_readme_test_file_fails_with_report_and_repro_for_a_buggy_kernel(pyteste
     buggy = src.replace("    pipe_barrier(PIPE_ALL)\n", "").replace("    dsb(DSB_DDR)\n", "")
     assert buggy != src
     pytester.makepyfile(test_ring=buggy)
-    res = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", *_plugin_args())
+    # tracing is asked for: every run is traced, only the failing runs' traces are kept
+    res = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", "--shmcomm-trace",
+                                        *_plugin_args())
     res.assert_outcomes(failed=1)
     out = res.stdout.str()
     assert "hazard [notify-unfenced] at" in out and "test_ring.py:" in out
     assert "checker" in out and "trace kept: " in out and "shmcomm-traces" in out
+    kept = list(pytester.path.rglob("shmcomm-traces/*.json"))
+    assert len(kept) == 8, kept  # the 8 failing hazard-mode runs; the passing runs' are gone
     lines = out.splitlines()
     stress = next(x for x in lines if x.startswith("reproduce: ")).split(": ", 1)[1]
     launch = next(x for x in lines if "under launch: " in x).split("under launch: ", 1)[1]
@@ -134,7 +142,125 @@ def test_pytest_timeout_stops_the_sweep_and_its_ranks(pytester):
     res = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", *_plugin_args(),
                                         timeout=90)
     res.assert_outcomes(failed=1)
-    assert "Timeout" in res.stdout.str()
+    # shmcomm's own run timeout fires first (cut to end before pytest-timeout's), with stacks
+    assert "did not finish within" in res.stdout.str(), res.stdout.str()
     # every rank process of the run is gone: none still has the test file's host on its stack
     out = subprocess.run(["pgrep", "-f", str(pytester.path)], capture_output=True, text=True)
     assert out.stdout.strip() == ""
+
+
+# --- a marked sweep: one item per configuration ---------------------------------------------------
+
+USER_TEST = '''
+import time
+
+import numpy as np
+
+import shmcomm.testing
+
+
+def host(rt, size, scale=1):
+    """Right on 2 ranks; on 4 ranks seed 1 gives a wrong sum (a deterministic bug)."""
+    x = rt.alloc((size,), np.float32)
+    x[:] = rt.rank * scale
+    rt.barrier()
+    if rt.nranks == 4 and rt.config.seed == 1:
+        raise AssertionError(f"sum is off on rank {rt.rank} (seed {rt.config.seed})")
+    return rt.config.mode
+
+
+def sleeper(rt):
+    time.sleep(120)  # never returns
+
+
+@shmcomm.testing.sweep(host, nranks=[2, 4], blocks=[1], modes=["eager"], sizes=[16], seeds=2,
+                       scale=2)
+def test_ring(shmcomm_sweep):
+    shmcomm_sweep()
+
+
+@shmcomm.testing.sweep(sleeper, nranks=[2], blocks=[1], modes=["eager"], seeds=1)
+@pytest_timeout_mark
+def test_hang(shmcomm_sweep):
+    shmcomm_sweep()
+'''.replace("@pytest_timeout_mark", "@__import__('pytest').mark.timeout(9)")
+
+
+def _user(pytester, *args, env=None, **kw):
+    pytester.makepyfile(test_user=USER_TEST)
+    if env:
+        for k, v in env.items():
+            pytester._monkeypatch.setenv(k, v)
+    pytester._monkeypatch.setenv("COLUMNS", "250")  # the short summary is not cut
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *_plugin_args(), *args, **kw)
+
+
+def _ids(res) -> list[str]:
+    return [line.split("[", 1)[1].rstrip("]") for line in res.outlines if "::test_ring[" in line]
+
+
+def test_marked_sweep_items_have_readable_ids_and_options_replace_axes(pytester, monkeypatch):
+    pytester.makepyfile(test_user=USER_TEST)
+    # collection only, in this process: nothing runs
+    res = pytester.runpytest_inprocess("--collect-only", "-q", "-p", "no:cacheprovider")
+    assert _ids(res) == ["eager-n2-b1-size16-seeds0-1", "eager-n4-b1-size16-seeds0-1"], res.outlines
+    res = pytester.runpytest_inprocess("--collect-only", "-q", "-p", "no:cacheprovider",
+                                       "--shmcomm-modes", "eager,hazard", "--shmcomm-seeds", "3",
+                                       "--shmcomm-chunk", "2", "--shmcomm-nranks", "2")
+    assert _ids(res) == ["eager-n2-b1-size16-seeds0-1", "eager-n2-b1-size16-seed2",
+                         "hazard-n2-b1-size16-seeds0-1", "hazard-n2-b1-size16-seed2"], res.outlines
+    pytester.makeini("[pytest]\nshmcomm_seeds = 1\n")
+    res = pytester.runpytest_inprocess("--collect-only", "-q", "-p", "no:cacheprovider")
+    assert _ids(res) == ["eager-n2-b1-size16-seeds0-1", "eager-n4-b1-size16-seeds0-1"]  # the test's own
+    monkeypatch.setenv("SHMCOMM_MODE", "schedule")
+    res = pytester.runpytest_inprocess("--collect-only", "-q", "-p", "no:cacheprovider")
+    assert "schedule-n2-b1-size16-seeds0-1" in _ids(res)
+    monkeypatch.delenv("SHMCOMM_MODE")
+    res = pytester.runpytest_inprocess("--collect-only", "-q", "-p", "no:cacheprovider",
+                                       "--shmcomm-nranks", "2,,4")
+    assert res.ret == 4 and "without empty items" in "\n".join(res.errlines)
+
+
+def test_k_selects_one_configuration_and_the_summary_names_the_cause(pytester, tmp_path):
+    res = _user(pytester, "-k", "test_ring and n4", "-rf")
+    res.assert_outcomes(failed=1, deselected=2)
+    out = res.stdout.str()
+    summary = next(x for x in res.stdout.lines if x.startswith("FAILED "))
+    assert re.search(r"test_ring\[eager-n4-b1-size16-seeds0-1\] - Failed: wrong result: rank \d: "
+                     r"AssertionError: sum is off on rank \d \(seed 1\)", summary), summary
+    # the printed commands rerun the failure, as printed
+    for prefix in ("reproduce: ", "under launch: "):
+        argv = line_after(out, prefix)
+        p = rerun(argv, cwd=pytester.path)
+        assert p.returncode == 1, (argv, p.stdout, p.stderr)
+        assert "sum is off" in p.stdout + p.stderr, (argv, p.stdout, p.stderr)
+    assert "--arg scale=2" in out and not list(pytester.path.glob("results"))
+
+
+def test_xdist_splits_the_items(pytester):
+    pytest.importorskip("xdist")
+    res = _user(pytester, "-n", "2", "-k", "test_ring")
+    res.assert_outcomes(passed=1, failed=1)
+    assert "2 workers" in res.stdout.str()
+
+
+def test_a_hang_is_reported_with_every_ranks_stack_before_pytest_timeout(pytester):
+    res = _user(pytester, "-k", "test_hang", timeout=90)
+    res.assert_outcomes(failed=1)
+    out = res.stdout.str()
+    assert "Python stacks of every live rank" in out and "in sleeper" in out, out
+    assert "no stack dump" not in out
+    assert "Timeout" not in out.split("short test summary")[0].split("test_hang")[0]
+    assert "selectors.py" not in out  # not pytest-timeout's traceback into the wait
+
+
+def test_bad_environment_settings_are_refused():
+    from shmcomm.errors import ArgumentError
+    from shmcomm.testing import refuse_env, run_settings
+
+    with pytest.raises(ArgumentError, match="SHMCOMM_TRACE"):
+        refuse_env({"SHMCOMM_TRACE": "x.json"})
+    s = run_settings({}, env={"SHMCOMM_DETECT_RACES": "1", "SHMCOMM_WAIT_TIMEOUT": "3"})
+    assert s.detect_races is True and s.wait_timeout == 3.0
+    s = run_settings({"wait_timeout": 5.0}, cli={"wait_timeout": 7.0}, env={})
+    assert s.wait_timeout == 7.0

@@ -36,8 +36,7 @@ _MODES = {"eager": ("eager", "free"), "hazard": ("hazard", "free"),
           "schedule": ("hazard", "scheduled")}
 # settings only some modes read, and those modes: the configuration's table (which warns about
 # the others) and the scheduler's own settings
-_READ_BY = {**MODE_ONLY, "strategy": ("schedule",), "replay": ("schedule",),
-            "record": ("schedule",)}
+_READ_BY = MODE_ONLY
 
 
 @dataclass(frozen=True)

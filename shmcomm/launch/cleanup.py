@@ -188,14 +188,21 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     p = parser(prog or prog_name("cleanup"),
                "List and remove shmcomm shared-memory segments left in /dev/shm by runs "
                "whose creating process is dead. Segments of live runs are never touched.",
-               "exit status: 0 success, 1 a stale segment could not be removed, 2 usage error")
+               "exit status: 0 success, 1 a stale segment could not be removed, 2 usage error, "
+               "130 / 143 interrupted by SIGINT / SIGTERM")
     p.add_argument("--dry-run", "-n", action="store_true",
                    help="only list what would be removed (default: off)")
     return p
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
-    """The command line; returns the exit status."""
+    """The command line; returns the exit status (130 / 143 when interrupted)."""
+    from .options import interruptible
+
+    return interruptible(_main)(argv, prog)
+
+
+def _main(argv: list[str] | None = None, prog: str | None = None) -> int:
     interrupts_as_usual()  # from here on a Ctrl-C is this command's to report
     ns = build_parser(prog).parse_args(argv)
     entries = cleanup(dry_run=ns.dry_run)

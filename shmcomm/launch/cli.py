@@ -14,7 +14,7 @@ import sys
 import time
 
 from .._startup import interrupts_as_usual
-from ..config import MAX_BLOCKS, MAX_RANKS, MODES, WAIT_POLICIES, Config
+from ..config import BY_NAME, Config, add_options, given
 from ..errors import ArgumentError, RunError, RunTimeout, ShmcommError
 from . import options as opt
 from .options import load_program  # noqa: F401  (the historical import path of the loader)
@@ -38,36 +38,21 @@ def _print(text: str) -> None:
         os.close(devnull)
 
 
+# every setting of the table is an option of launch (the rest of the table is the sweeps')
+LAUNCH_SETTINGS = tuple(BY_NAME)
+
+
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     p = opt.parser(prog or opt.prog_name("launch"),
                    "Run a shmcomm host program once on N rank processes (default: the built-in "
                    "barrier and AllReduce check).")
-    p.add_argument("--nranks", "-n", type=int, default=None,
-                   help=f"rank processes, 1..{MAX_RANKS} (default: 8, or SHMCOMM_NRANKS)")
-    p.add_argument("--blocks", "-b", type=int, default=None,
-                   help=f"blocks per launch, 1..{MAX_BLOCKS} (default: 4, or SHMCOMM_BLOCKS)")
     job = p.add_mutually_exclusive_group()
     opt.add_program(job)
     job.add_argument("--iters", type=int, default=None,
                      help=f"barrier iterations of the built-in job, 1..{MAX_ITERS} "
                           f"(default: {DEFAULT_ITERS})")
     opt.add_args(p)
-    p.add_argument("--timeout", type=float, default=None, metavar="S",
-                   help="seconds for the whole run, exit 124 past it (default: 300, or SHMCOMM_TIMEOUT)")
-    p.add_argument("--seed", type=int, default=None,
-                   help="seed of the run's randomness (default: 0, or SHMCOMM_SEED)")
-    p.add_argument("--mode", choices=MODES, default=None,
-                   help="eager: everything completes at once; hazard: queued pipes, delayed "
-                        "visibility and checkers; schedule: one agent at a time, in an order "
-                        "the strategy picks (default: eager, or SHMCOMM_MODE)")
-    p.add_argument("--wait-policy", choices=WAIT_POLICIES, default=None,
-                   help="how a blocked TWAIT uses the CPU (default: adaptive, or SHMCOMM_WAIT_POLICY)")
-    opt.add_waits(p, None, None)
-    opt.add_hazards(p)
-    opt.add_trace_file(p)
-    opt.add_schedule_options(p)
-    opt.add_race_options(p)
-    opt.add_transport(p)
+    add_options(p, LAUNCH_SETTINGS)
     return p
 
 
@@ -88,8 +73,6 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     prog = parser.prog
     opt.show_warnings(prog)
     ns = parser.parse_args(argv)
-    if ns.nranks is not None and not 1 <= ns.nranks <= MAX_RANKS:
-        return opt.usage_error(parser, f"--nranks must be in [1, {MAX_RANKS}], got {ns.nranks}")
     if ns.iters is not None and not 1 <= ns.iters <= MAX_ITERS:
         return opt.usage_error(parser, f"--iters must be in [1, {MAX_ITERS}], got {ns.iters}")
     if ns.arg and not ns.program:
@@ -107,19 +90,13 @@ def _run(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> int:
     # under mpiexec (--transport mpi or SHMCOMM_TRANSPORT=mpi) only world rank 0 prints
     mpi = (ns.transport or os.environ.get("SHMCOMM_TRANSPORT", "")) == "mpi"
     try:
-        settings = dict(nranks=ns.nranks, blocks=ns.blocks, timeout=ns.timeout, seed=ns.seed,
-                        mode=ns.mode, wait_policy=ns.wait_policy, hazards=ns.hazards,
-                        trace=ns.trace, wait_timeout=ns.wait_timeout,
-                        deadlock_grace=ns.deadlock_grace, strategy=ns.strategy, replay=ns.replay,
-                        record=ns.record, schedule_delay=ns.schedule_delay,
-                        detect_races=ns.detect_races or None,
-                        race_exitfirst=ns.race_exitfirst or None, transport=ns.transport)
+        settings = given(ns, LAUNCH_SETTINGS)
         if ns.race_exitfirst and not ns.detect_races:
             return opt.usage_error(parser, "--race-exitfirst needs --detect-races")
         if ns.replay and ns.mode is None:
             settings["mode"] = "schedule"  # --replay implies schedule mode
         if ns.hazards is not None:
-            mode = settings["mode"] or os.environ.get("SHMCOMM_MODE") or Config.mode
+            mode = settings.get("mode") or os.environ.get("SHMCOMM_MODE") or Config.mode
             error = opt.check_mode_options((mode,), ns.hazards)
             if error:
                 return opt.usage_error(parser, error)
@@ -131,8 +108,10 @@ def _run(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> int:
             results = run(host, **settings)
             if mpi and _quiet():
                 return opt.EXIT_OK
-            _print("\n".join(f"rank {rank}: {res!r}" for rank, res in enumerate(results)
-                             if res is not None))
+            shown = [f"rank {rank}: {res!r}" for rank, res in enumerate(results) if res is not None]
+            # a passing host that returns nothing still says that the run passed
+            _print("\n".join(shown) or f"{opt.colour('ok', 'green', sys.stdout)}: "
+                   f"{len(results)} rank(s) passed (every host returned None)")
             return opt.EXIT_OK
         from .programs import default_job, format_default
 

@@ -20,17 +20,19 @@ import importlib
 import importlib.util
 import os
 import sys
+import threading
 import traceback
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..config import HAZARDS, MODES, Config
+from ..config import MODES
 from ..errors import ArgumentError, ShmcommError
 from ..exec.compose import reads
 
+# the exit codes of every command: the same number means the same thing everywhere
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_IMPORT = 0, 1, 2, 3
-EXIT_TIMEOUT, EXIT_SIGINT = 124, 130
+EXIT_TIMEOUT, EXIT_SIGINT, EXIT_SIGTERM = 124, 130, 143
 
 STRESS_EXIT_STATUS_HELP = (
     "exit status: 0 every run passed, 1 a run failed (or, with --catalogue, a bug was missed), "
@@ -74,24 +76,58 @@ def show_warnings(prog: str) -> None:
             plain(message, category, filename, lineno, file, line)
         elif str(message) not in seen:
             seen.add(str(message))
-            print(f"{prog}: warning: {message}", file=sys.stderr)
+            print(f"{prog}: {colour('warning', 'yellow')}: {message}", file=sys.stderr)
 
     warnings.showwarning = show
     warnings.simplefilter("always", ShmcommWarning)  # deduplicated by the message above
     warn_unknown_env()
 
 
+_COLOURS = {"red": "31", "green": "32", "yellow": "33", "bold": "1"}
+
+
+def colour(text: str, name: str, stream: Any = None) -> str:
+    """``text`` in colour ``name`` when ``stream`` (stderr) is a terminal and ``NO_COLOR`` is not
+    set (no-color.org); else as it is. A pipe or a file never gets escape codes."""
+    stream = sys.stderr if stream is None else stream
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return text
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    return f"\033[{_COLOURS[name]}m{text}\033[0m" if tty else text
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # argparse's own errors in the one style, coloured
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: {colour('error', 'red')}: {message}\n")
+
+
 def usage_error(p: argparse.ArgumentParser, message: str) -> int:
     """The one error style of every command, argparse's: the usage line, then
     ``PROG: error: MESSAGE`` on stderr; status 2."""
     p.print_usage(sys.stderr)
-    print(f"{p.prog}: error: {message}", file=sys.stderr)
+    print(f"{p.prog}: {colour('error', 'red')}: {message}", file=sys.stderr)
     return EXIT_USAGE
 
 
 def parser(prog: str, description: str, epilog: str = EXIT_STATUS_HELP) -> argparse.ArgumentParser:
-    """An argument parser whose errors and help look the same in every command."""
-    return argparse.ArgumentParser(prog=prog, description=description, epilog=epilog)
+    """An argument parser whose errors, help and ``--version`` look the same in every command."""
+    p = _Parser(prog=prog, description=description, epilog=epilog)
+    p.add_argument("--version", "-V", action="version", version=f"shmcomm {_version()}",
+                   help="print shmcomm's version and exit (default: off)")
+    return p
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("shmcomm")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 # --- the program ---------------------------------------------------------------------------------
@@ -105,8 +141,9 @@ def add_program(p: argparse.ArgumentParser | Any, *, extra: str = "", required: 
 
 def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE", type=_key_value,
-                   help="keyword argument for the host, repeatable; VALUE is a Python literal "
-                        "or a string (default: none)")
+                   help="keyword argument for the host, repeatable; VALUE is a Python literal, "
+                        "@pkg.module:name for an importable object (a dtype), or else a string "
+                        "(default: none)")
 
 
 def _key_value(text: str) -> tuple[str, Any]:
@@ -114,11 +151,28 @@ def _key_value(text: str) -> tuple[str, Any]:
     key = key.strip()
     if not sep or not key.isidentifier():
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE with KEY a Python name, got {text!r}")
+    if raw.startswith("@"):  # an importable object: @pkg.module:name
+        try:
+            return key, _importable(raw[1:])
+        except ArgumentError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
     try:
         value = ast.literal_eval(raw)
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         value = raw
     return key, value
+
+
+def _importable(spec: str) -> Any:
+    module, _, name = spec.partition(":")
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in name.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError, ValueError):
+        raise ArgumentError(f"--arg: @{spec} names no importable object (expected "
+                            "@pkg.module:name)") from None
+    return obj
 
 
 def host_kwargs(pairs: Sequence[tuple[str, Any]]) -> dict[str, Any]:
@@ -132,13 +186,29 @@ def host_kwargs(pairs: Sequence[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def format_arg(key: str, value: Any) -> str:
-    """``key=value`` that :func:`_key_value` parses back to ``value``."""
-    if isinstance(value, str):
+    """``key=value`` that :func:`_key_value` parses back to ``value``: a Python literal, a plain
+    string, or ``@pkg.module:name`` for an importable object (a class such as a dtype); raises
+    :class:`ArgumentError` for a value no command line can carry."""
+    if isinstance(value, str) and not value.startswith("@"):
         try:
             ast.literal_eval(value)
         except (ValueError, SyntaxError, MemoryError, RecursionError):
             return f"{key}={value}"  # reads back as the same string
-    return f"{key}={value!r}"
+    text = repr(value)
+    try:
+        if ast.literal_eval(text) == value:
+            return f"{key}={text}"
+    except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+        pass
+    module, name = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
+    if module and name and "<" not in name:
+        try:
+            if _importable(f"{module}:{name}") is value:
+                return f"{key}=@{module}:{name}"
+        except ArgumentError:
+            pass
+    raise ArgumentError(f"--arg {key}: {text[:60]} is neither a Python literal nor an "
+                        "importable object; no command line can pass it")
 
 
 def load_program(spec: str) -> Callable[..., Any]:
@@ -214,73 +284,11 @@ def _load_file(path: str) -> Any:
 
 # --- run settings --------------------------------------------------------------------------------
 
-def add_hazards(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--hazards", default=None, metavar="LIST",
-                   help="hazard-mode sub-models: all or a comma list of " + ",".join(HAZARDS)
-                        + " (default: all; an error without hazard mode)")
-
-
-def add_trace_file(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--trace", default=None, metavar="PATH",
-                   help="write a Chrome trace JSON of the run here, in any mode (open it in "
-                        "Perfetto, or summarize it with `python -m shmcomm trace PATH`) "
-                        "(default: none, or SHMCOMM_TRACE)")
-
-
-def add_trace_dir(p: argparse.ArgumentParser, default: str) -> None:
-    p.add_argument("--trace-dir", default=default, metavar="DIR",
-                   help="keep the Chrome trace of every failing run in DIR, one file per run "
-                        "('' keeps none) (default: %(default)s)")
-
-
-def add_waits(p: argparse.ArgumentParser, wait_timeout: float | None,
-              deadlock_grace: float | None) -> None:
-    def shown(value: float | None, name: str) -> str:
-        dflt = getattr(Config, name)
-        return f"{value:g}" if value is not None else f"{dflt:g}, or SHMCOMM_{name.upper()}"
-
-    p.add_argument("--wait-timeout", type=float, default=wait_timeout, metavar="S",
-                   help="one TWAIT's deadline in seconds (default: "
-                        f"{shown(wait_timeout, 'wait_timeout')})")
-    p.add_argument("--deadlock-grace", type=float, default=deadlock_grace, metavar="S",
-                   help="how long every agent must wait with nothing changing to be a deadlock, "
-                        f"in seconds (default: {shown(deadlock_grace, 'deadlock_grace')})")
-
-
-def add_schedule_options(p: argparse.ArgumentParser) -> None:
-    """Schedule mode's options (one block, shared by the launch and stress command lines)."""
-    g = p.add_argument_group("schedule mode")
-    g.add_argument("--strategy", default=None, metavar="random|pct[:D[:K]]",
-                   help="who runs each step: random or PCT with depth D (default 3) for runs of "
-                        "about K steps (default 400); the stress harness also takes "
-                        "exhaustive[:K], every schedule with at most K preemptions "
-                        "(default: random, or SHMCOMM_STRATEGY)")
-    g.add_argument("--replay", default=None, metavar="FILE",
-                   help="run the schedule recorded in FILE (implies --mode schedule) (default: none)")
-    g.add_argument("--record", default=None, metavar="FILE",
-                   help="write the run's schedule to FILE (for --replay) (default: none)")
-    g.add_argument("--schedule-delay", type=int, default=None, metavar="STEPS",
-                   help="mean steps per live agent that unsynchronized work stays pending "
-                        "(default: 16, or SHMCOMM_SCHEDULE_DELAY)")
-
-
-def add_race_options(p: argparse.ArgumentParser) -> None:
-    """The race detector's options (the launch and stress CLIs share them)."""
-    p.add_argument("--detect-races", action="store_true",
-                   help="run the happens-before race detector beside the mode: report two "
-                        "unordered conflicting accesses even when the data came out right "
-                        "(default: off, or SHMCOMM_DETECT_RACES)")
-    p.add_argument("--race-exitfirst", action="store_true",
-                   help="with --detect-races: stop the run at the first race (default: report "
-                        "every race at the end of the run)")
-
-
-def add_transport(p: argparse.ArgumentParser) -> None:
-    """Where the ranks' windows live (one block: easy to move)."""
-    p.add_argument("--transport", choices=("shm", "mpi"), default=None,
-                   help="shm: this command forks the ranks; mpi: start it under mpiexec -n N, "
-                        "every MPI process is one rank and rank 0 prints (default: shm, or "
-                        "SHMCOMM_TRANSPORT)")
+def add_trace_dir(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--trace-dir", default="", metavar="DIR",
+                   help="trace every run and keep the Chrome traces of the failing ones in DIR, "
+                        "one file per run (tracing slows a run and shifts the timing races "
+                        "depend on) (default: no tracing)")
 
 
 def check_mode_options(modes: Sequence[str], hazards: str | None) -> str | None:
@@ -301,13 +309,42 @@ def mode_list(text: str) -> tuple[str, ...]:
 
 
 def int_list(text: str) -> tuple[int, ...]:
+    """A comma list of integers >= 1 (sizes), without empty items."""
     try:
-        values = tuple(int(v) for v in text.split(",") if v.strip())
+        values = tuple(int(v) for v in text.split(","))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if not values:
-        raise argparse.ArgumentTypeError("expected at least one value")
+        raise argparse.ArgumentTypeError(f"expected a comma list of integers >= 1 without "
+                                         f"empty items, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected integers >= 1, got {text!r}")
     return values
+
+
+def interruptible(main: Callable[..., int]) -> Callable[..., int]:
+    """Ctrl-C or SIGTERM ends a command with the shell's status (130 / 143) and one line, not a
+    traceback: the same in every command."""
+    import functools
+    import signal
+
+    @functools.wraps(main)
+    def wrapper(argv: list[str] | None = None, prog: str | None = None) -> int:
+        def term(signum: int, frame: Any) -> None:
+            raise KeyboardInterrupt(signum)
+
+        old = (signal.signal(signal.SIGTERM, term)
+               if threading.current_thread() is threading.main_thread() else None)
+        try:
+            return main(argv, prog)
+        except KeyboardInterrupt as exc:
+            signum = exc.args[0] if exc.args else signal.SIGINT
+            print(f"{prog or prog_name(main.__module__.rsplit('.', 1)[-1])}: interrupted by "
+                  f"{signal.Signals(signum).name}", file=sys.stderr)
+            return 128 + signum
+        finally:
+            if old is not None:
+                signal.signal(signal.SIGTERM, old)
+
+    return wrapper
 
 
 def report_import_error(prog: str, exc: ProgramImportError) -> int:

@@ -78,12 +78,14 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     p = opt.parser(prog or opt.prog_name("trace"),
                    "Summarize a shmcomm Chrome trace file (written by --trace or kept by stress "
                    "for a failing run): who waited on whom and the longest waits.",
-                   "exit status: 0 success, 2 usage error or a file that is not a trace")
+                   "exit status: 0 success, 2 usage error or a file that is not a trace, 130 / 143 "
+                   "interrupted by SIGINT / SIGTERM")
     p.add_argument("file", metavar="FILE", help="the trace JSON file")
     p.add_argument("--top", type=int, default=10, help="rows of each table (default: %(default)s)")
     return p
 
 
+@opt.interruptible
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     """Entry point of ``trace``; returns the exit status."""
     interrupts_as_usual()  # from here on a Ctrl-C is this command's to report

@@ -28,7 +28,7 @@ import sys
 import threading
 
 from .._startup import interrupts_as_usual
-from ..config import parse_hazards, parse_strategy
+from ..config import BY_NAME, add_options, from_env, given, parse_strategy, sweep_defaults
 from ..errors import ArgumentError
 from ..launch import options as opt
 from . import catalogue
@@ -36,17 +36,27 @@ from .harness import (
     DEFAULT_BLOCKS,
     DEFAULT_NRANKS,
     DEFAULT_SIZES,
+    RUN_SETTINGS,
     Report,
+    RunSpec,
     Settings,
+    check_host_args,
     configs,
+    host_call,
     resolve_program,
     sweep,
     takes_size,
+    trace_name,
 )
 from .killmatrix import format_kill_matrix, kill_matrix
-from .report import format_report, report_json
+from .report import format_report, replay_command, report_json
 
 DEFAULT_RUNS = 100
+
+
+# the settings of the table that stress takes: the sweep's axes as comma lists, the rest once
+STRESS_SETTINGS = tuple(n for n in BY_NAME if n not in ("trace", "record"))
+AXES = ("nranks", "blocks", "mode")
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
@@ -64,20 +74,19 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     opt.add_args(p)
     p.add_argument("--only", metavar="NAMES", default=None,
                    help="with --catalogue: comma-separated entries to run (default: all)")
-    p.add_argument("--nranks", type=opt.int_list, default=None,
-                   help="rank counts, e.g. 2,4,8 (default: " + _csv(DEFAULT_NRANKS)
-                        + ", or the catalogue entry's)")
-    p.add_argument("--blocks", type=opt.int_list, default=None,
-                   help="block counts, e.g. 1,2,4 (default: " + _csv(DEFAULT_BLOCKS)
-                        + ", or the catalogue entry's)")
+    sweep_dflt = dict(sweep_defaults({}, STRESS_SETTINGS), nranks=DEFAULT_NRANKS,
+                      blocks=DEFAULT_BLOCKS, mode=("eager", "hazard"))
+    add_options(p, STRESS_SETTINGS, many=AXES, defaults=sweep_dflt, help_extra=dict(
+        nranks="of the sweep (or the catalogue entry's)",
+        blocks="of the sweep (or the catalogue entry's)",
+        mode="of the sweep (a bug's own mode for a catalogue bug)",
+        seed="of the first run; run i gets seed + i",
+        timeout="(one run's)"))
+    p.add_argument("--run-timeout", dest="timeout", type=p._option_string_actions[
+        "--timeout"].type or float, default=None, help=argparse.SUPPRESS)  # the older name of --timeout
     p.add_argument("--size", type=opt.int_list, default=None,
                    help="problem sizes in elements, given to a host taking size (default: "
                         + _csv(DEFAULT_SIZES) + ", or the catalogue entry's)")
-    p.add_argument("--mode", type=opt.mode_list, default=None,
-                   help="eager, hazard, schedule or a comma list (default: eager,hazard, or the "
-                        "bug's own mode)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the first run; run i gets seed + i "
-                   "(default: %(default)s)")
     p.add_argument("--runs", type=int, default=None,
                    help=f"number of runs, per entry with --catalogue (default: {DEFAULT_RUNS}, "
                         "or unlimited with --seconds)")
@@ -86,24 +95,14 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
                         "whichever ends first (default: none, 60 with --catalogue)")
     p.add_argument("-x", "--exitfirst", action="store_true",
                    help="stop at the first failing run (default: off)")
-    opt.add_hazards(p)
     p.add_argument("--json", metavar="PATH", default=None,
                    help="write every outcome as JSON (default: none)")
-    opt.add_waits(p, Settings.wait_timeout, Settings.deadlock_grace)
-    p.add_argument("--run-timeout", type=float, default=Settings.run_timeout, metavar="S",
-                   help="one run's timeout in seconds (default: %(default)s)")
-    opt.add_trace_dir(p, Settings.trace_dir)
+    opt.add_trace_dir(p)
     p.add_argument("--no-progress", action="store_true",
                    help="no progress bar (default: a bar when stderr is a terminal)")
     p.add_argument("--no-pool", action="store_true",
                    help="fork the rank processes for every run instead of reusing a pool "
                         "(default: off)")
-    opt.add_schedule_options(p)
-    opt.add_race_options(p)
-    p.add_argument("--transport", choices=("shm", "mpi"), default="shm",
-                   help="mpi: start under mpiexec -n N; every process runs the same sweep as one "
-                        "rank (--nranks N, --runs), the first failing run aborts the job with "
-                        "its report, rank 0 prints the summary (default: %(default)s)")
     return p
 
 
@@ -118,44 +117,42 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     prog = parser.prog
     opt.show_warnings(prog)
     ns = parser.parse_args(argv)
+    settings = None
     for name in ("runs", "seconds"):
         v = getattr(ns, name)
         if v is not None and v <= 0:
             return opt.usage_error(parser, f"--{name} must be > 0, got {v}")
     if ns.runs is not None and ns.runs > 10**9:
         return opt.usage_error(parser, "--runs must be at most 1e9")
-    if ns.seed < 0:
-        return opt.usage_error(parser, f"--seed must be >= 0, got {ns.seed}")
     if ns.catalogue:
-        for flag, given in (("--arg", ns.arg), ("--nranks", ns.nranks), ("--blocks", ns.blocks),
+        for flag, value in (("--arg", ns.arg), ("--nranks", ns.nranks), ("--blocks", ns.blocks),
                             ("--size", ns.size), ("--hazards", ns.hazards),
                             ("-x/--exitfirst", ns.exitfirst)):
-            if given:
+            if value:
                 return opt.usage_error(parser, f"{flag} has no effect with --catalogue (every "
                                                "entry runs its own sweep); drop it")
     elif ns.only:
         return opt.usage_error(parser, "--only selects catalogue entries; it needs --catalogue")
     if ns.race_exitfirst and not ns.detect_races:
         return opt.usage_error(parser, "--race-exitfirst needs --detect-races")
-    if ns.record is not None or ns.schedule_delay is not None:
-        return opt.usage_error(parser, "--record and --schedule-delay belong to launch; the "
-                                       "stress harness keeps every failing run's schedule")
+    # the sweep's axes: the command line, else SHMCOMM_NRANKS / _BLOCKS / _MODE, else defaults
     try:
-        parse_strategy(ns.strategy or "random", "--strategy")
-        parse_hazards(ns.hazards or "all", "--hazards")
+        env_axes = {k: (v,) for k, v in from_env(None, AXES).items()}
+        if ns.seed is None:
+            ns.seed = from_env(None, ("seed",)).get("seed", 0)
+        settings = Settings.resolve(given(ns, RUN_SETTINGS), trace_dir=ns.trace_dir)
     except ArgumentError as exc:
         return opt.usage_error(parser, str(exc))
+    for name in AXES:
+        if getattr(ns, name) is None and name in env_axes:
+            setattr(ns, name, env_axes[name])
     if ns.replay:
         if ns.mode not in (None, ("schedule",)):
             return opt.usage_error(parser, "--replay runs in schedule mode only")
         ns.mode = ("schedule",)
-    settings = Settings(ns.wait_timeout, ns.deadlock_grace, ns.run_timeout, ns.trace_dir,
-                        strategy=ns.strategy or "random", replay=ns.replay or "",
-                        hazards=ns.hazards or "all", detect_races=ns.detect_races,
-                        race_exitfirst=ns.race_exitfirst, transport=ns.transport)
     progress = not ns.no_progress
     quiet = False  # under mpi, ranks other than 0 print nothing
-    if ns.transport == "mpi":
+    if settings.transport == "mpi":
         quiet = _mpi_sweep_checks(parser, ns)
         settings.trace_dir = ""  # every rank would write and delete the same trace files
         progress = progress and not quiet
@@ -198,19 +195,21 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
                                            "parameter; drop --size or add size to the host")
         if "size" in kwargs:
             return opt.usage_error(parser, "--arg size=...: the sweep gives size; use --size")
+        check_host_args(host, kwargs, ns.program)  # once, not once per run
+        sizes = ns.size or (entry.sizes if entry else DEFAULT_SIZES)
         cfgs = configs(ns.nranks or (entry.nranks if entry else DEFAULT_NRANKS),
                        ns.blocks or (entry.blocks if entry else DEFAULT_BLOCKS),
-                       ns.size or (entry.sizes if entry else DEFAULT_SIZES), modes)
+                       sizes if takes_size(host) else (0,), modes)  # 0: no size axis
         runs = ns.runs if ns.runs is not None or ns.seconds is not None else DEFAULT_RUNS
         if settings.strategy.startswith("exhaustive"):
-            return _exhaustive(host, cfgs, ns, settings)
+            return _exhaustive(host, cfgs, ns, settings, kwargs)
         rep: Report | None  # None: interrupted before any run finished
         rep = sweep(host, cfgs, seed=ns.seed, runs=runs, seconds=ns.seconds, settings=settings,
                     program=ns.program, progress=progress, stop_at_first=ns.exitfirst,
                     kwargs=kwargs, pool=not ns.no_pool)
         if quiet:
             return 1 if rep.failures else 0
-        print(format_report(rep, settings))
+        _print_report(format_report(rep, settings))
         if ns.json:
             _write_json(ns.json, report_json([rep], settings))
         return 1 if rep.failures else 0
@@ -223,7 +222,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         rep = getattr(exc, "report", None)
         if rep is not None and settings is not None and rep.outcomes:
             try:
-                print(format_report(rep, settings))
+                _print_report(format_report(rep, settings))
             except KeyboardInterrupt:
                 pass
         print(f"{prog}: interrupted by {signal.Signals(signum).name} "
@@ -233,6 +232,16 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     finally:
         if old_term is not None:
             signal.signal(signal.SIGTERM, old_term)
+
+
+def _print_report(text: str) -> None:
+    """The summary; its failures line red (or green) on a terminal, unless NO_COLOR is set."""
+    head, sep, rest = text.partition("\nfailures: ")
+    if sep:
+        count, _, tail = rest.partition("  ")
+        text = head + "\n" + opt.colour(f"failures: {count}", "red" if count != "0" else "green",
+                                        sys.stdout) + "  " + tail
+    print(text)
 
 
 def _term_as_interrupt():
@@ -248,35 +257,33 @@ def _term_as_interrupt():
     return signal.signal(signal.SIGTERM, handler)
 
 
-def _exhaustive(host, cfgs, ns: argparse.Namespace, settings: Settings) -> int:
+def _exhaustive(host, cfgs, ns: argparse.Namespace, settings: Settings,
+                kwargs: dict) -> int:
     """``--strategy exhaustive:K``: every schedule with at most K preemptions, per configuration
     (at most ``--runs`` runs each, default 1000), until one fails."""
     from ..config import Config
     from .explore import explore
-    from .harness import _with_size
 
     bound = parse_strategy(settings.strategy)[1]
-    failed = False
+    sized = takes_size(host)
     for nranks, blocks, size, _mode in dict.fromkeys((n, b, s, "schedule") for n, b, s, _m in cfgs):
-        cfg = Config.from_kwargs(nranks=nranks, blocks=blocks, seed=ns.seed, hazards=ns.hazards,
-                                 **settings.config())
-        found = explore(host, cfg, (size,) if _with_size(host) else (), bound, ns.runs or 1000)
-        label = f"nranks={nranks} blocks={blocks} size={size}"
+        cfg = Config.from_kwargs(nranks=nranks, blocks=blocks, seed=ns.seed, mode="schedule",
+                                 hazards=settings.hazards, **settings.config())
+        call, args = host_call(host, size, kwargs)
+        found = explore(call, cfg, args, bound, ns.runs or 1000)
+        label = f"nranks={nranks} blocks={blocks}" + (f" size={size}" if sized else "")
         if found.failure is None:
             print(f"{label}: {found.runs} schedules with <= {bound} preemptions, no failure"
                   + ("" if found.complete else " (stopped at the run budget: not all tried)"))
             continue
-        failed = True
-        path = os.path.abspath(os.path.join(settings.schedule_dir or ".",
-                            f"{ns.program.replace(':', '_')}-{nranks}x{blocks}-n{size}-exhaustive.json"))
+        spec = RunSpec(nranks, blocks, size, "schedule", ns.seed)
+        path = os.path.join(settings.keep_dir(), trace_name(ns.program, spec, "-exhaustive"))
         assert found.schedule is not None  # a failure keeps its schedule
         found.schedule.save(path)
         print(f"{label}: schedule {found.runs} failed: {found.failure.failures[0]}".splitlines()[0])
-        print(f"replay: python -m shmcomm.stress --program {ns.program} --nranks {nranks} "
-              f"--blocks {blocks} --size {size} --mode schedule --runs 1 --replay {path}"
-              + (f" --hazards {ns.hazards}" if ns.hazards != "all" else ""))
-        break
-    return 1 if failed else 0
+        print("replay: " + replay_command(ns.program, spec, path, settings, sized, kwargs))
+        return 1
+    return 0
 
 
 def _mpi_sweep_checks(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> bool:

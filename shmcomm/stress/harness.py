@@ -22,14 +22,14 @@ import os
 import pickle
 import re
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import Config
+from ..config import BY_NAME, MODES, sweep_defaults
 from ..errors import ArgumentError, RunError
-from ..exec.compose import reads
 from ..exec.hazard import HazardReport
 from ..launch.pool import Pool
 from ..launch.supervisor import run
@@ -57,7 +57,8 @@ class RunSpec:
     seed: int
 
     def label(self) -> str:
-        return f"nranks={self.nranks} blocks={self.blocks} size={self.size} mode={self.mode}"
+        size = f" size={self.size}" if self.size else ""  # 0: the host takes no size
+        return f"nranks={self.nranks} blocks={self.blocks}{size} mode={self.mode}"
 
 
 @dataclass
@@ -75,39 +76,88 @@ class Outcome:
     shrink_note: str = ""  # why shrinking stopped early (its budget), if it did
 
 
+def _sweep(name: str) -> Any:
+    return BY_NAME[name].sweep_default
+
+
+# settings of the table that a sweep's runs take from Settings (the axes come from the RunSpec)
+RUN_SETTINGS = tuple(n for n in BY_NAME if n not in ("nranks", "blocks", "mode", "seed", "trace",
+                                                    "record"))
+
+
 @dataclass
 class Settings:
-    """The per-run bounds every run of a sweep gets.
+    """The per-run settings every run of a sweep gets; defaults from the settings table's sweep
+    column (:data:`shmcomm.config.SETTINGS`).
 
     A hang is found by the deadlock detector after ``deadlock_grace`` (short, so a hang costs
     little); ``wait_timeout`` is only the backstop for hangs it cannot see, and generous because
     on a 2-core box shared with other work a healthy wait can starve for seconds (a 1 s
-    ``wait_timeout`` raised false alarms at load 50).
+    ``wait_timeout`` raised false alarms at load 50). ``run_timeout`` is the table's ``timeout``.
+    ``trace_dir``: trace every run there and keep the failing runs' traces ("" = no tracing:
+    a trace slows a run and shifts the timing a race depends on). ``schedule_dir``: where a
+    failing schedule-mode run's schedule is kept (``None``: a temporary directory made at the
+    first failure; "" = keep none). ``other``: any further setting of the table, by name.
     """
 
-    wait_timeout: float = 10.0
-    deadlock_grace: float = 0.3
-    run_timeout: float = 30.0
-    trace_dir: str = os.path.join("results", "stress-traces")  # every run traces; kept on failure
-    strategy: str = "random"  # schedule mode's strategy
-    hazards: str = "all"  # hazard and schedule modes' sub-models
+    wait_timeout: float = _sweep("wait_timeout")
+    deadlock_grace: float = _sweep("deadlock_grace")
+    run_timeout: float = _sweep("timeout")
+    trace_dir: str = ""
+    strategy: str = _sweep("strategy")  # schedule mode's strategy
+    hazards: str = _sweep("hazards")  # hazard and schedule modes' sub-models
     replay: str = ""  # schedule mode: run this schedule file
-    schedule_dir: str = os.path.join("results", "stress-schedules")  # failing schedules
+    schedule_dir: str | None = None
     shrink_tries: int = 10  # runs spent shrinking a sweep's first failing schedule (0: none)
     shrink_seconds: float = 20.0  # ... and at most this long (a hang's replays are slow)
-    detect_races: bool = False  # the race detector beside the mode (a race: kind "race")
-    race_exitfirst: bool = False
-    transport: str = "shm"  # mpi: every process of an mpiexec job runs the same sweep
+    detect_races: bool = _sweep("detect_races")  # the race detector beside the mode ("race")
+    race_exitfirst: bool = _sweep("race_exitfirst")
+    transport: str = _sweep("transport")  # mpi: every process of an mpiexec job runs the sweep
+    other: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def resolve(cls, values: dict[str, Any] | None = None, env: Any = None, **fields: Any
+                ) -> Settings:
+        """Settings from the table's sweep defaults, ``SHMCOMM_*`` variables over them, then
+        ``values`` (settings by their table names, ``None`` = not given) over those; ``fields``
+        are Settings' own (``trace_dir``, ``schedule_dir``, ...)."""
+        merged = sweep_defaults(env, RUN_SETTINGS)
+        merged.update({k: v for k, v in (values or {}).items() if v is not None})
+        unknown = sorted(set(merged) - set(RUN_SETTINGS))
+        if unknown:
+            raise ArgumentError(f"not a per-run setting of a sweep: {', '.join(unknown)}")
+        for name, value in merged.items():
+            BY_NAME[name].validate(value, name)
+        own = {f.name for f in dataclasses.fields(cls)}
+        named = {("run_timeout" if k == "timeout" else k): v for k, v in merged.items()}
+        other = {k: v for k, v in named.items() if k not in own}
+        return cls(**{k: v for k, v in named.items() if k in own}, other=other, **fields)
+
+    def values(self, mode: str | None = None) -> dict[str, Any]:
+        """Every per-run setting by its table name (those ``mode`` reads, when given)."""
+        out = dict(self.other, wait_timeout=self.wait_timeout, deadlock_grace=self.deadlock_grace,
+                   timeout=self.run_timeout, strategy=self.strategy, hazards=self.hazards,
+                   replay=self.replay, detect_races=self.detect_races,
+                   race_exitfirst=self.race_exitfirst, transport=self.transport)
+        if mode is not None:
+            out = {k: v for k, v in out.items() if mode in BY_NAME[k].modes}
+            if not out.get("replay"):
+                out.pop("replay", None)
+        return out
 
     def config(self) -> dict[str, Any]:
-        return dict(wait_timeout=self.wait_timeout, deadlock_grace=self.deadlock_grace,
-                    timeout=self.run_timeout, detect_races=self.detect_races,
-                    race_exitfirst=self.race_exitfirst, transport=self.transport)
+        """The settings every mode reads."""
+        return {k: v for k, v in self.values().items() if BY_NAME[k].modes == MODES}
 
     def mode_config(self, mode: str) -> dict[str, Any]:
         """The settings only ``mode`` takes."""
-        given = dict(strategy=self.strategy, replay=self.replay, hazards=self.hazards)
-        return {k: v for k, v in given.items() if reads(mode, k)}
+        return {k: v for k, v in self.values(mode).items() if BY_NAME[k].modes != MODES}
+
+    def keep_dir(self) -> str:
+        """The directory failing schedules go to (made on first use)."""
+        if self.schedule_dir is None:
+            self.schedule_dir = tempfile.mkdtemp(prefix="shmcomm-stress-")
+        return self.schedule_dir
 
 
 @dataclass
@@ -168,6 +218,25 @@ def host_call(host: Callable[..., Any], size: int,
     return (functools.partial(host, **kwargs) if kwargs else host), args
 
 
+def check_host_args(host: Callable[..., Any], kwargs: dict[str, Any], program: str = "") -> None:
+    """Raise :class:`ArgumentError` unless ``host(rt, **kwargs)`` (plus the sweep's size) binds
+    to the host's signature: a wrong or missing ``--arg`` is one usage error, not a traceback
+    from every run."""
+    try:
+        sig = inspect.signature(host)
+    except (TypeError, ValueError):
+        return
+    call, args = host_call(host, 0, kwargs)
+    final = dict(call.keywords) if isinstance(call, functools.partial) else {}
+    try:
+        sig.bind(None, *args, **final)
+    except TypeError as exc:
+        takes = [p for p in list(sig.parameters)[1:]]
+        raise ArgumentError(f"--arg: {program or host.__name__}{sig} cannot be called with "
+                            f"{', '.join(f'{k}=' for k in kwargs) or 'no --arg'}: {exc} "
+                            f"(its parameters after rt: {', '.join(takes) or 'none'})") from None
+
+
 def _with_size(host: Callable[..., Any]) -> bool:
     """The older name of :func:`takes_size`."""
     return takes_size(host)
@@ -225,7 +294,7 @@ def _trace_of(message: str) -> str | None:
 
 def _trace_path(program: str, spec: RunSpec, settings: Settings) -> str | None:
     """Where a run writes its trace (when this build's Config has ``trace``)."""
-    if not settings.trace_dir or "trace" not in {f.name for f in dataclasses.fields(Config)}:
+    if not settings.trace_dir or "trace" not in BY_NAME:
         return None
     return os.path.abspath(os.path.join(settings.trace_dir, trace_name(program, spec)))
 
@@ -327,11 +396,11 @@ def value_of(results: Sequence[Any]) -> str | None:
 def _keep_schedule(exc: RunError, program: str, spec: RunSpec, settings: Settings) -> str | None:
     """Write a failing schedule-mode run's schedule where ``--replay`` can take it."""
     schedule = getattr(exc, "schedule", None)
-    if schedule is None or not settings.schedule_dir:
+    if schedule is None or settings.schedule_dir == "":
         return None
     name = re.sub(r"[^\w.-]+", "_", program or "program")
     path = os.path.abspath(os.path.join(
-        settings.schedule_dir, f"{name}-{spec.nranks}x{spec.blocks}-n{spec.size}-seed{spec.seed}.json"))
+        settings.keep_dir(), f"{name}-{spec.nranks}x{spec.blocks}-n{spec.size}-seed{spec.seed}.json"))
     try:
         schedule.save(path)
     except OSError:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import platform
 import shlex
@@ -9,8 +10,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import Any
 
+from ..config import BY_NAME, sweep_defaults, to_argv
 from ..errors import ShmcommError
-from ..exec.compose import reads
 from ..launch.options import format_arg
 from . import catalogue
 from .harness import (
@@ -24,48 +25,60 @@ from .harness import (
     trace_name,
 )
 
+AXES = ("nranks", "blocks", "mode", "seed")
+
+
+def run_values(spec: RunSpec, settings: Settings) -> dict[str, Any]:
+    """The settings a run of ``spec`` ran with, by their table names: the one source of both
+    repro commands (and of the replay command)."""
+    return dict(settings.values(spec.mode), nranks=spec.nranks, blocks=spec.blocks,
+                mode=spec.mode, seed=spec.seed)
+
 
 def repro_command(program: str, spec: RunSpec, settings: Settings,
                   kwargs: dict[str, Any] | None = None, command: str = "stress",
                   sized: bool | None = None) -> str:
     """The single-configuration command line that reruns ``spec`` exactly, under ``stress``
-    (one run) or under ``launch`` (the same program, arguments, shape, mode and seed).
-    ``sized``: whether the host takes the size (``None``: look the program up)."""
-    size_args: list[tuple[str, Any]] = []
+    (one run) or under ``launch`` (the same program, arguments, shape, mode and seed), written
+    from the settings that ran (:func:`shmcomm.config.to_argv`): each command leaves out what
+    equals its own default. ``sized``: whether the host takes the size (``None``: look the
+    program up)."""
+    if sized is None:
+        host = _host_of(program)
+        sized = host is not None and takes_size(host)
+    values = run_values(spec, settings)
+    args: list[tuple[str, Any]] = sorted((kwargs or {}).items())
     if command == "stress":
-        parts = ["python", "-m", "shmcomm.stress", "--program", program, "--nranks", str(spec.nranks),
-                 "--blocks", str(spec.blocks), "--size", str(spec.size), "--mode", spec.mode,
-                 "--seed", str(spec.seed), "--runs", "1"]
+        parts = ["python", "-m", "shmcomm.stress", "--program", program]
+        # the sweep's axes are always spelled out (stress's own are lists); the rest only when
+        # they differ from a sweep's defaults
+        stress_defaults = sweep_defaults({}, [k for k in values if k not in AXES])
+        parts += to_argv(values, stress_defaults)
+        parts += ["--size", str(spec.size)] if sized else []
+        parts += ["--runs", "1"]
     else:
         entry = catalogue.get(program)
         spec_text = f"{entry.host.__module__}:{entry.host.__name__}" if entry else program
-        parts = ["python", "-m", "shmcomm", "launch", "--program", spec_text,
-                 "--nranks", str(spec.nranks), "--blocks", str(spec.blocks), "--mode", spec.mode,
-                 "--seed", str(spec.seed)]
-        if sized is None:
-            host = _host_of(program)
-            sized = host is not None and takes_size(host)
+        parts = ["python", "-m", "shmcomm", "launch", "--program", spec_text]
+        launch_defaults = {k: BY_NAME[k].default for k in values}
+        launch_defaults.pop("mode")  # always spelled out: a reader sees which mode failed
+        parts += to_argv(values, launch_defaults)
         if sized:
-            size_args = [("size", spec.size)]
-    for key, value in size_args + sorted((kwargs or {}).items()):
-        parts += ["--arg", format_arg(key, value)]
-    if reads(spec.mode, "strategy"):
-        parts[parts.index("--seed"):parts.index("--seed")] = ["--strategy", settings.strategy]
-    default = Settings()
-    timeout_flag = "--run-timeout" if command == "stress" else "--timeout"
-    for flag, value, dflt in (("--wait-timeout", settings.wait_timeout, default.wait_timeout),
-                              ("--deadlock-grace", settings.deadlock_grace, default.deadlock_grace),
-                              (timeout_flag, settings.run_timeout, default.run_timeout)):
-        if value != dflt or command != "stress":  # launch's own defaults differ from a sweep's
-            parts += [flag, f"{value:g}"]
-    if settings.hazards != default.hazards and reads(spec.mode, "hazards"):
-        parts += ["--hazards", settings.hazards]
-    parts += ["--detect-races"] if settings.detect_races else []
-    parts += ["--race-exitfirst"] if settings.race_exitfirst else []
-    if command != "stress" and settings.trace_dir:
-        # the sweep's runs were traced, and tracing changes the timing a race depends on
-        parts += ["--trace", os.path.join(settings.trace_dir, trace_name(program, spec, "-launch"))]
-    return shlex.join(parts)
+            args = [("size", spec.size)] + args
+        if settings.trace_dir:
+            # the sweep's runs were traced, and tracing changes the timing a race depends on
+            parts += ["--trace", os.path.join(settings.trace_dir,
+                                              trace_name(program, spec, "-launch"))]
+    notes = []
+    for key, value in args:
+        try:
+            parts += ["--arg", format_arg(key, value)]
+        except ShmcommError:
+            notes.append(key)
+    text = shlex.join(parts)
+    if notes:
+        text += f"   # cannot pass {', '.join(notes)}: not a literal nor an importable object"
+    return text
 
 
 def _host_of(program: str) -> Callable[..., Any] | None:
@@ -109,7 +122,8 @@ def format_report(report: Report, settings: Settings) -> str:
                              "preemptions")
             if first.shrink_note:
                 lines.append(first.shrink_note)
-            lines.append(f"replay: {replay_command(report.program, first.spec, first.schedule, settings)}")
+            lines.append("replay: " + replay_command(report.program, first.spec, first.schedule,
+                                                     settings, report.sized, report.kwargs))
     lines.append("outcomes per configuration:")
     hist: dict[str, dict[str, int]] = {}
     for o in report.outcomes:
@@ -124,12 +138,11 @@ def format_report(report: Report, settings: Settings) -> str:
     return "\n".join(lines)
 
 
-def replay_command(program: str, spec: RunSpec, schedule: str, settings: Settings) -> str:
+def replay_command(program: str, spec: RunSpec, schedule: str, settings: Settings,
+                   sized: bool | None = None, kwargs: dict[str, Any] | None = None) -> str:
     """The command that replays a failing schedule-mode run from its schedule file."""
-    cmd = shlex.split(repro_command(program, spec, settings))
-    i = cmd.index("--strategy")
-    del cmd[i:i + 2]
-    return shlex.join(cmd + ["--replay", schedule])
+    replay = dataclasses.replace(settings, replay=schedule, strategy=BY_NAME["strategy"].default)
+    return repro_command(program, spec, replay, kwargs, sized=sized)
 
 
 def format_histogram(report: Report) -> list[str]:

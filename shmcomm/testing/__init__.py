@@ -3,28 +3,62 @@
 :func:`check` runs a host program over rank counts, block counts, modes, sizes and seeds (the
 stress harness's sweep) and raises :class:`SweepFailed` with the harness's report, which names
 the first failure, where it was raised, and the commands that rerun it under ``stress`` and
-``launch``. The pytest plugin (:mod:`shmcomm.testing.plugin`, registered as ``shmcomm``) wraps it
-as the fixture ``shmcomm_sweep``, with traces under the test's ``tmp_path``.
+``launch``.
+
+Under pytest (the plugin :mod:`shmcomm.testing.plugin`, registered as ``shmcomm``) a test marked
+with :func:`sweep` becomes one test item per configuration and seed range, each with a readable
+id (``hazard-n2-b1-size64-seeds0-1``), so ``-k`` picks configurations and pytest-xdist splits
+them; the fixture ``shmcomm_sweep`` runs the item's runs.
+
+Where a sweep's settings come from, last one wins: the settings table's sweep defaults
+(:data:`shmcomm.config.SETTINGS`), the ``shmcomm_*`` ini keys, the test's own values (marker or
+call), the ``SHMCOMM_*`` environment variables, the ``--shmcomm-*`` command-line options.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
+import itertools
 import os
-from collections.abc import Callable, Iterable
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from ..config import MODES
+from ..config import BY_NAME, MODES, from_env
 from ..errors import ArgumentError
 from ..exec.compose import reads
-from ..stress.harness import Report, Settings, configs, sweep, takes_size
+from ..stress.harness import (
+    RUN_SETTINGS,
+    Outcome,
+    Pools,
+    Report,
+    RunSpec,
+    Settings,
+    check_host_args,
+    configs,
+    run_one,
+    specs,
+    takes_size,
+)
 from ..stress.report import format_report
 
-__all__ = ["SweepFailed", "check", "program_spec"]
+__all__ = ["Case", "SweepFailed", "check", "plan", "program_spec", "run_case", "sweep"]
+
+DEFAULT_NRANKS = (2, 4)
+DEFAULT_BLOCKS = (1, 2)
+DEFAULT_MODES = ("eager", "hazard")
+DEFAULT_SIZE = 64
+DEFAULT_SEEDS = 2
+# environment variables a sweep cannot honour: every run would write the one path they name
+REFUSED_ENV = ("SHMCOMM_TRACE", "SHMCOMM_RECORD")
+AXIS_KEYS = ("nranks", "blocks", "modes", "sizes", "seeds", "seed", "chunk")
 
 
 class SweepFailed(AssertionError):
-    """A run of the sweep failed; ``report`` holds every outcome, ``str()`` the printed report."""
+    """A run of the sweep failed; ``report`` holds every outcome, ``str()`` the printed report,
+    whose first line is the cause."""
 
     def __init__(self, text: str, report: Report) -> None:
         super().__init__(text)
@@ -51,49 +85,261 @@ def program_spec(host: Callable[..., Any]) -> str:
     return f"{rel if not rel.startswith('..') else path}:{name}"
 
 
-def _ints(name: str, values: int | Iterable[int]) -> tuple[int, ...]:
+def refuse_env(env: Mapping[str, str] | None = None) -> None:
+    """Raise for ``SHMCOMM_*`` variables a sweep cannot honour (rather than ignore them)."""
+    env = os.environ if env is None else env
+    for var in REFUSED_ENV:
+        if env.get(var):
+            raise ArgumentError(f"{var}={env[var]} names one file for every run of a sweep; "
+                                "unset it (under pytest: --shmcomm-trace keeps the traces of the "
+                                "failing runs; stress: --trace-dir)")
+
+
+def _ints(name: str, values: Any, low: int = 1) -> tuple[int, ...]:
     out = (values,) if isinstance(values, int) else tuple(values)
     if not out or any(isinstance(v, bool) or not isinstance(v, int) for v in out):
         raise ArgumentError(f"{name} must be an int or a non-empty list of ints, got {values!r}")
+    for v in out:
+        if name in BY_NAME:
+            BY_NAME[name].validate(v, name)
+        elif v < low:
+            raise ArgumentError(f"{name} must be ints >= {low}, got {values!r}")
     return out
 
 
-def check(host: Callable[..., Any], *, nranks: int | Iterable[int] = (2, 4),
-          blocks: int | Iterable[int] = (1, 2), modes: str | Iterable[str] = ("eager", "hazard"),
-          sizes: int | Iterable[int] | None = None, seeds: int = 2, seed: int = 0,
-          hazards: str | None = None, wait_timeout: float = 10.0, deadlock_grace: float = 0.3,
-          run_timeout: float = 30.0, trace_dir: str = "", stop_at_first: bool = False,
-          **kwargs: Any) -> Report:
+def _modes(values: Any) -> tuple[str, ...]:
+    out = (values,) if isinstance(values, str) else tuple(values)
+    out = tuple(m.strip() for v in out for m in str(v).split(","))
+    bad = [m for m in out if m not in MODES]
+    if bad or not out:
+        raise ArgumentError(f"modes must be a non-empty list of {', '.join(MODES)}, got {values!r}")
+    return out
+
+
+@dataclass(frozen=True)
+class Case:
+    """One test item of a sweep: one configuration and a range of seeds."""
+
+    nranks: int
+    blocks: int
+    size: int  # 0: the host takes no size
+    mode: str
+    seed: int  # the first seed
+    count: int  # seeds seed .. seed + count - 1
+
+    @property
+    def id(self) -> str:
+        """The pytest id: ``hazard-n2-b1-size64-seeds0-1`` (``-k hazard-n2`` selects it)."""
+        size = f"-size{self.size}" if self.size else ""
+        seeds = (f"seed{self.seed}" if self.count == 1
+                 else f"seeds{self.seed}-{self.seed + self.count - 1}")
+        return f"{self.mode}-n{self.nranks}-b{self.blocks}{size}-{seeds}"
+
+    def specs(self) -> list[RunSpec]:
+        return [RunSpec(self.nranks, self.blocks, self.size, self.mode, s)
+                for s in range(self.seed, self.seed + self.count)]
+
+
+def plan(axes: Mapping[str, Any], host: Callable[..., Any] | None = None,
+         env: Mapping[str, str] | None = None, overrides: Mapping[str, Any] | None = None
+         ) -> tuple[list[Case], list[str]]:
+    """The cases of a sweep and notes on what replaced the test's own axes.
+
+    ``axes``: the test's ``nranks``, ``blocks``, ``modes``, ``sizes``, ``seeds`` (runs per
+    configuration), ``seed`` (the first) and ``chunk`` (seeds per item; default all); ``None``
+    or missing = the default. ``SHMCOMM_NRANKS`` / ``_BLOCKS`` / ``_MODE`` / ``_SEED`` and then
+    ``overrides`` (the command line's) replace them.
+    """
+    unknown = sorted(set(axes) - set(AXIS_KEYS))
+    if unknown:
+        raise ArgumentError(f"unknown sweep axes {', '.join(unknown)}; known: "
+                            f"{', '.join(AXIS_KEYS)}")
+    values = {k: v for k, v in axes.items() if v is not None}
+    notes: list[str] = []
+    for name, value in from_env(env, ("nranks", "blocks", "mode", "seed")).items():
+        key = "modes" if name == "mode" else name
+        var = BY_NAME[name].env
+        notes.append(f"{var}={value} replaces {key} {values.get(key, 'default')!r}")
+        values[key] = value
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            notes.append(f"--shmcomm-{key}={value} replaces {key} {values.get(key, 'default')!r}")
+            values[key] = value
+    nranks = _ints("nranks", values.get("nranks", DEFAULT_NRANKS))
+    blocks = _ints("blocks", values.get("blocks", DEFAULT_BLOCKS))
+    modes = _modes(values.get("modes", DEFAULT_MODES))
+    seeds = _ints("seeds", values.get("seeds", DEFAULT_SEEDS))
+    seed = _ints("seed", values.get("seed", 0))
+    if len(seeds) != 1 or len(seed) != 1:
+        raise ArgumentError("seeds (runs per configuration) and seed (the first) are single ints")
+    chunk = _ints("chunk", values.get("chunk", seeds[0]))[0]
+    sized = values.get("sizes") is not None or (host is not None and takes_size(host))
+    if values.get("sizes") is not None and host is not None and not takes_size(host):
+        raise ArgumentError("sizes has no effect: the host takes no size parameter")
+    sizes = _ints("sizes", values.get("sizes", DEFAULT_SIZE)) if sized else (0,)
+    cases = []
+    for n, b, s, m in configs(nranks, blocks, sizes, modes):
+        for first in range(seed[0], seed[0] + seeds[0], chunk):
+            cases.append(Case(n, b, s, m, first, min(chunk, seed[0] + seeds[0] - first)))
+    return cases, notes
+
+
+def run_settings(own: Mapping[str, Any], *, ini: Mapping[str, Any] | None = None,
+                 cli: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None,
+                 **fields: Any) -> Settings:
+    """The per-run settings of a sweep: sweep defaults < ``ini`` < the test's ``own`` <
+    ``SHMCOMM_*`` < ``cli``; ``fields`` are :class:`Settings`' own (trace_dir, ...)."""
+    refuse_env(env)
+    values: dict[str, Any] = {}
+    for layer in (ini or {}, own, from_env(env, RUN_SETTINGS), cli or {}):
+        values.update({k: v for k, v in layer.items() if v is not None})
+    if "run_timeout" in values:
+        values["timeout"] = values.pop("run_timeout")
+    return Settings.resolve(values, env={}, **fields)
+
+
+def cause(outcome: Outcome) -> str:
+    """A failure's one-line cause, the first line of the test's failure (pytest's summary)."""
+    first = next((line.strip() for line in outcome.message.splitlines() if line.strip()), "")
+    spec = outcome.spec
+    return f"{outcome.kind}: {first} [{spec.label()} seed={spec.seed}]"
+
+
+def failure_text(report: Report, settings: Settings, notes: Iterable[str] = ()) -> str:
+    """A failed sweep's text: the cause (one line), notes, the report, then the first failure's
+    whole message (a hang's wait-for table and every rank's stack, a traceback)."""
+    first = report.failures[0]
+    lines = [cause(first), *(f"note: {n}" for n in notes), format_report(report, settings)]
+    full = first.message.strip().splitlines()
+    if len(full) > 2:
+        cut = full[:FULL_LINES] + ([f"... ({len(full) - FULL_LINES} more lines)"]
+                                   if len(full) > FULL_LINES else [])
+        lines += ["the first failure in full:", *("  " + x for x in cut)]
+    return "\n".join(lines)
+
+
+FULL_LINES = 200
+
+
+def run_case(host: Callable[..., Any], case: Case, settings: Settings, *, program: str = "",
+             kwargs: Mapping[str, Any] | None = None, stop_at_first: bool = False,
+             deadline: float | None = None, notes: Iterable[str] = ()) -> Report:
+    """Run the case's seeds; raise :class:`SweepFailed` (first line: the cause) if any failed.
+
+    ``deadline`` (``time.monotonic()``): the time the test itself is given (pytest-timeout);
+    each run's timeout is cut to end before it, so a hang is reported by shmcomm, with every
+    rank's stack, rather than killed from outside.
+    """
+    return run_specs(host, case.specs(), settings, program=program, kwargs=kwargs,
+                     stop_at_first=stop_at_first, deadline=deadline, notes=notes,
+                     sized=bool(case.size))
+
+
+def run_specs(host: Callable[..., Any], runs: Iterable[RunSpec], settings: Settings, *,
+              program: str = "", kwargs: Mapping[str, Any] | None = None,
+              stop_at_first: bool = False, deadline: float | None = None,
+              notes: Iterable[str] = (), sized: bool = False, pool: bool = False) -> Report:
+    """Run ``runs`` in order (see :func:`run_case`); ``pool``: on persistent rank processes
+    (faster; but a hang's report then has no stacks of the ranks)."""
+    kwargs = dict(kwargs or {})
+    check_host_args(host, kwargs, program)
+    runs = list(runs)
+    report = Report(program or program_spec(host), kwargs=kwargs, sized=sized)
+    pools = Pools() if pool and not settings.detect_races else None
+    t0 = time.perf_counter()
+    short = None
+    try:
+        for spec in runs:
+            this = settings
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left < 1.0:
+                    short = (f"the test's timeout leaves no time for seed {spec.seed}: ran "
+                             f"{len(report.outcomes)} of {len(runs)} runs")
+                    break
+                if left < settings.run_timeout:
+                    this = dataclasses.replace(settings, run_timeout=left)
+            out = run_one(host, spec, this, report.program, pools,
+                          shrink_first=not report.failures, kwargs=kwargs)
+            report.outcomes.append(out)
+            if stop_at_first and out.kind != "ok":
+                break
+    finally:
+        report.seconds = time.perf_counter() - t0
+        if pools is not None:
+            pools.close()
+    if report.failures:
+        raise SweepFailed(failure_text(report, settings, notes), report)
+    if short is not None:
+        raise SweepFailed(f"error: {short}; raise the test's timeout or give fewer seeds",
+                          report)
+    return report
+
+
+def check(host: Callable[..., Any], *, nranks: int | Iterable[int] | None = None,
+          blocks: int | Iterable[int] | None = None, modes: str | Iterable[str] | None = None,
+          sizes: int | Iterable[int] | None = None, seeds: int | None = None,
+          seed: int | None = None, hazards: str | None = None, wait_timeout: float | None = None,
+          deadlock_grace: float | None = None, run_timeout: float | None = None,
+          trace_dir: str = "", stop_at_first: bool = False, detect_races: bool | None = None,
+          env: Mapping[str, str] | None = None, **kwargs: Any) -> Report:
     """Run ``host(rt, **kwargs)`` (plus ``size=`` when it takes a ``size``) once for every
     combination of ``nranks`` x ``blocks`` x ``sizes`` x ``modes``, ``seeds`` times with
     different seeds (run ``i`` gets seed ``seed + i``); raise :class:`SweepFailed` with the report
     if any run failed, else return the report.
 
-    ``sizes`` (default 64) needs a host with a ``size`` parameter.
-    ``trace_dir``: keep the Chrome trace of every failing run there ("" keeps none).
+    Defaults: nranks 2,4; blocks 1,2; modes eager,hazard; sizes 64 (needs a host with a
+    ``size`` parameter); seeds 2; seed 0. ``SHMCOMM_NRANKS`` / ``_BLOCKS`` / ``_MODE`` /
+    ``_SEED`` replace the axes; other ``SHMCOMM_*`` settings replace the per-run ones.
+    ``trace_dir``: trace every run and keep the failing runs' traces there ("" = no tracing).
     ``stop_at_first``: stop at the first failing run (pytest's ``-x`` sets it in the fixture).
     The per-run bounds are the stress harness's: a deadlock is reported after
     ``deadlock_grace`` seconds, one ``TWAIT`` gives up after ``wait_timeout``, a run after
     ``run_timeout``.
     """
-    mode_list = (modes,) if isinstance(modes, str) else tuple(modes)
-    bad = [m for m in mode_list if m not in MODES]
-    if bad or not mode_list:
-        raise ArgumentError(f"modes must be a non-empty list of {', '.join(MODES)}, got {modes!r}")
-    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
+    if seeds is not None and (isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1):
         raise ArgumentError(f"seeds must be an int >= 1 (runs per configuration), got {seeds!r}")
-    if hazards is not None and not any(reads(m, "hazards") for m in mode_list):
+    return sweep_all(host, dict(nranks=nranks, blocks=blocks, modes=modes, sizes=sizes,
+                                seeds=seeds, seed=seed),
+                     dict(hazards=hazards, wait_timeout=wait_timeout, timeout=run_timeout,
+                          deadlock_grace=deadlock_grace, detect_races=detect_races),
+                     env=env, trace_dir=trace_dir, stop_at_first=stop_at_first, kwargs=kwargs)
+
+
+def sweep_all(host: Callable[..., Any], axes: Mapping[str, Any], own: Mapping[str, Any], *,
+              env: Mapping[str, str] | None = None, overrides: Mapping[str, Any] | None = None,
+              ini: Mapping[str, Any] | None = None, cli: Mapping[str, Any] | None = None,
+              trace_dir: str = "", stop_at_first: bool = False,
+              kwargs: Mapping[str, Any] | None = None, pool: bool = True,
+              deadline: float | None = None) -> Report:
+    """The whole sweep in one go (:func:`check`, and a test calling ``shmcomm_sweep`` without
+    the marker): run ``i`` takes configuration ``i mod len(configs)`` and seed ``seed + i``."""
+    cases, notes = plan(axes, host, env, overrides)
+    modes = {c.mode for c in cases}
+    if own.get("hazards") is not None and not any(reads(m, "hazards") for m in modes):
         raise ArgumentError("hazards has no effect without hazard or schedule mode in modes")
-    if sizes is not None and not takes_size(host):
-        raise ArgumentError("sizes has no effect: the host takes no size parameter")
-    cfgs = configs(_ints("nranks", nranks), _ints("blocks", blocks),
-                   _ints("sizes", 64 if sizes is None else sizes), mode_list)
-    # by keyword: the fifth field is the schedule strategy (hazards went there positionally)
-    settings = Settings(wait_timeout, deadlock_grace, run_timeout, trace_dir,
-                        hazards="all" if hazards is None else hazards)
+    settings = run_settings(own, ini=ini, cli=cli, env=env, trace_dir=trace_dir)
+    kwargs = dict(kwargs or {})
+    check_host_args(host, kwargs)
     program = program_spec(host)
-    rep = sweep(host, cfgs, seed=seed, runs=len(cfgs) * seeds, settings=settings,
-                stop_at_first=stop_at_first, program=program, kwargs=kwargs)
-    if rep.failures:
-        raise SweepFailed(format_report(rep, settings), rep)
-    return rep
+    cfgs = list(dict.fromkeys((c.nranks, c.blocks, c.size, c.mode) for c in cases))
+    n_seeds = sum(c.count for c in cases) // len(cfgs)
+    runs = itertools.islice(specs(cfgs, cases[0].seed), len(cfgs) * n_seeds)
+    return run_specs(host, runs, settings, program=program, kwargs=kwargs,
+                     stop_at_first=stop_at_first, deadline=deadline, notes=notes,
+                     sized=bool(cases[0].size), pool=pool)
+
+
+def sweep_marker(host: Callable[..., Any] | None = None, **axes_and_options: Any) -> Any:
+    """``@shmcomm.testing.sweep(host=None, nranks=..., blocks=..., modes=..., sizes=...,
+    seeds=..., seed=..., chunk=..., **settings_and_host_kwargs)``: under the pytest plugin, the
+    test becomes one item per configuration (and per ``chunk`` seeds), and its
+    ``shmcomm_sweep`` fixture runs that item's runs. ``host`` may be given here or to the
+    fixture; per-run settings (``hazards=``, ``wait_timeout=``, ...) and the host's own keyword
+    arguments go with the axes."""
+    import pytest
+
+    return pytest.mark.shmcomm_sweep(host, **axes_and_options)
+
+
+sweep = sweep_marker  # the public name

@@ -1,36 +1,256 @@
-"""The pytest plugin (entry point ``pytest11``, name ``shmcomm``): the ``shmcomm_sweep`` fixture.
+"""The pytest plugin (entry point ``pytest11``, name ``shmcomm``): sweeps as test items.
 
-``shmcomm_sweep(host, nranks=..., blocks=..., modes=..., sizes=..., seeds=..., **host_kwargs)``
-runs :func:`shmcomm.testing.check` and fails the test with shmcomm's report and the commands
-that rerun the first failure. Failing runs keep their Chrome traces under the test's
-``tmp_path`` (``shmcomm-traces/``). With ``-x`` the sweep stops at its first failing run. Every
-run is bounded (``run_timeout``); a pytest-timeout that fires mid-run stops every rank process
-of that run before the test fails.
+A test marked ``@shmcomm.testing.sweep(host, nranks=[2, 4], modes=["eager", "hazard"], ...)``
+that takes the fixture ``shmcomm_sweep`` becomes one test item per configuration (and per
+``chunk`` seeds), with ids such as ``test_ring[hazard-n2-b1-size64-seeds0-1]``: ``-k hazard-n2``
+selects configurations, pytest-xdist (``-n 2``) splits them, and a failing item's first line
+(pytest's short summary) is the cause. Without the marker, ``shmcomm_sweep(host, nranks=...)``
+runs the whole sweep in one item, as before.
+
+Options (and ini keys ``shmcomm_<name>``): ``--shmcomm-nranks``, ``--shmcomm-blocks``,
+``--shmcomm-modes``, ``--shmcomm-sizes``, ``--shmcomm-seeds`` (runs per configuration),
+``--shmcomm-seed`` (the first), ``--shmcomm-chunk`` (seeds per item), ``--shmcomm-trace``
+(trace every run, keep the failing runs' traces under the test's ``tmp_path``), and every
+per-run setting of the settings table as ``--shmcomm-<setting>``. ``SHMCOMM_*`` variables are
+honoured (``SHMCOMM_MODE=schedule`` sweeps in schedule mode) or refused with an error.
+
+A hang is reported by shmcomm with every rank's stack: each run's timeout is cut to end before
+the test's pytest-timeout would fire. With ``-x`` a sweep stops at its first failing run.
 """
 
 from __future__ import annotations
 
+import argparse
+import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from ..stress.harness import Report
-from . import SweepFailed, check
+from ..config import BY_NAME, add_options, option_type
+from ..errors import ArgumentError
+from ..stress.harness import RUN_SETTINGS, Report
+from . import AXIS_KEYS, SweepFailed, plan, run_case, run_settings, sweep_all
+
+MARKER = "shmcomm_sweep"
+TIMEOUT_MARGIN = 0.2  # of the test's timeout kept for shmcomm's own report (2 to 10 s)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    items = text.split(",")
+    if any(not i.strip() for i in items):
+        raise argparse.ArgumentTypeError(f"expected a comma list of integers >= 1, got {text!r}")
+    return tuple(_positive(i) for i in items)
+
+
+def _seed(text: str) -> int:
+    return option_type("seed", "--shmcomm-seed")(text)
+
+
+# the sweep's axes: option name -> (type, help)
+AXES: dict[str, tuple[Callable[[str], Any], str]] = {
+    "nranks": (option_type("nranks", "--shmcomm-nranks", many=True),
+               "rank counts of every sweep, a comma list (replaces the tests')"),
+    "blocks": (option_type("blocks", "--shmcomm-blocks", many=True),
+               "block counts of every sweep, a comma list (replaces the tests')"),
+    "modes": (option_type("mode", "--shmcomm-modes", many=True),
+              "modes of every sweep: eager, hazard, schedule or a comma list"),
+    "sizes": (_sizes, "sizes of every sweep whose host takes a size, a comma list"),
+    "seeds": (_positive, "runs (seeds) per configuration"),
+    "seed": (_seed, "the first seed"),
+    "chunk": (_positive, "seeds per test item (default: all of a configuration's in one)"),
+}
+
+
+class _Group:
+    """What :func:`shmcomm.config.add_options` calls ``add_argument`` on, adding pytest options
+    ``--shmcomm-<setting>`` instead (pytest keeps lower-case short options for itself)."""
+
+    def __init__(self, group: Any) -> None:
+        self.group = group
+
+    def add_argument(self, *flags: str, **kw: Any) -> None:
+        long = next(f for f in flags if f.startswith("--"))
+        name = long[2:].replace("-", "_")
+        flag = "--shmcomm-" + long[2:]
+        if kw.get("action") is argparse.BooleanOptionalAction:
+            self.group.addoption(flag, action="store_const", const=True, dest=f"shmcomm_{name}",
+                                 default=None, help=kw["help"])
+            self.group.addoption("--shmcomm-no-" + long[2:], action="store_const", const=False,
+                                 dest=f"shmcomm_{name}", default=None,
+                                 help=f"turn --shmcomm-{long[2:]} off")
+            return
+        kw["type"] = option_type(name, flag)
+        self.group.addoption(flag, dest=f"shmcomm_{name}", **kw)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("shmcomm", "shmcomm sweeps (the shmcomm_sweep fixture)")
+    for name, (kind, text) in AXES.items():
+        group.addoption(f"--shmcomm-{name}", dest=f"shmcomm_{name}", type=kind, default=None,
+                        help=text)
+        parser.addini(f"shmcomm_{name}", text)
+    group.addoption("--shmcomm-trace", action="store_true", default=None, dest="shmcomm_trace",
+                    help="trace every run and keep the failing runs' Chrome traces under the "
+                         "test's tmp_path (off: tracing slows runs and shifts the timing races "
+                         "depend on)")
+    parser.addini("shmcomm_trace", "trace every run (see --shmcomm-trace)", type="bool",
+                  default=False)
+    add_options(_Group(group), RUN_SETTINGS, defaults={n: BY_NAME[n].sweep_default
+                                                       for n in RUN_SETTINGS})
+    for name in RUN_SETTINGS:
+        parser.addini(f"shmcomm_{name}", f"the sweeps' {name} (see --shmcomm-"
+                      f"{name.replace('_', '-')})")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", f"{MARKER}(host=None, nranks=..., blocks=..., modes=..., sizes=..., seeds=..., "
+        "seed=..., chunk=..., **settings_and_host_kwargs): one test item per configuration of "
+        "the sweep (shmcomm.testing.sweep)")
+
+
+def _layer(config: pytest.Config, names: Any, kinds: Callable[[str], Callable[[str], Any]]
+           ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(ini, cli)``: the values the ini file and the command line give for ``names``."""
+    ini: dict[str, Any] = {}
+    cli: dict[str, Any] = {}
+    for name in names:
+        value = config.getoption(f"shmcomm_{name}", None)
+        if value is not None:
+            cli[name] = value
+        raw = config.getini(f"shmcomm_{name}")
+        if isinstance(raw, str) and raw.strip():
+            try:
+                ini[name] = kinds(name)(raw.strip())
+            except argparse.ArgumentTypeError as exc:
+                raise pytest.UsageError(f"ini key shmcomm_{name}: {exc}") from None
+    return ini, cli
+
+
+def _axis_layers(config: pytest.Config) -> tuple[dict[str, Any], dict[str, Any]]:
+    return _layer(config, AXES, lambda n: AXES[n][0])
+
+
+def _setting_layers(config: pytest.Config) -> tuple[dict[str, Any], dict[str, Any]]:
+    return _layer(config, RUN_SETTINGS,
+                  lambda n: option_type(n, "shmcomm_" + n))
+
+
+def _split(marker: Any) -> tuple[Any, dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """A marker's ``(host, axes, per-run settings, host kwargs)``."""
+    host = marker.args[0] if marker.args else marker.kwargs.get("host")
+    axes, own, kwargs = {}, {}, {}
+    for key, value in marker.kwargs.items():
+        if key == "host":
+            continue
+        if key in AXIS_KEYS:
+            axes[key] = value
+        elif key in RUN_SETTINGS or key == "run_timeout":
+            own["timeout" if key == "run_timeout" else key] = value
+        else:
+            kwargs[key] = value
+    return host, axes, own, kwargs
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    marker = metafunc.definition.get_closest_marker(MARKER)
+    if marker is None or "shmcomm_case" not in metafunc.fixturenames:
+        return
+    host, axes, _own, _kwargs = _split(marker)
+    ini, cli = _axis_layers(metafunc.config)
+    try:
+        cases, _notes = plan({**ini, **axes}, host, overrides=cli)
+    except ArgumentError as exc:
+        raise pytest.UsageError(f"{metafunc.definition.nodeid}: {exc}") from None
+    metafunc.parametrize("shmcomm_case", cases, ids=[c.id for c in cases], indirect=True)
 
 
 @pytest.fixture
-def shmcomm_sweep(request: pytest.FixtureRequest, tmp_path: Any) -> Callable[..., Report]:
-    """A function that sweeps a host program and fails the test on any failing run."""
-    exitfirst = request.config.getoption("maxfail", 0) == 1  # -x is --maxfail=1
+def shmcomm_case(request: pytest.FixtureRequest) -> Any:
+    """The configuration and seeds of this item of a marked sweep (``None`` without one)."""
+    return getattr(request, "param", None)
 
-    def run_sweep(host: Callable[..., Any], **options: Any) -> Report:
-        options.setdefault("trace_dir", str(tmp_path / "shmcomm-traces"))
-        options.setdefault("stop_at_first", exitfirst)
+
+def _deadline(item: pytest.Item, start: float) -> float | None:
+    """When shmcomm must be done for the test's pytest-timeout not to fire first."""
+    timeout = None
+    marker = item.get_closest_marker("timeout")
+    if marker is not None:
+        timeout = marker.args[0] if marker.args else marker.kwargs.get("timeout")
+    if timeout is None:
+        timeout = item.config.getoption("timeout", None)
+    if timeout is None:
         try:
-            return check(host, **options)
+            raw = item.config.getini("timeout")
+        except ValueError:  # pytest-timeout is not installed
+            raw = None
+        timeout = float(raw) if raw not in (None, "") else None
+    if not timeout or float(timeout) <= 0:
+        return None
+    timeout = float(timeout)
+    return start + timeout - min(max(2.0, TIMEOUT_MARGIN * timeout), 0.5 * timeout, 10.0)
+
+
+@pytest.fixture
+def shmcomm_sweep(request: pytest.FixtureRequest, shmcomm_case: Any) -> Callable[..., Report]:
+    """A function that runs this item's runs of a sweep (or, without the ``shmcomm_sweep``
+    marker, the whole sweep given to it) and fails the test on any failing run."""
+    config = request.config
+    exitfirst = config.getoption("maxfail", 0) == 1  # -x is --maxfail=1
+    start = time.monotonic()
+    marker = request.node.get_closest_marker(MARKER)
+
+    def trace_dir() -> str:
+        wanted = config.getoption("shmcomm_trace", None)
+        if wanted is None:
+            wanted = config.getini("shmcomm_trace")
+        return str(request.getfixturevalue("tmp_path") / "shmcomm-traces") if wanted else ""
+
+    def run_sweep(host: Callable[..., Any] | None = None, **options: Any) -> Report:
+        ini_s, cli_s = _setting_layers(config)
+        try:
+            if shmcomm_case is None:  # no marker: the whole sweep, in this one item
+                axes = {k: options.pop(k) for k in list(options) if k in AXIS_KEYS}
+                own = {("timeout" if k == "run_timeout" else k): options.pop(k)
+                       for k in list(options) if k in RUN_SETTINGS or k == "run_timeout"}
+                ini_a, cli_a = _axis_layers(config)
+                if host is None:
+                    raise ArgumentError("shmcomm_sweep(host, ...) needs the host function")
+                return sweep_all(host, {**ini_a, **axes}, own, overrides=cli_a, ini=ini_s,
+                                 cli=cli_s, trace_dir=trace_dir(),
+                                 stop_at_first=options.pop("stop_at_first", exitfirst),
+                                 kwargs=options, pool=False,  # fork per run: stacks on a hang
+                                 deadline=_deadline(request.node, start))
+            m_host, _axes, own, kwargs = _split(marker)
+            host = host or m_host
+            if host is None:
+                raise ArgumentError("give the host to the marker or to shmcomm_sweep(host)")
+            bad = sorted(set(options) & set(AXIS_KEYS))
+            if bad:
+                raise ArgumentError(f"{', '.join(bad)}: a marked sweep's axes belong in the "
+                                    "marker (they make the test items)")
+            own.update({("timeout" if k == "run_timeout" else k): options.pop(k)
+                        for k in list(options) if k in RUN_SETTINGS or k == "run_timeout"})
+            kwargs.update(options)
+            _cases, notes = plan({}, None, overrides=None)  # env notes only
+            settings = run_settings(own, ini=ini_s, cli=cli_s, trace_dir=trace_dir())
+            return run_case(host, shmcomm_case, settings, kwargs=kwargs, stop_at_first=exitfirst,
+                            deadline=_deadline(request.node, start), notes=notes)
         except SweepFailed as exc:
             text = str(exc)
+        except ArgumentError as exc:
+            text = f"error: {exc}"
         pytest.fail(text, pytrace=False)  # outside the except: no chained traceback
 
     return run_sweep
