@@ -70,7 +70,9 @@ def test_failing_hazard_run_keeps_its_trace_and_a_passing_one_leaves_none(tmp_pa
     settings = Settings(trace_dir=str(tmp_path / "traces"))
     bad = run_one(catalogue.get("notify_before_drain").host, RunSpec(2, 1, 64, "hazard", 0),
                   settings, "notify_before_drain")
-    assert bad.kind == "checker" and bad.trace and os.path.isfile(bad.trace)
+    assert bad.kind in CATCH_KINDS and bad.trace and os.path.isfile(bad.trace)
+    # the advisory checker that saw the unfenced notify travels with the failure it explains
+    assert any("hazard [notify-unfenced]" in a for a in bad.advice), (bad.kind, bad.advice)
     assert os.path.dirname(bad.trace) == str(tmp_path / "traces")
     good = run_one(catalogue.get("ring_put").host, RunSpec(2, 1, 64, "hazard", 0), settings,
                    "ring_put")
