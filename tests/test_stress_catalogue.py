@@ -3,10 +3,12 @@ small run budget, by the kind of failure it must cause; the correct programs rai
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pytest
 
+from shmcomm.exec.hazard import ADVISORY
 from shmcomm.stress import catalogue
 from shmcomm.stress.harness import CATCH_KINDS, RunSpec, Settings, run_one, sweep
 from shmcomm.stress.killmatrix import entry_configs
@@ -55,6 +57,21 @@ def test_bug_is_caught(entry):
     assert caught, (f"{entry.name} was not caught in {len(rep.outcomes)} runs: "
                     f"{[(o.kind, o.message[:200]) for o in rep.outcomes]}")
     assert caught[0].kind in EXPECTED[entry.name], caught[0].message
+
+
+@pytest.mark.parametrize("entry", [e for e in catalogue.BUGS if e.mode == "hazard"],
+                         ids=lambda e: e.name)
+def test_hazard_bug_is_caught_with_the_race_detector_on(entry):
+    """With the detector on (the precise judge) the hazard-mode bugs are still caught, and an
+    advisory checker's finding never is the catch itself, only its likely cause."""
+    settings = dataclasses.replace(SETTINGS, detect_races=True)
+    rep = sweep(entry.host, entry_configs(entry, ("hazard",)), seed=0, runs=MAX_RUNS,
+                settings=settings, stop_at_first=True, program=entry.name)
+    caught = [o for o in rep.outcomes if o.kind in CATCH_KINDS]
+    assert caught, [(o.kind, o.message[:200]) for o in rep.outcomes]
+    assert caught[0].kind in EXPECTED[entry.name] | {"race"}, caught[0].message
+    assert not any(f"hazard [{name}]" in caught[0].message.splitlines()[0] for name in ADVISORY), \
+        caught[0].message
 
 
 @pytest.mark.parametrize("entry", catalogue.CORRECT, ids=lambda e: e.name)
