@@ -185,6 +185,19 @@ def set_flag_rearmed_then_ack(rt):
 
 # --- TTEST polls ----------------------------------------------------------------------------------
 
+def _poll(sig, k, bounded):
+    """Wait for ``sig >= k`` by polling: until it holds, or (bounded) for a budget of polls
+    after which the block gives up polling and blocks in TWAIT."""
+    if not bounded:
+        while not TTEST(Signal(sig), k, WaitCmp.GE):
+            pass
+        return
+    for _ in range(POLLS):
+        if TTEST(Signal(sig), k, WaitCmp.GE):
+            return
+    TWAIT(Signal(sig), k, WaitCmp.GE)
+
+
 def _poll_kernel(ctx, src, recv, out, sig, bounded):
     if ctx.block_idx != 0:
         return
@@ -194,19 +207,10 @@ def _poll_kernel(ctx, src, recv, out, sig, bounded):
     for k in range(1, ROUNDS + 1):
         _send(ctx, t, src, recv, k - 1, (me + 1) % n)
         TNOTIFY(Signal(GetRemotePtr(ctx, flag, (me + 1) % n)), 1, NotifyOp.AtomicAdd)
-        if bounded:  # poll a while, then give up polling and block
-            for _ in range(POLLS):
-                if TTEST(Signal(flag), k, WaitCmp.GE):
-                    break
-            else:
-                TWAIT(Signal(flag), k, WaitCmp.GE)
-        else:
-            while not TTEST(Signal(flag), k, WaitCmp.GE):
-                pass
+        _poll(flag, k, bounded)
         _take(t, recv, out, k - 1)
         TNOTIFY(Signal(GetRemotePtr(ctx, ack, (me - 1) % n)), 1, NotifyOp.AtomicAdd)
-        while not TTEST(Signal(ack), k, WaitCmp.GE):
-            pass
+        _poll(ack, k, bounded)
 
 
 @program(needs=("pct-pollers",))
