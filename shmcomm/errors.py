@@ -73,12 +73,13 @@ class RunError(ShmcommError):
     failures: list[Failure] = field(default_factory=list)
     seed: int | None = None
     secondary: int = 0
+    advice: list[str] = field(default_factory=list)  # advisory checkers' findings: likely causes
 
     def __post_init__(self) -> None:
         super().__init__(str(self))
 
     def __reduce__(self):  # dataclass fields, not Exception.args, carry the state
-        return (type(self), (self.failures, self.seed, self.secondary))
+        return (type(self), (self.failures, self.seed, self.secondary, self.advice))
 
     @property
     def kind(self) -> str:
@@ -93,6 +94,8 @@ class RunError(ShmcommError):
             lines.append(f"also failed: {other}")
         if self.secondary:
             lines.append(f"({self.secondary} other agents stopped by the abort)")
+        for text in self.advice:  # not proven by themselves: they may explain the failure above
+            lines.append(f"likely cause: {text}")
         if self.seed is not None:
             lines.append(f"seed: {self.seed}")
         hint = getattr(self, "hint", "")  # set by the launcher when the mode can replay the run

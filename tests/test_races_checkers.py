@@ -1,7 +1,8 @@
 """Hazard-mode checkers without false alarms: each correct pattern that used to raise one runs
 1,000 rounds (a persistent loop over a few seeds) with every hazard sub-model and checker on,
 and the race detector too; each buggy twin, and each pattern the checkers used to miss, is
-reported."""
+reported. An advisory checker's finding never fails a run by itself: it rides along a failure
+that something else proved, as its likely cause."""
 
 from __future__ import annotations
 
@@ -142,14 +143,30 @@ def _relaunch_kernel(ctx, sig_ptr, launch):
         TWAIT(Signal(sig_ptr), 1, WaitCmp.GE)  # launch 2: satisfied by launch 1's leftover
 
 
-def test_stale_signal_in_an_alloc_array_is_reported():
-    def host(rt):
-        words = rt.alloc((16,), np.int32)
-        for launch in (1, 2):  # bug: no reset of the words between the launches
-            rt.barrier()
-            rt.launch(_relaunch_kernel, blocks=1, args=(words.ptr, launch))
+def _stale_host(rt, fail):
+    words = rt.alloc((16,), np.int32)
+    for launch in (1, 2):  # no reset of the words between the launches
+        rt.barrier()
+        rt.launch(_relaunch_kernel, blocks=1, args=(words.ptr, launch))
+    assert not fail, "the host's own check failed"  # a failure that something else proved
 
-    _reported(host, "stale-at-launch", nranks=1, detect_races=False)
+
+def _advised(host, checker, nranks=2, blocks=1, args=(), **kw):
+    """``host`` passes (an advisory finding alone fails nothing); with ``fail`` it fails on its
+    own check, and the failure names ``checker``'s finding as a likely cause."""
+    cfg = {**HAZARD, **kw}
+    shmcomm.run(host, nranks=nranks, blocks=blocks, seed=1, args=(*args, False), **cfg)
+    with pytest.raises(shmcomm.RunError) as info:
+        shmcomm.run(host, nranks=nranks, blocks=blocks, seed=1, args=(*args, True), **cfg)
+    text = str(info.value)
+    assert "AssertionError: the host's own check failed" in text, text
+    assert f"likely cause: hazard [{checker}]" in text, text
+    assert any(f"hazard [{checker}]" in a for a in info.value.advice), info.value.advice
+    return info.value
+
+
+def test_stale_signal_in_an_alloc_array_is_a_likely_cause():
+    _advised(_stale_host, "stale-at-launch", nranks=1, detect_races=False)
 
 
 # --- a notify after MTE3 work that in fact retired, or that it does not publish ----------------
@@ -211,8 +228,11 @@ def _pull_host(rt, fence):
     rt.launch(_pull_kernel, blocks=1, args=(buf.ptr, out.ptr, fence))
 
 
-def test_pull_without_dsb_is_reported_by_the_checker_and_the_detector():
-    _reported(_pull_host, "notify-unfenced", args=(False,), detect_races=False)
+def test_pull_without_dsb_is_reported_by_the_detector_alone():
+    # no pattern rule guesses at a pull any more: without the detector the run passes ...
+    shmcomm.run(_pull_host, nranks=2, blocks=1, seed=1, args=(False,),
+                **{**HAZARD, "detect_races": False})
+    # ... and the detector, which sees the puller read the stores, reports the missing fence
     _reported(_pull_host, "no dsb(DSB_DDR) came between the drain and that notify", args=(False,))
     _run(_pull_host, 1, args=(True,))
 
@@ -230,6 +250,70 @@ def test_arrival_count_of_the_blocks_taking_part_passes(seed):
     _run(lambda rt, n: rt.launch(_part_kernel, blocks=4, args=(n, 3)), seed, args=(ROUNDS // 5,))
 
 
-def test_arrival_count_below_the_blocks_taking_part_is_reported():
-    _reported(lambda rt: rt.launch(_part_kernel, blocks=4, args=(2, 4)), "arrival-count",
-              detect_races=False)
+def _declare_kernel(ctx, takers):
+    if ctx.block_idx < takers:  # the declaration alone: no barrier that could hang
+        ctx.expect_blocks(3, "GroupBarrier", "num_blocks")
+
+
+def _overcount_host(rt, fail):
+    rt.launch(_declare_kernel, blocks=4, args=(3,))  # three takers of a count of three: right
+    rt.launch(_declare_kernel, blocks=4, args=(4,))  # four: two groups, or one too many
+    assert not fail, "the host's own check failed"
+
+
+def test_arrival_count_below_the_blocks_taking_part_is_a_likely_cause():
+    _advised(_overcount_host, "arrival-takers", nranks=1, detect_races=False)
+
+
+def test_arrival_count_above_the_launch_is_reported():
+    _reported(lambda rt: rt.launch(_part_kernel, blocks=2, args=(1, 2)), "arrival-count",
+              nranks=1, detect_races=False)
+
+
+# --- the other advisory checkers: findings ride along a failure, never make one ----------------
+
+def _unfenced_kernel(ctx, data):
+    tile = ctx.tile((1, 8), np.float32)
+    if ctx.rank == 0:  # TSTORE, then the notify with the store still queued on MTE3
+        tile.array[:] = 1
+        TSTORE(GlobalTensor(GetRemotePtr(ctx, data, 1), (1, 8)), tile)
+        TNOTIFY(Signal(GetRemotePtr(ctx, ctx.signal_base + FLAG, 1)), 1, NotifyOp.AtomicAdd)
+    else:
+        TWAIT(Signal(ctx.signal_base + FLAG), 1, WaitCmp.GE)  # and nothing read: no failure
+
+
+def _unfenced_host(rt, fail):
+    data = rt.alloc((8,), np.float32)
+    rt.launch(_unfenced_kernel, blocks=1, args=(data.ptr,))
+    assert not fail, "the host's own check failed"
+
+
+def _new_round_kernel(ctx):
+    base = ctx.signal_base
+    if ctx.rank == 0:
+        TNOTIFY(Signal(GetRemotePtr(ctx, base + FLAG, 1)), 1, NotifyOp.AtomicAdd)
+    else:
+        TWAIT(Signal(base + FLAG), 1, WaitCmp.GE)
+        TNOTIFY(Signal(GetRemotePtr(ctx, base + ACK, 0)), 1, NotifyOp.AtomicAdd)
+        TWAIT(Signal(base + FLAG), 1, WaitCmp.GE)  # a "second round" that waits for nothing
+
+
+def _new_round_host(rt, fail):
+    rt.launch(_new_round_kernel, blocks=1)
+    assert not fail, "the host's own check failed"
+
+
+@pytest.mark.parametrize(("host", "checker"), [(_unfenced_host, "notify-unfenced"),
+                                               (_new_round_host, "phase-reuse")],
+                         ids=["notify-unfenced", "phase-reuse"])
+def test_advisory_finding_is_a_likely_cause_only(host, checker):
+    _advised(host, checker, detect_races=False)
+
+
+def test_advisory_and_exact_checkers_are_declared():
+    from shmcomm.exec.hazard import ADVISORY, CHECKERS, EXACT
+
+    assert set(EXACT) == {"line-shared", "flag-unbalanced", "event-twice", "arrival-count"}
+    assert set(ADVISORY) == {"notify-unfenced", "phase-reuse", "stale-at-launch",
+                             "arrival-takers"}
+    assert set(CHECKERS) == set(EXACT) | set(ADVISORY)

@@ -3,10 +3,12 @@ small run budget, by the kind of failure it must cause; the correct programs rai
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pytest
 
+from shmcomm.exec.hazard import ADVISORY
 from shmcomm.stress import catalogue
 from shmcomm.stress.harness import CATCH_KINDS, RunSpec, Settings, run_one, sweep
 from shmcomm.stress.killmatrix import entry_configs
@@ -57,6 +59,21 @@ def test_bug_is_caught(entry):
     assert caught[0].kind in EXPECTED[entry.name], caught[0].message
 
 
+@pytest.mark.parametrize("entry", [e for e in catalogue.BUGS if e.mode == "hazard"],
+                         ids=lambda e: e.name)
+def test_hazard_bug_is_caught_with_the_race_detector_on(entry):
+    """With the detector on (the precise judge) the hazard-mode bugs are still caught, and an
+    advisory checker's finding never is the catch itself, only its likely cause."""
+    settings = dataclasses.replace(SETTINGS, detect_races=True)
+    rep = sweep(entry.host, entry_configs(entry, ("hazard",)), seed=0, runs=MAX_RUNS,
+                settings=settings, stop_at_first=True, program=entry.name)
+    caught = [o for o in rep.outcomes if o.kind in CATCH_KINDS]
+    assert caught, [(o.kind, o.message[:200]) for o in rep.outcomes]
+    assert caught[0].kind in EXPECTED[entry.name] | {"race"}, caught[0].message
+    assert not any(f"hazard [{name}]" in caught[0].message.splitlines()[0] for name in ADVISORY), \
+        caught[0].message
+
+
 @pytest.mark.parametrize("entry", catalogue.CORRECT, ids=lambda e: e.name)
 def test_correct_program_raises_no_alarm(entry):
     modes = ("eager", "hazard")
@@ -70,7 +87,9 @@ def test_failing_hazard_run_keeps_its_trace_and_a_passing_one_leaves_none(tmp_pa
     settings = Settings(trace_dir=str(tmp_path / "traces"))
     bad = run_one(catalogue.get("notify_before_drain").host, RunSpec(2, 1, 64, "hazard", 0),
                   settings, "notify_before_drain")
-    assert bad.kind == "checker" and bad.trace and os.path.isfile(bad.trace)
+    assert bad.kind in CATCH_KINDS and bad.trace and os.path.isfile(bad.trace)
+    # the advisory checker that saw the unfenced notify travels with the failure it explains
+    assert any("hazard [notify-unfenced]" in a for a in bad.advice), (bad.kind, bad.advice)
     assert os.path.dirname(bad.trace) == str(tmp_path / "traces")
     good = run_one(catalogue.get("ring_put").host, RunSpec(2, 1, 64, "hazard", 0), settings,
                    "ring_put")

@@ -144,14 +144,20 @@ def test_eager_trace_is_chrome_json_with_flows_and_markers(tmp_path):
     assert len(flows) == 3  # one per rank: each wait released by its left neighbour's notify
 
 
+def failing_ring_host(rt, fenced=True):
+    """``ring_host`` whose own check fails (the advisory notify-unfenced is its likely cause)."""
+    ring_host(rt, fenced)
+    raise AssertionError("the host's data check failed")
+
+
 def test_failing_hazard_run_trace_is_chrome_json_with_flows(tmp_path):
     path = tmp_path / "hazard.json"
-    with pytest.raises(shmcomm.RunError, match="notify-unfenced"):
-        shmcomm.run(ring_host, nranks=2, blocks=1, mode="hazard", seed=1, trace=str(path),
-                    args=(False,), hazards="pipes,visibility,checkers")
+    with pytest.raises(shmcomm.RunError, match="likely cause: hazard \\[notify-unfenced\\]"):
+        shmcomm.run(failing_ring_host, nranks=2, blocks=1, mode="hazard", seed=1,
+                    trace=str(path), args=(False,), hazards="pipes,visibility,checkers")
     doc = json.loads(path.read_text())
     events = check_chrome_trace(doc)
-    assert doc["otherData"]["result"] == "exception" and "notify-unfenced" in doc["otherData"]["failure"]
+    assert doc["otherData"]["result"] == "exception" and "AssertionError" in doc["otherData"]["failure"]
     assert any(e["name"] == "hazard [notify-unfenced]" for e in events)
 
 

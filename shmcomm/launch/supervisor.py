@@ -137,6 +137,7 @@ class _Launcher:
         self.conns: dict[Connection, int] = {}
         self.results: dict[int, Any] = {}
         self.failures: list[Failure] = []
+        self.advice: list[str] = []  # advisory checkers' findings: printed beside a failure
         self.secondary = 0
         self.exited: set[int] = set()
         self.ctl: C.Control | None = None
@@ -199,7 +200,7 @@ class _Launcher:
             first = self.failures[0].kind
             cls = {"deadlock": DeadlockError, "timeout": RunTimeout,
                    "race": RaceReport}.get(first, RunError)
-            err = cls(self.failures, self.config.seed, self.secondary)
+            err = cls(self.failures, self.config.seed, self.secondary, self.advice)
             err.signum = self.signum  # type: ignore[attr-defined]  # the CLI's exit status 128+n
             err.schedule = self.model.schedule  # type: ignore[attr-defined]
             hint = self.model.hint(self.host, self.args)  # how to replay it (a scheduled run)
@@ -445,6 +446,11 @@ class _Launcher:
             self.results[rank] = None
             return
         kind, payload = msg
+        if kind == "advice":  # a passing run drops it; a failing one prints it as likely causes
+            if isinstance(payload, list) and len(self.advice) < MAX_ADVICE:
+                self.advice += [clip(a, MAX_MESSAGE_CHARS // 4) for a in
+                                payload[:MAX_ADVICE - len(self.advice)] if isinstance(a, str)]
+            return
         if kind == "ok":
             self.results[rank] = payload
         elif kind == "aborted":
@@ -574,7 +580,8 @@ def _loads_bounded(data: bytes, limit: float) -> tuple[str, Any]:
     how, value = box[0]
     if how == "err":
         raise ShmcommError(f"unpickling it raised {type(value).__name__}: {str(value)[:500]}")
-    if not (isinstance(value, tuple) and len(value) == 2 and value[0] in ("ok", "aborted", "error")):
+    if not (isinstance(value, tuple) and len(value) == 2 and value[0] in ("ok", "aborted", "error",
+                                                                          "advice")):
         raise ShmcommError("its report is not a shmcomm report (garbled pipe data)")
     return value
 
@@ -675,6 +682,12 @@ def serve_run(rank: int, config: Config, transport: ShmTransport, ctl: C.Control
         ctl.abort(C.ABORT_FAILURE)
     if rt is not None:
         rt.model.close()
+        advice = _advice(rt.model)
+        if advice:  # before the result: the launcher has read it when the rank is done
+            try:
+                conn.send_bytes(ForkingPickler.dumps(("advice", advice)))
+            except OSError:
+                return 1
     data = _pickled(rank, msg)
     if data is not None and len(data) > MAX_REPORT_BYTES:  # the launcher would refuse to read it
         ctl.abort(C.ABORT_FAILURE)
@@ -700,6 +713,14 @@ def serve_run(rank: int, config: Config, transport: ShmTransport, ctl: C.Control
 
 
 _PICKLE_ERROR = [""]
+MAX_ADVICE = 16  # likely causes a failure report prints (each rank keeps its first few)
+
+
+def _advice(model: RankModel) -> list[str]:
+    """The advisory checkers' findings of this rank's run (hazard and schedule modes). Only a
+    run whose model imported the checkers can have any: eager ranks do not import them."""
+    report = sys.modules.get("shmcomm.exec.hazard.report")
+    return [] if report is None else [str(a) for a in report.advice_of(model)]
 
 
 def _pickled(rank: int, msg: tuple[str, Any]) -> bytes | None:

@@ -74,6 +74,7 @@ class Outcome:
     schedule: str | None = None  # schedule mode: the failing run's schedule file (--replay)
     shrunk: tuple[int, int] | None = None  # preemptions of the schedule before and after shrinking
     shrink_note: str = ""  # why shrinking stopped early (its budget), if it did
+    advice: list[str] = field(default_factory=list)  # advisory checkers' likely causes (a failure)
 
 
 def _sweep(name: str) -> Any:
@@ -356,7 +357,8 @@ def run_one(host: Callable[..., Any], spec: RunSpec, settings: Settings,
     except RunError as exc:
         kind, message = classify(exc)
         kept = trace if trace and os.path.isfile(trace) else _trace_of(str(exc))
-        out = Outcome(spec, kind, time.perf_counter() - t0, message, kept)
+        out = Outcome(spec, kind, time.perf_counter() - t0, message, kept,
+                      advice=list(getattr(exc, "advice", [])))
         out.schedule = settings.replay or _keep_schedule(exc, program, spec, settings)
         if out.schedule and settings.shrink_tries and shrink_first and not settings.replay:
             _shrink_outcome(out, exc, call, args, extra, settings)

@@ -92,6 +92,9 @@ def _host_of(program: str) -> Callable[..., Any] | None:
         return None
 
 
+ADVICE_LINES = 3  # advisory checkers' findings shown beside the first failure
+
+
 def format_report(report: Report, settings: Settings) -> str:
     """The summary table: totals, failures by kind, first failure and its repro, histogram."""
     n = len(report.outcomes)
@@ -110,6 +113,7 @@ def format_report(report: Report, settings: Settings) -> str:
         lines.append(f"first failure: run {report.outcomes.index(first)} ({first.spec.label()} "
                      f"seed={first.spec.seed}): {first.kind}")
         lines += ["  " + m for m in _brief(first.message)]
+        lines += ["  likely cause: " + a for a in first.advice[:ADVICE_LINES]]
         if first.trace:
             lines.append(f"  trace kept: {first.trace}")
         lines.append("reproduce: " + repro_command(report.program, first.spec, settings,
@@ -199,7 +203,8 @@ def report_json(reports: Sequence[Report], settings: Settings, extra: dict | Non
                 reports=[dict(program=r.program, seconds=r.seconds, counts=r.counts(),
                               outcomes=[dict(asdict(o.spec), kind=o.kind, seconds=o.seconds,
                                              message=o.message[:2000], trace=o.trace,
-                                             value=o.value, schedule=o.schedule)
+                                             value=o.value, schedule=o.schedule,
+                                             advice=o.advice)
                                         for o in r.outcomes])
                          for r in reports])
 

@@ -19,17 +19,21 @@ these sub-models:
                 other (pto-isa #322) (:mod:`shmcomm.exec.hazard.visibility`).
 ``jitter``      seeded sleeps and GIL switches at sync points and data moves, and a small
                 ``sys.setswitchinterval`` (:mod:`shmcomm.exec.hazard.jitter`).
-``checkers``    rule checks that raise :class:`HazardReport` (:mod:`shmcomm.exec.hazard.checkers`).
+``checkers``    rule checks (:mod:`shmcomm.exec.hazard.checkers`): an exact one raises
+                :class:`HazardReport`; an advisory one's finding is printed as a likely cause
+                beside a failure that something else proved, and never fails a run alone.
 
-Checker names (the ``[name]`` in a report): ``stale-at-launch``, ``phase-reuse``,
-``line-shared``, ``notify-unfenced``, ``flag-unbalanced``, ``event-twice``, ``arrival-count``.
-Every report names the kernel's file:line, rank, block, signal offset and the run's seed.
+Checker names (the ``[name]`` in a report): exact ``line-shared``, ``flag-unbalanced``,
+``event-twice``, ``arrival-count``; advisory ``notify-unfenced``, ``phase-reuse``,
+``stale-at-launch``, ``arrival-takers``. Every report names the kernel's file:line, rank,
+block, signal offset and the run's seed.
 ``hazard_delay`` (seconds) scales how long work stays pending; ``trace`` names a Chrome trace
 JSON file (:mod:`shmcomm.exec.trace`).
 """
 
-from .checkers import CHECKERS
+from .checkers import ADVISORY, CHECKERS, EXACT
 from .model import HazardBlockModel, HazardRankModel
-from .report import HazardReport
+from .report import HazardReport, advice_of
 
-__all__ = ["HazardReport", "CHECKERS", "HazardBlockModel", "HazardRankModel"]
+__all__ = ["HazardReport", "CHECKERS", "EXACT", "ADVISORY", "HazardBlockModel", "HazardRankModel",
+           "advice_of"]

@@ -38,7 +38,7 @@ from ..trace import HostTrace, block_tracer, close_block
 from .checkers import CHECKER_CLASSES, EVENTS, observers
 from .dma import AsyncEngine
 from .jitter import Jitter
-from .report import kernel_site
+from .report import Advice, kernel_site
 from .visibility import LineModel, RemoteStores
 
 if TYPE_CHECKING:
@@ -83,6 +83,7 @@ class HazardRankModel(RankModel):
         cfg = rt.config
         self.host_trace = HostTrace(cfg.trace, rt.ctl.segment.name, rt.rank) if cfg.trace else None
         self.host_stored: list[tuple[int, int]] = []  # byte ranges the host stored since a launch
+        self.advice = Advice()  # the advisory checkers' findings, sent with the rank's result
         SymmetricArray.observers.append(self._host_store)
 
     def launch_end(self) -> None:
@@ -168,6 +169,7 @@ class HazardBlockModel(BlockModel):
         self.dma = AsyncEngine(self._due, self._now, 10 * self.delay + 0.01,
                                type(self)._now is HazardBlockModel._now) if self.m_pipes else None
         self.launch = rank_model.launch
+        self.advice = rank_model.advice
         checkers = [cls(self) for cls in CHECKER_CLASSES] if self.m_check else []
         self.on = {e: observers(checkers, e) for e in EVENTS}  # event -> the checkers' methods
         # the scalar hooks are wanted only by these sub-models

@@ -1,4 +1,11 @@
-"""Hazard reports: what a checker raises, and the kernel line it points at."""
+"""Hazard reports: what an exact checker raises, what an advisory one records, and the kernel
+line each points at.
+
+An exact checker's report fails the run (:class:`HazardReport`). An advisory checker's finding
+is kept in its rank's :class:`Advice` and travels with the run: the launcher prints it as a
+"likely cause" beside a failure that something else proved (a race report, a wrong result, a
+deadlock or a timeout); a run whose only findings are advisory passes.
+"""
 
 from __future__ import annotations
 
@@ -25,6 +32,36 @@ class HazardReport(ShmcommError):
     def __init__(self, checker: str, message: str) -> None:
         self.checker = checker
         super().__init__(message)
+
+
+MAX_ADVICE = 8  # findings kept per rank: the first ones explain a failure, the rest repeat them
+
+
+class Advice:
+    """The advisory findings of one rank in one run: each once (by checker and kernel line),
+    at most :data:`MAX_ADVICE`. Blocks are threads: ``list.append`` and the set's ``add`` are
+    atomic under the GIL, and a duplicate slipping past the check only costs a line."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self.seen: set[tuple[str, str]] = set()
+
+    def add(self, checker: str, site: str, text: str) -> None:
+        key = (checker, site)
+        if key in self.seen or len(self.texts) >= MAX_ADVICE:
+            return
+        self.seen.add(key)
+        self.texts.append(text)
+
+
+def advice_of(model: object) -> list[str]:
+    """The advisory findings a rank model (or the hazard model an observer wraps) holds."""
+    while model is not None:
+        advice = getattr(model, "advice", None)
+        if isinstance(advice, Advice):
+            return list(advice.texts)
+        model = getattr(model, "inner", None)
+    return []
 
 
 def user_site(frame: FrameType | None = None) -> str | None:
@@ -68,8 +105,14 @@ def kernel_site(agent: Agent | None = None, frame: FrameType | None = None) -> s
 def report(agent: Agent, checker: str, detail: str, offset: int | None = None,
            sig_rank: int | None = None, site: str | None = None) -> HazardReport:
     """Build the report of ``checker`` for ``agent`` at ``site`` (default: the kernel's line)."""
+    return HazardReport(checker, message(agent, checker, detail, offset, sig_rank,
+                                         site or kernel_site(agent)))
+
+
+def message(agent: Agent, checker: str, detail: str, offset: int | None, sig_rank: int | None,
+            where: str) -> str:
+    """The text of ``checker``'s finding at ``where`` (also put in the trace, if any)."""
     cfg = agent.rt.config
-    where = site or kernel_site(agent)
     sig = "" if offset is None else f", signal offset {offset:#x}" + (
         "" if sig_rank is None else f" of rank {sig_rank}")
     msg = (f"hazard [{checker}] at {where}: {agent.where()}{sig}: {detail} "
@@ -77,4 +120,4 @@ def report(agent: Agent, checker: str, detail: str, offset: int | None = None,
     tracer = getattr(agent.pipes, "tracer", None)
     if tracer is not None:
         tracer.instant(f"hazard [{checker}]", message=msg)
-    return HazardReport(checker, msg)
+    return msg

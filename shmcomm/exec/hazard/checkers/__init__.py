@@ -1,29 +1,44 @@
 """Hazard checkers: rules that a kernel's synchronization breaks, reported with file:line.
 
 Each checker is one class in its own module, an observer of its block's hazard model: the model
-calls the methods a checker overrides (and only those) at the matching event. Names (each
-report starts with ``hazard [name]``):
+calls the methods a checker overrides (and only those) at the matching event. Each declares its
+kind (:class:`.base.Checker`): an *exact* checker decides from what happened and its report
+(``hazard [name]``) fails the run; an *advisory* one recognizes a pattern that a correct kernel
+can show too, so it never fails a run by itself: its finding is printed as a likely cause
+beside a failure that something else proved (a race report, a wrong result, a deadlock).
 
-``stale-at-launch``  a TWAIT on a signal word of this rank is satisfied by a value the word
-                     already held when the launch started and the host did not store
-                     (:mod:`.stale_at_launch`).
-``phase-reuse``      a block that started a new round (it notified) waits again on a slot with a
-                     threshold an earlier wait of the launch already reached (:mod:`.phase_reuse`).
-``line-shared``      a Set's 64-byte line changed under its cached copy (:mod:`.line_shared`).
-``notify-unfenced``  TNOTIFY after MTE3 work no sync drained, or drained stores another rank can
-                     read but no fence published (:mod:`.notify_unfenced`).
-``flag-unbalanced``  a ``set_flag`` never consumed when the kernel returns (:mod:`.flag_unbalanced`).
-``event-twice``      ``set_flag`` on an event already set and not yet waited for (:mod:`.event_twice`).
-``arrival-count``    a kernel declared (``ctx.expect_blocks``) an arrival count that the blocks
-                     taking part cannot match (:mod:`.arrival_count`).
+===================  ========  ===============================================================
+checker              kind      what a finding says
+===================  ========  ===============================================================
+``line-shared``      exact     a Set's 64-byte line write-back overwrote another writer's word
+                               (the line model really lost a write) (:mod:`.line_shared`)
+``flag-unbalanced``  exact     a ``set_flag`` never consumed when the kernel returns
+                               (:mod:`.flag_unbalanced`)
+``event-twice``      exact     ``set_flag`` on an event already set and not yet waited for
+                               (:mod:`.event_twice`)
+``arrival-count``    exact     a declared (``ctx.expect_blocks``) arrival count above the
+                               launch's blocks: the wait can never hold (:mod:`.arrival_count`)
+``arrival-takers``   advisory  more blocks declare an arrival count than it counts
+                               (:mod:`.arrival_count`)
+``notify-unfenced``  advisory  TNOTIFY after MTE3 stores no sync drained, or remote stores no
+                               ``dsb`` fenced (:mod:`.notify_unfenced`)
+``phase-reuse``      advisory  a block that notified waits again on a slot with a threshold an
+                               earlier wait reached (:mod:`.phase_reuse`)
+``stale-at-launch``  advisory  a TWAIT satisfied by a value left from an earlier launch
+                               (:mod:`.stale_at_launch`)
+===================  ========  ===============================================================
 
-To add a checker: subclass :class:`.base.Checker` in a new module here, override the events it needs,
-and add the class to :data:`CHECKER_CLASSES`.
+Whether a notify had to publish data is the race detector's judgement (``detect_races``): it
+sees who really reads the data.
+
+To add a checker: subclass :class:`.base.Checker` in a new module here, set ``exact`` (is every
+finding a real failure, on every correct program?), override the events it needs, report with
+``self.found(...)``, and add the class to :data:`CHECKER_CLASSES`.
 """
 
 from __future__ import annotations
 
-from .arrival_count import ArrivalCount
+from .arrival_count import ArrivalCount, ArrivalTakers
 from .base import Checker
 from .event_twice import EventTwice
 from .flag_unbalanced import FlagUnbalanced
@@ -33,8 +48,11 @@ from .phase_reuse import PhaseReuse
 from .stale_at_launch import StaleAtLaunch
 
 CHECKER_CLASSES: tuple[type[Checker], ...] = (
-    StaleAtLaunch, PhaseReuse, LineShared, NotifyUnfenced, FlagUnbalanced, EventTwice, ArrivalCount)
+    StaleAtLaunch, PhaseReuse, LineShared, NotifyUnfenced, FlagUnbalanced, EventTwice, ArrivalCount,
+    ArrivalTakers)
 CHECKERS = tuple(c.name for c in CHECKER_CLASSES)
+EXACT = tuple(c.name for c in CHECKER_CLASSES if c.exact)
+ADVISORY = tuple(c.name for c in CHECKER_CLASSES if not c.exact)
 EVENTS = ("notify", "wait", "stored", "drained", "fenced", "set_flag", "finish", "expect_blocks",
           "clobber")
 

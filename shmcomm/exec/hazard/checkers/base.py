@@ -1,21 +1,41 @@
-"""The base class of the hazard checkers: every event a no-op."""
+"""The base class of the hazard checkers: every event a no-op, and how a finding is reported."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+
+from ..report import HazardReport, kernel_site, message
 
 if TYPE_CHECKING:
     from ..model import HazardBlockModel
 
 
 class Checker:
-    """Base class: every event is a no-op. ``block`` is the block's hazard model."""
+    """Base class: every event is a no-op. ``block`` is the block's hazard model.
+
+    ``exact``: the checker decides from what happened (a hang that must come, a write the line
+    model really lost, an event the program really left set), so its finding fails the run.
+    Otherwise it is advisory: it recognizes a pattern that is often a bug but that a correct
+    program can show too, so its finding never fails a run by itself; it is printed as a likely
+    cause beside a failure that something else proved.
+    """
 
     name = ""
+    exact = True
+    decides = ""  # one line: what a finding means (the docs' table)
 
     def __init__(self, block: HazardBlockModel) -> None:
         self.block = block
         self.agent = block.agent
+
+    def found(self, detail: str, offset: int | None = None, sig_rank: int | None = None,
+              site: str | None = None) -> None:
+        """Report a finding: raise it (exact), or keep it as advice for the run (advisory)."""
+        where = site or kernel_site(self.agent)
+        text = message(self.agent, self.name, detail, offset, sig_rank, where)
+        if self.exact:
+            raise HazardReport(self.name, text)
+        self.block.advice.add(self.name, where, text)
 
     def notify(self, sig: Any, value: int, op: int) -> None:
         """Before a TNOTIFY writes."""

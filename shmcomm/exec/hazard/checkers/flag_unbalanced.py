@@ -4,18 +4,17 @@
 from __future__ import annotations
 
 from ....types import PIPE_NAMES
-from ..report import report
 from .base import Checker
 
 
 class FlagUnbalanced(Checker):
     name = "flag-unbalanced"
+    decides = "a set_flag never consumed when the kernel returns"
 
     def finish(self) -> None:
         block = self.block
         if block.flags:
             src, dst, ev = key = min(block.flags)
-            raise report(self.agent, self.name,
-                         f"set_flag({PIPE_NAMES[src]}, {PIPE_NAMES[dst]}, EVENT_ID{ev}) is never "
-                         "consumed by wait_flag before the kernel returns",
-                         site=block.marks.get(key, (0, ""))[1] or None)
+            self.found(f"set_flag({PIPE_NAMES[src]}, {PIPE_NAMES[dst]}, EVENT_ID{ev}) is never "
+                       "consumed by wait_flag before the kernel returns",
+                       site=block.marks.get(key, (0, ""))[1] or None)

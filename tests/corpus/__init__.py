@@ -1,0 +1,12 @@
+"""A corpus of correct programs, written from the patterns kernel authors use, on which no mode
+of shmcomm may raise an alarm (``tests/test_verdict_corpus.py``). One module per pattern; each
+program registers itself with :func:`._base.program`."""
+
+from __future__ import annotations
+
+from . import async_copies, atomics, barriers, credit_rings, events, flags, launches, pull, streams
+from ._base import MODES, NEEDS, PROGRAMS, Program
+
+MODULES = (credit_rings, flags, launches, barriers, pull, events, async_copies, streams, atomics)
+
+__all__ = ["MODES", "MODULES", "NEEDS", "PROGRAMS", "Program"]

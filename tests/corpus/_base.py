@@ -1,0 +1,137 @@
+"""What the corpus programs share: the registry, the data helpers, the release / acquire steps.
+
+A program is a host function ``host(rt)`` that launches its kernels and raises
+``AssertionError`` when any result differs from numpy's. :func:`program` registers it with the
+shape it runs at and the known gaps (:data:`NEEDS`) that make some modes fail on it for now.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from shmcomm.comm import GlobalTensor
+from shmcomm.pipe import DSB_DDR, PIPE_ALL, TLOAD, TSTORE, dsb, pipe_barrier
+
+N = 64  # elements per chunk: one (1, N) float32 tile
+ROUNDS = 3  # rounds of the multi-round protocols
+
+# Modes a program runs in: the run's keyword arguments (the race detector on in each).
+MODES: dict[str, dict[str, Any]] = {
+    "eager": dict(mode="eager"),
+    "hazard": dict(mode="hazard", hazards="all"),
+    "schedule-random": dict(mode="schedule", strategy="random"),
+    "schedule-pct": dict(mode="schedule", strategy="pct"),
+}
+
+# Gaps of the runtime that make a correct program fail in some modes today: name -> (modes,
+# reason, whether the failure is a hang that costs the run's whole timeout). A program lists the
+# gaps it hits; its cells in those modes are expected to fail (not strictly: a fix makes them
+# pass, and then the gap's entry here goes).
+NEEDS: dict[str, tuple[tuple[str, ...], str, bool]] = {
+    "syncall-schedule": (("schedule-random", "schedule-pct"),
+                         "SYNCALL does not yet yield the turn in schedule mode (it hangs)", True),
+    "test-poll-schedule": (("schedule-random", "schedule-pct"),
+                           "an async event's Test() is not a scheduling point: a loop polling it "
+                           "holds the turn forever in schedule mode", True),
+    "pct-pollers": (("schedule-pct",),
+                    "PCT keeps the turn with the higher of two blocks that both poll TTEST, "
+                    "though the other's poll would now succeed (a livelock)", True),
+    "edge-syncall": (("eager", "hazard", "schedule-random", "schedule-pct"),
+                     "the race detector has no happens-before edge for SYNCALL yet", False),
+    "edge-scalar": (("eager", "hazard", "schedule-random", "schedule-pct"),
+                    "the race detector has no edge for scalar atomics (gm_atomic_*) yet", False),
+}
+
+
+@dataclass(frozen=True)
+class Program:
+    """One correct program of the corpus and the shape it runs at."""
+
+    name: str
+    host: Callable[..., Any]
+    pattern: str
+    nranks: int = 2
+    blocks: int = 2
+    needs: frozenset[str] = field(default_factory=frozenset)
+
+    def gaps(self, mode: str) -> list[str]:
+        """The gaps that make this program fail in ``mode`` for now (none: it must pass)."""
+        return [n for n in sorted(self.needs) if mode in NEEDS[n][0]]
+
+    def hangs(self, mode: str) -> bool:
+        """Whether one of those gaps makes the run hang until its timeout."""
+        return any(NEEDS[n][2] for n in self.gaps(mode))
+
+
+PROGRAMS: list[Program] = []
+
+
+def program(nranks: int = 2, blocks: int = 2, needs: tuple[str, ...] = ()):
+    """Register the decorated host function as a corpus program of its module's pattern."""
+    for n in needs:
+        if n not in NEEDS:
+            raise ValueError(f"program: unknown gap {n!r} (known: {', '.join(NEEDS)})")
+
+    def deco(host: Callable[..., Any]) -> Callable[..., Any]:
+        pattern = host.__module__.rsplit(".", 1)[-1]
+        PROGRAMS.append(Program(f"{pattern}.{host.__name__}", host, pattern, nranks, blocks,
+                                frozenset(needs)))
+        return host
+    return deco
+
+
+def gt(ptr, n: int = N) -> GlobalTensor:
+    """A (1, n) view of GM at ``ptr``."""
+    return GlobalTensor(ptr, (1, n))
+
+
+def tile(ctx, n: int = N, dtype=np.float32):
+    return ctx.tile((1, n), dtype)
+
+
+def release() -> None:
+    """Drain every pipe, then the DDR fence: what this block stored is visible to every rank."""
+    pipe_barrier(PIPE_ALL)
+    dsb(DSB_DDR)
+
+
+def copy_local(t, dst, src, n: int = N) -> None:
+    """Copy ``n`` elements GM -> GM through tile ``t`` (TLOAD, drain, TSTORE, drain)."""
+    TLOAD(t, gt(src, n))
+    pipe_barrier(PIPE_ALL)
+    TSTORE(gt(dst, n), t)
+    pipe_barrier(PIPE_ALL)
+
+
+def store(t, dst, values, n: int = N) -> None:
+    """Fill tile ``t`` with ``values`` and TSTORE it to ``dst`` (not drained)."""
+    pipe_barrier(PIPE_ALL)  # the tile is free: earlier stores from it have read it
+    t.array[0, :n] = values
+    TSTORE(gt(dst, n), t)
+
+
+def load(t, src, n: int = N) -> np.ndarray:
+    """TLOAD ``n`` elements at ``src`` and return a copy of them (drained)."""
+    TLOAD(t, gt(src, n))
+    pipe_barrier(PIPE_ALL)
+    return t.array[0, :n].copy()
+
+
+def expect(what: str, got, want) -> None:
+    """Raise AssertionError naming the first element of ``got`` that differs from ``want``."""
+    got = np.asarray(got)
+    want = np.broadcast_to(np.asarray(want, dtype=got.dtype), got.shape)
+    bad = np.flatnonzero(got != want)
+    if bad.size:
+        i = int(bad[0])
+        raise AssertionError(f"{what}: element {i} is {got.flat[i]}, expected {want.flat[i]} "
+                             f"({bad.size} of {got.size} wrong)")
+
+
+def chunk(rank: int, k: int, n: int = N) -> np.ndarray:
+    """The data rank ``rank`` sends in round ``k``: distinct for every (rank, round, element)."""
+    return (1000.0 * (rank + 1) + 10.0 * k + np.arange(n) % 7).astype(np.float32)
