@@ -673,12 +673,17 @@ def _syncall_arrive(agent: Any, site: WaitSite, word: Any, n: int) -> int:
     """One arrival at SYNCALL's counter (``word``, waited on as ``site``); the count that ends
     this round of ``n`` participants."""
     arrived = word.add(1) + 1
-    return ((arrived - 1) // n + 1) * n
+    target = ((arrived - 1) // n + 1) * n
+    if agent.hooks is not None:
+        agent.hooks.syncall_arrive(word, target)
+    return target
 
 
 def _syncall_wait(agent: Any, site: WaitSite, target: int) -> None:
     """Wait until SYNCALL's counter reaches ``target`` (every participant of the round)."""
     wait_until(agent, site, target, WaitCmp.GE)
+    if agent.hooks is not None:
+        agent.hooks.syncall_wait(site.words[0], target)
 
 
 # --- TPUT_ASYNC / TGET_ASYNC ----------------------------------------------------------------------

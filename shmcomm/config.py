@@ -60,7 +60,8 @@ class Config:
     (implies ``strategy="replay"``). ``record``: write the run's schedule to this file.
     ``schedule_delay``: mean scheduling steps per live agent that queued pipe work or an unfenced
     remote store stays pending in schedule mode (the step clock replaces ``hazard_delay``).
-    ``detect_races``: run the happens-before race detector beside the mode (``RaceReport``).
+    ``detect_races``: run the happens-before race detector beside the mode (``RaceReport``);
+    ``None`` (the default): on in hazard and schedule mode, off in eager mode.
     ``race_exitfirst``: stop the run at the first race instead of reporting at its end.
     ``transport``: ``shm`` (the launcher forks the ranks) or ``mpi`` (every process that
     ``mpiexec`` starts is one rank and calls ``run`` itself). ``mpi_peers``: ``shared`` maps the
@@ -92,13 +93,16 @@ class Config:
     replay: str = ""
     record: str = ""
     schedule_delay: int = 16
-    detect_races: bool = False
+    detect_races: bool | None = None  # resolved in __post_init__ (races_on)
     race_exitfirst: bool = False
     transport: str = "shm"
     mpi_peers: str = "shared"
     set_semantics: str = "store"
 
     def __post_init__(self) -> None:
+        if self.detect_races is None:  # kept apart so that replace(mode=...) resolves it again
+            object.__setattr__(self, "detect_races", races_on(None, self.mode))
+            object.__setattr__(self, "_races_auto", True)
         for f in dataclasses.fields(self):
             _check(f.name, getattr(self, f.name), f.name)
         check_block_threads(self.nranks, self.blocks, "blocks")
@@ -129,7 +133,16 @@ class Config:
 
     def replace(self, **changes: Any) -> Config:
         """A copy with ``changes`` applied (checked like the original)."""
+        if getattr(self, "_races_auto", False):
+            changes.setdefault("detect_races", None)
         return dataclasses.replace(self, **changes)
+
+
+def races_on(detect_races: bool | None, mode: str) -> bool:
+    """Whether the race detector runs: ``detect_races``, or when not given (``None``) in the
+    modes that model the hardware's ordering (hazard, schedule), where a missing edge is the
+    bug hunted."""
+    return mode in ("hazard", "schedule") if detect_races is None else detect_races
 
 
 # name: (type, low, high) for numbers, or (str, choices)

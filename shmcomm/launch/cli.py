@@ -112,10 +112,11 @@ def _run(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> int:
                         trace=ns.trace, wait_timeout=ns.wait_timeout,
                         deadlock_grace=ns.deadlock_grace, strategy=ns.strategy, replay=ns.replay,
                         record=ns.record, schedule_delay=ns.schedule_delay,
-                        detect_races=ns.detect_races or None,
+                        detect_races=ns.detect_races,
                         race_exitfirst=ns.race_exitfirst or None, transport=ns.transport)
-        if ns.race_exitfirst and not ns.detect_races:
-            return opt.usage_error(parser, "--race-exitfirst needs --detect-races")
+        if ns.race_exitfirst and ns.detect_races is False:
+            return opt.usage_error(parser, "--race-exitfirst needs the race detector (drop "
+                                           "--no-detect-races)")
         if ns.replay and ns.mode is None:
             settings["mode"] = "schedule"  # --replay implies schedule mode
         if ns.hazards is not None:

@@ -265,12 +265,13 @@ def add_schedule_options(p: argparse.ArgumentParser) -> None:
 
 def add_race_options(p: argparse.ArgumentParser) -> None:
     """The race detector's options (the launch and stress CLIs share them)."""
-    p.add_argument("--detect-races", action="store_true",
+    p.add_argument("--detect-races", action=argparse.BooleanOptionalAction, default=None,
                    help="run the happens-before race detector beside the mode: report two "
                         "unordered conflicting accesses even when the data came out right "
-                        "(default: off, or SHMCOMM_DETECT_RACES)")
+                        "(default: on in hazard and schedule mode, off in eager mode, or "
+                        "SHMCOMM_DETECT_RACES)")
     p.add_argument("--race-exitfirst", action="store_true",
-                   help="with --detect-races: stop the run at the first race (default: report "
+                   help="with the race detector: stop the run at the first race (default: report "
                         "every race at the end of the run)")
 
 

@@ -134,8 +134,9 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
                                                "entry runs its own sweep); drop it")
     elif ns.only:
         return opt.usage_error(parser, "--only selects catalogue entries; it needs --catalogue")
-    if ns.race_exitfirst and not ns.detect_races:
-        return opt.usage_error(parser, "--race-exitfirst needs --detect-races")
+    if ns.race_exitfirst and ns.detect_races is False:
+        return opt.usage_error(parser, "--race-exitfirst needs the race detector (drop "
+                                       "--no-detect-races)")
     if ns.record is not None or ns.schedule_delay is not None:
         return opt.usage_error(parser, "--record and --schedule-delay belong to launch; the "
                                        "stress harness keeps every failing run's schedule")

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import Config
+from ..config import Config, races_on
 from ..errors import ArgumentError, RunError
 from ..exec.hazard import HazardReport
 from ..launch.pool import Pool
@@ -92,7 +92,8 @@ class Settings:
     replay: str = ""  # schedule mode: run this schedule file
     schedule_dir: str = os.path.join("results", "stress-schedules")  # failing schedules
     shrink_tries: int = 10  # runs spent shrinking a sweep's first failing schedule (0: none)
-    detect_races: bool = False  # the race detector beside the mode (a race: kind "race")
+    # the race detector beside the mode (a race: kind "race"); None: on in hazard and schedule
+    detect_races: bool | None = None
     race_exitfirst: bool = False
     transport: str = "shm"  # mpi: every process of an mpiexec job runs the same sweep
 
@@ -279,7 +280,9 @@ def run_one(host: Callable[..., Any], spec: RunSpec, settings: Settings,
     extra.update(settings.mode_config(spec.mode))
     t0 = time.perf_counter()
     try:
-        call = (functools.partial(run, host, nranks=spec.nranks) if pools is None
+        # the race detector's clocks and pipes are made before its ranks fork: no pool for it
+        forked = pools is None or races_on(settings.detect_races, spec.mode)
+        call = (functools.partial(run, host, nranks=spec.nranks) if forked
                 else pools.runner(host, spec.nranks))
         call = functools.partial(call, blocks=spec.blocks, seed=spec.seed, mode=spec.mode,
                                  args=args, **settings.config())
@@ -362,8 +365,7 @@ def sweep(host: Callable[..., Any], cfgs: Sequence[tuple[int, int, int, str]], *
     settings = settings or Settings()
     report = Report(program, kwargs=dict(kwargs or {}), sized=takes_size(host))
     bar = _progress(program, runs, progress)
-    # the race detector's clocks and pipes are made before its ranks fork: no pool for it
-    pools = Pools() if pool and not settings.detect_races else None
+    pools = Pools() if pool and settings.detect_races is not True else None
     t0 = time.perf_counter()
     try:
         for i, spec in enumerate(specs(cfgs, seed)):

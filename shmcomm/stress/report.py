@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import Any
 
+from ..config import races_on
 from ..errors import ShmcommError
 from ..launch.options import format_arg
 from . import catalogue
@@ -59,7 +60,8 @@ def repro_command(program: str, spec: RunSpec, settings: Settings,
             parts += [flag, f"{value:g}"]
     if settings.hazards != default.hazards and spec.mode != "eager":
         parts += ["--hazards", settings.hazards]
-    parts += ["--detect-races"] if settings.detect_races else []
+    if settings.detect_races is not None and settings.detect_races != races_on(None, spec.mode):
+        parts += ["--detect-races" if settings.detect_races else "--no-detect-races"]
     parts += ["--race-exitfirst"] if settings.race_exitfirst else []
     if command != "stress" and settings.trace_dir:
         # the sweep's runs were traced, and tracing changes the timing a race depends on
@@ -86,7 +88,9 @@ def format_report(report: Report, settings: Settings) -> str:
     counts = report.counts()
     fails = report.failures
     # the race column only where races can be found (or were)
-    kinds = KINDS if settings.detect_races or counts["race"] else tuple(
+    races = settings.detect_races is not False and any(races_on(None, o.spec.mode)
+                                                        for o in report.outcomes)
+    kinds = KINDS if settings.detect_races or races or counts["race"] else tuple(
         k for k in KINDS if k != "race")
     lines = [f"shmcomm stress: {report.program}: {n} runs in {report.seconds:.1f} s "
              f"({rate:.1f} runs/s, load {load})",

@@ -62,7 +62,7 @@ def check(host: Callable[..., Any], *, nranks: int | Iterable[int] = (2, 4),
           sizes: int | Iterable[int] | None = None, seeds: int = 2, seed: int = 0,
           hazards: str | None = None, wait_timeout: float = 10.0, deadlock_grace: float = 0.3,
           run_timeout: float = 30.0, trace_dir: str = "", stop_at_first: bool = False,
-          **kwargs: Any) -> Report:
+          detect_races: bool | None = None, **kwargs: Any) -> Report:
     """Run ``host(rt, **kwargs)`` (plus ``size=`` when it takes a ``size``) once for every
     combination of ``nranks`` x ``blocks`` x ``sizes`` x ``modes``, ``seeds`` times with
     different seeds (run ``i`` gets seed ``seed + i``); raise :class:`SweepFailed` with the report
@@ -73,7 +73,8 @@ def check(host: Callable[..., Any], *, nranks: int | Iterable[int] = (2, 4),
     ``stop_at_first``: stop at the first failing run (pytest's ``-x`` sets it in the fixture).
     The per-run bounds are the stress harness's: a deadlock is reported after
     ``deadlock_grace`` seconds, one ``TWAIT`` gives up after ``wait_timeout``, a run after
-    ``run_timeout``.
+    ``run_timeout``. ``detect_races``: the race detector (default: on in hazard and schedule
+    mode, off in eager mode; ``False`` turns it off, ``True`` on in every mode).
     """
     mode_list = (modes,) if isinstance(modes, str) else tuple(modes)
     bad = [m for m in mode_list if m not in MODES]
@@ -87,7 +88,8 @@ def check(host: Callable[..., Any], *, nranks: int | Iterable[int] = (2, 4),
         raise ArgumentError("sizes has no effect: the host takes no size parameter")
     cfgs = configs(_ints("nranks", nranks), _ints("blocks", blocks),
                    _ints("sizes", 64 if sizes is None else sizes), mode_list)
-    settings = Settings(wait_timeout, deadlock_grace, run_timeout, trace_dir, hazards)
+    settings = Settings(wait_timeout, deadlock_grace, run_timeout, trace_dir,
+                        hazards=hazards or "all", detect_races=detect_races)
     program = program_spec(host)
     rep = sweep(host, cfgs, seed=seed, runs=len(cfgs) * seeds, settings=settings,
                 stop_at_first=stop_at_first, program=program, kwargs=kwargs)

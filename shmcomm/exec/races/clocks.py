@@ -1,9 +1,9 @@
 """Vector clocks of the race detector, and the clocks that travel with signal words.
 
-Components. Every rank has one component for its host code and five per block slot: the
+Components. Every rank has one component for its host code and six per block slot: the
 block's scalar unit ``S`` and its pipes ``MTE2`` and ``MTE3``, ``G3``, the part of MTE3's
-work that a ``dsb(DSB_DDR)`` has made visible to other ranks, and ``V`` (the tile vector
-instructions). A store on MTE3 with epoch ``e``
+work that a ``dsb(DSB_DDR)`` has made visible to other ranks, ``V`` (the tile vector
+instructions) and ``D``, the DMA engine of ``TPUT_ASYNC`` / ``TGET_ASYNC``. A store on MTE3 with epoch ``e``
 happens before an access by the same rank to that rank's own window once the accessor's clock
 holds ``MTE3 >= e`` (drained), and before any other access once it holds ``G3 >= e`` (drained
 and fenced): that is how visibility is per reader. Block slots are reused by the next launch,
@@ -33,8 +33,8 @@ SLOTS = 8192  # signal words with a clock per run
 _STRIPES = 64  # locks guarding the word clocks
 _LOCK_S = 30.0  # a lock held longer than this means a rank died inside it
 _BARRIER_SLOTS = 3
-S, MTE2, MTE3, G3, V = 0, 1, 2, 3, 4  # a block slot's components, in this order
-PER_BLOCK = 5
+S, MTE2, MTE3, G3, V, D = 0, 1, 2, 3, 4, 5  # a block slot's components, in this order
+PER_BLOCK = 6
 
 
 @dataclass(frozen=True)
@@ -110,6 +110,26 @@ class WordClocks:
             self.table_lock.release()
         self.index[key] = s
         return s
+
+    def find(self, rank: int, offset: int) -> int | None:
+        """The slot of the word at byte ``offset`` of ``rank``'s window if some notify or atomic
+        made one, else ``None`` (a plain load of data makes none). Reads the table without its
+        lock: a key is one aligned 8-byte store, and a word whose slot is being made has
+        released nothing yet."""
+        key = (rank << 40) | offset
+        s = self.index.get(key)
+        if s is not None:
+            return s
+        s = (key * 0x9E3779B1) % SLOTS
+        for _ in range(SLOTS):
+            k = int(self.keys[s])
+            if k == 0:
+                return None
+            if k == key + 1:
+                self.index[key] = s
+                return s
+            s = (s + 1) % SLOTS
+        return None
 
     @contextmanager
     def _locked(self, slot: int) -> Iterator[np.ndarray]:

@@ -56,7 +56,7 @@ def visible_comp(x: Access, y: Access) -> int:
     """The component of ``y``'s clock that says whether ``x`` is done for ``y``: an MTE3 store is
     done once drained for its own block, and for its own rank reading its own window; for
     anyone else once fenced."""
-    if x.flags & PIPE3 and not (x.rank == y.rank and (x.block == y.block or x.win[1] == x.rank)):
+    if x.flags & PIPE3 and not (x.rank == y.rank and (x.scomp == y.scomp or x.win[1] == x.rank)):
         return x.comp - MTE3 + G3
     return x.comp
 

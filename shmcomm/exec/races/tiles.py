@@ -41,3 +41,4 @@ def record_vector(model: Any, op: Any) -> None:
         for lo, hi in _ranges(tile, rows, cols):
             model._record((*key, id(tile)), lo, hi, flags, pc.comp, pc.snap, pc.name, op.name,
                           pc.v, site)
+    model.flush_some()
