@@ -77,6 +77,7 @@ def line_of(marker: str) -> int:
 
 
 def _run(host, nranks=1, blocks=1, mode="hazard", seed=3, **kw):
+    kw.setdefault("detect_races", False)  # the seam of the mode's own model and checkers
     return shmcomm.run(host, nranks=nranks, blocks=blocks, mode=mode, seed=seed, timeout=60,
                        wait_timeout=30, **kw)
 
@@ -542,5 +543,6 @@ def test_run_keeps_choosing_the_model_from_the_config():
     from shmcomm.exec.hazard import HazardRankModel
 
     assert _Launcher(Config(mode="eager"), print, ()).model is EagerRankModel
-    assert _Launcher(Config(mode="hazard"), print, ()).model is HazardRankModel
+    assert _Launcher(Config(mode="hazard", detect_races=False), print, ()).model is HazardRankModel
+    assert _Launcher(Config(mode="hazard"), print, ()).model.inner is HazardRankModel  # observed
     assert _Launcher(Config(), print, (), model=RecordingRank).model is RecordingRank

@@ -23,6 +23,7 @@ import multiprocessing
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -30,7 +31,7 @@ from ...errors import ShmcommError
 
 CLOCK = np.uint32
 SLOTS = 8192  # signal words with a clock per run
-_STRIPES = 64  # locks guarding the word clocks
+_STRIPES = 16  # locks guarding the word clocks (each costs a named semaphore at every run)
 _LOCK_S = 30.0  # a lock held longer than this means a rank died inside it
 _BARRIER_SLOTS = 3
 S, MTE2, MTE3, G3, V, D = 0, 1, 2, 3, 4, 5  # a block slot's components, in this order
@@ -147,11 +148,27 @@ class WordClocks:
         """A notify: join ``clock`` into the word's (``replace``: the word's becomes ``clock``).
         Returns ``(component, epoch)`` of a plain host store into the word that ``clock`` does
         not hold (the notify races with it), else ``None``."""
-        with self._locked(slot) as word:
-            self.release_into(word, clock, replace)
-            np.maximum(self.joined[slot], clock, out=self.joined[slot])
-            comp, epoch = (int(v) for v in self.stores[slot])
+        lock = self._lock(slot)
+        try:
+            word = self.clocks[slot]
+            if replace:
+                word[:] = clock
+            else:
+                np.maximum(word, clock, out=word)
+            joined = self.joined[slot]
+            np.maximum(joined, clock, out=joined)
+            comp, epoch = self.stores[slot].tolist()
+        finally:
+            lock.release()
         return (comp - 1, epoch) if comp and clock[comp - 1] < epoch else None
+
+    def _lock(self, slot: int) -> Any:
+        """The lock of ``slot``'s clock, acquired (the hot paths skip the context manager)."""
+        lock = self.locks[slot % _STRIPES]
+        if not lock.acquire(timeout=_LOCK_S):
+            raise ShmcommError("race detector: a signal word's clock stayed locked for "
+                               f"{_LOCK_S:g} s (a rank died while releasing into it)")
+        return lock
 
     def host_store(self, rank: int, lo: int, hi: int, comp: int,
                    clock: np.ndarray) -> list[tuple[int, int]]:
@@ -173,8 +190,11 @@ class WordClocks:
 
     def acquire(self, slot: int, clock: np.ndarray) -> None:
         """A wait or test that observed the word: join its clock into ``clock``."""
-        with self._locked(slot) as word:
-            np.maximum(clock, word, out=clock)
+        lock = self._lock(slot)
+        try:
+            np.maximum(clock, self.clocks[slot], out=clock)
+        finally:
+            lock.release()
 
     def barrier_arrive(self, rnd: int, clock: np.ndarray) -> None:
         """Host ``rnd``'s arrival at the host barrier: join into that round's clock. A round's

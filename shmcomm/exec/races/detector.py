@@ -47,6 +47,7 @@ from ..hazard.report import kernel_site, user_site
 from .clocks import CLOCK, G3, MTE2, MTE3, PER_BLOCK, D, Layout, V, WordClocks
 from .report import render
 from .shadow import ATOMIC, PIPE3, WRITE, Access, Shadow
+from .sites import site as access_site
 from .tiles import record_vector
 
 if TYPE_CHECKING:
@@ -113,7 +114,9 @@ class RaceDetector:
         if block == "race":  # races a rank found itself (a host store against a notify)
             self.shadow.direct.extend(records)
         else:
-            self.shadow.add(snaps, [Access(*r) for r in records])
+            if snaps is not None:  # (ids, one array of their clocks, a row each)
+                snaps = dict(zip(snaps[0], snaps[1], strict=True))
+            self.shadow.add(snaps or {}, [Access(*r) for r in records])
             if frontier is not None:
                 self.shadow.advance((rank, block), frontier)
         if self.config.race_exitfirst and self.shadow.found() and not self.reported:
@@ -471,11 +474,25 @@ class RaceRankModel(RankModel):
         what every frontier covers."""
         if not records and frontier is None:
             return  # (a "race" message carries its text in records)
+        # one array of every snapshot: a batch pickles one buffer, not one array per clock
+        packed = (list(snaps), np.stack(list(snaps.values()))) if snaps else None
         with self.send_lock:
             try:
-                self.conn.send((self.rt.rank, block, snaps, records, frontier))
+                self.conn.send((self.rt.rank, block, packed, records, frontier))
             except (BrokenPipeError, OSError):
                 pass  # the launcher is gone: the run is over anyway
+
+
+_OP_NAMES: dict[tuple[str, str], str] = {}
+
+
+def _op_name(copy_op: str, what: str) -> str:
+    """``TLOAD``, or ``TPUT (its TLOAD)`` inside a copy: one string object per name, so a
+    batch of records pickles it once."""
+    name = _OP_NAMES.get((copy_op, what))
+    if name is None:
+        name = _OP_NAMES[(copy_op, what)] = f"{copy_op} (its {what})" if copy_op else what
+    return name
 
 
 class _PipeClock:
@@ -483,7 +500,7 @@ class _PipeClock:
     scalar unit issued before it (``joined``: it holds the scalar unit's clock already) and
     gets a new epoch each time someone observes the pipe (an event, a drain)."""
 
-    __slots__ = ("v", "comp", "name", "snap", "joined")
+    __slots__ = ("v", "comp", "name", "snap", "joined", "busy")
 
     def __init__(self, start: np.ndarray, comp: int, name: str) -> None:
         self.v = start.copy()
@@ -491,14 +508,19 @@ class _PipeClock:
         self.comp, self.name = comp, name
         self.snap: int | None = None
         self.joined = True
+        # work, an event or a join since the last drain (a drain of an idle pipe teaches the
+        # scalar unit nothing: it is skipped, the most frequent call of a kernel's end)
+        self.busy = False
 
     def join(self, other: np.ndarray) -> None:
         np.maximum(self.v, other, out=self.v)
         self.snap = None
+        self.busy = True
 
     def advance(self) -> None:
         self.v[self.comp] += 1
         self.snap = None
+        self.busy = True
 
 
 class RaceBlockModel(BlockModel):
@@ -532,8 +554,9 @@ class RaceBlockModel(BlockModel):
         self.records: list[list] = []
         self.copy_op = ""
         self.last_async = "TPUT_ASYNC"  # the async copy being posted (its copy_begin's op)
-        # word clocks a TTEST / gm_load / atomic add read: acquired at the block's next step
-        self.tested: list[int] = []
+        # word clocks a TTEST read (slots), or words a gm_load / atomic add read ((rank,
+        # offset): their clock may be made after the hook): acquired at the block's next step
+        self.tested: list[Any] = []
 
     def __getattr__(self, name: str) -> Any:  # the inner model's own state (a scheduler's, ...)
         inner = self.__dict__.get("inner")
@@ -595,14 +618,15 @@ class RaceBlockModel(BlockModel):
     def _pipe_access(self, pc: _PipeClock, g: GlobalTensor, tile: Tile, atomic: int) -> None:
         """A TLOAD (``pc`` is MTE2: reads GM, writes the tile) or TSTORE (MTE3: the reverse)."""
         load = pc is self.p2
-        site = kernel_site(self.agent)
+        site = access_site(self.agent)
         what = "TLOAD" if load else "TSTORE"
-        op = f"{self.copy_op} (its {what})" if self.copy_op else what
+        op = _op_name(self.copy_op, what)
         if not pc.joined:
             pc.join(self.vs)
             pc.joined = True
         if pc.snap is None:
             pc.snap = self._snap(pc.v)
+        pc.busy = True
         gflags = 0 if load else WRITE | PIPE3 | (ATOMIC if atomic else 0)
         for lo, hi in self._ranges(g):
             self._record(("gm", g.ptr.rank), lo, hi, gflags, pc.comp, pc.snap, pc.name, op,
@@ -614,9 +638,12 @@ class RaceBlockModel(BlockModel):
 
     def _drain(self, pc: _PipeClock) -> None:
         """The scalar unit waited for the pipe's work so far."""
+        if not pc.busy:
+            return
         np.maximum(self.vs, pc.v, out=self.vs)
         self._s_changed()
         pc.advance()
+        pc.busy = False
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -685,10 +712,13 @@ class RaceBlockModel(BlockModel):
         if self.tested:
             self._settle()
         self.inner.barrier(pipe)
-        if pipe == PIPE_ALL:
-            self._drain(self.p2)
-            self._drain(self.p3)
-            self._drain(self.pv)
+        if pipe == PIPE_ALL:  # (the busy tests inline: a TNOTIFY ends with this barrier)
+            if self.p2.busy:
+                self._drain(self.p2)
+            if self.p3.busy:
+                self._drain(self.p3)
+            if self.pv.busy:
+                self._drain(self.pv)
         elif pipe in _QUEUED:
             self._drain(self._pipe(pipe))
 
@@ -757,7 +787,9 @@ class RaceBlockModel(BlockModel):
 
     def _settle(self) -> None:
         tested, self.tested = self.tested, []
-        self._acquire_slots(tested)
+        find = self.clocks.find
+        slots = [s if type(s) is int else find(*s) for s in tested]
+        self._acquire_slots([s for s in slots if s is not None])
 
     def wait(self, sig: Any, value: int, cmp: int) -> None:
         if self.tested:
@@ -806,7 +838,7 @@ class RaceBlockModel(BlockModel):
             self.snap_s = self._snap(self.vs)
         flags = (WRITE if write else 0) | (ATOMIC if atomic else 0)
         self._record(("gm", ptr.rank), ptr.offset, ptr.offset + nbytes, flags, self.cs,
-                     self.snap_s, "S", op, self.vs, kernel_site(self.agent))
+                     self.snap_s, "S", op, self.vs, access_site(self.agent))
         self.flush_some()
         if word and atomic:
             if write:  # an atomic store / add releases what the block knows into the word
@@ -814,9 +846,8 @@ class RaceBlockModel(BlockModel):
                 self.vs[self.cs] += 1
                 self._s_changed()
             if op != "gm_atomic_store":  # a load or an add reads it: acquire once it has
-                s = self.clocks.find(ptr.rank, ptr.offset)
-                if s is not None:
-                    self.tested.append(s)
+                # (the word's clock is looked up then too: a release may make it meanwhile)
+                self.tested.append((ptr.rank, ptr.offset))
         if self.ih is not None:
             self.ih.gm_access(op, ptr, nbytes, write, atomic)
 
@@ -845,9 +876,9 @@ class RaceBlockModel(BlockModel):
             if self.tested:
                 self._settle()
             pd = self.pd
-            pd.join(self.vs)
+            pd.join(self.vs)  # (busy)
             pd.snap = self._snap(pd.v)
-            site = kernel_site(self.agent)
+            site = access_site(self.agent)
             op = self.last_async
             for g, flags in ((copy.src, 0), (copy.dst, WRITE)):
                 for lo, hi in self._ranges(g):

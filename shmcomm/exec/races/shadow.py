@@ -25,7 +25,7 @@ import numpy as np
 from .clocks import G3, MTE3, Layout
 
 WRITE, ATOMIC, PIPE3 = 1, 2, 4  # record flags; PIPE3: a store on MTE3 (visibility is per reader)
-_BUCKET = 1 << 16  # bytes of a window per index bucket
+_BUCKET = 1 << 20  # bytes of a window per index bucket (a collective's chunk fits one)
 _PRUNE_EVERY = 256  # records added between two prunings
 
 
