@@ -553,6 +553,7 @@ class RaceBlockModel(BlockModel):
         self.snaps: dict[int, np.ndarray] = {}
         self.records: list[list] = []
         self.copy_op = ""
+        self.copy_site = ""  # the line of the copy being issued (its TLOADs / TSTOREs share it)
         self.last_async = "TPUT_ASYNC"  # the async copy being posted (its copy_begin's op)
         # word clocks a TTEST read (slots), or words a gm_load / atomic add read ((rank,
         # offset): their clock may be made after the hook): acquired at the block's next step
@@ -618,7 +619,7 @@ class RaceBlockModel(BlockModel):
     def _pipe_access(self, pc: _PipeClock, g: GlobalTensor, tile: Tile, atomic: int) -> None:
         """A TLOAD (``pc`` is MTE2: reads GM, writes the tile) or TSTORE (MTE3: the reverse)."""
         load = pc is self.p2
-        site = access_site(self.agent)
+        site = self.copy_site or access_site(self.agent)  # a copy's work: the copy's line
         what = "TLOAD" if load else "TSTORE"
         op = _op_name(self.copy_op, what)
         if not pc.joined:
@@ -814,13 +815,14 @@ class RaceBlockModel(BlockModel):
 
     def copy_begin(self, op: str, dst: GlobalTensor, src: GlobalTensor) -> None:
         self.copy_op = op
+        self.copy_site = access_site(self.agent)
         if op.endswith("_ASYNC"):
             self.last_async = op
         if self.ih is not None:
             self.ih.copy_begin(op, dst, src)
 
     def copy_end(self, op: str) -> None:
-        self.copy_op = ""
+        self.copy_op = self.copy_site = ""
         if self.ih is not None:
             self.ih.copy_end(op)
 
