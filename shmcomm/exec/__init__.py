@@ -4,7 +4,8 @@
 delayed visibility, the line model, jitter and the checkers (:mod:`shmcomm.exec.hazard`).
 ``schedule``: the hazard models run one agent at a time under a replayable strategy
 (:mod:`shmcomm.exec.schedule`).
-``races``: the happens-before race detector, wrapped around either (``detect_races``).
+``races``: the happens-before race detector, wrapped around any of them (``detect_races``: on
+by default in hazard and schedule mode).
 :func:`model_for` picks the run's model from its configuration, once, in the launcher.
 """
 

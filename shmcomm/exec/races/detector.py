@@ -18,11 +18,22 @@ Happens-before edges (see :mod:`.clocks` for the components):
   ``set_flag(src, dst, e)`` -> ``wait_flag(src, dst, e)`` orders ``src``'s earlier work before
   ``dst``'s later work; ``pipe_barrier`` orders the pipe's work before the scalar unit.
 * A launch's blocks start after their host's clock; the host continues after all of them
-  (the kernel's end drains and fences); ``rt.barrier()`` joins every host's clock.
+  (the kernel's end drains and fences); ``rt.barrier()`` joins every host's clock. A stream
+  launch starts after the host's clock at its issue and after its stream's previous launch;
+  the host acquires its end only at ``synchronize()`` / ``Launch.wait()``.
+* ``SYNCALL`` (hard and soft): every participant's clock at its arrival joins, and each
+  acquires the join when it leaves.
+* Scalar atomics on an int32 word (``gm_atomic_store``, ``gm_atomic_add``, ``st_atomic``)
+  release into the word's clock; ``gm_load``, ``TWAIT`` and ``TTEST`` that read the word acquire
+  it (an int32 ``gm_load`` is an atomic read: it does not race with the atomics).
+* ``TPUT_ASYNC`` / ``TGET_ASYNC``: the copy's reads and writes run on the block's DMA engine
+  clock, after what the scalar unit issued before it; ``AsyncEvent.Wait`` and a ``Test`` that
+  returned True acquire it (and the session's earlier copies); no pipe_barrier or dsb does.
 
 Accesses (:mod:`.shadow`): the GM ranges of ``TLOAD`` / ``TSTORE`` (so of ``TPUT``, ``TGET`` and
-the root collectives, which run through them), the UB tile they fill or read, and scalar GM
-accesses. Each rank sends its records to the launcher at every launch's end; the launcher checks
+the root collectives, which run through them), the UB tile they fill or read, the DMA copies,
+scalar GM accesses and the host's stores into symmetric arrays (the host's reads are not seen).
+Each rank sends its records to the launcher at every launch's end; the launcher checks
 them against everything recorded and raises :class:`~shmcomm.errors.RaceReport` at the end of the
 run (at the first race with ``race_exitfirst``).
 """
