@@ -76,6 +76,7 @@ MIN_BLOCK_SLOTS = 8
 # launcher can then forget what every agent has passed, and a long kernel stays cheap to judge
 _FLUSH_RECORDS = 128
 _QUEUED = (PIPE_MTE2, PIPE_MTE3, PIPE_V)
+_RECEIVE_BATCHES = 64  # batches of one rank the launcher takes per wake-up
 
 
 def block_slots(blocks: int) -> int:
@@ -115,13 +116,29 @@ class RaceDetector:
     # -- the launcher's side -----------------------------------------------------------------
 
     def receive(self, conn: Connection) -> list[Failure]:
-        """Take one batch of records from a rank; with ``race_exitfirst``, the report of the
-        first race as soon as one shows."""
+        """Take the batches of records a rank has sent (up to ``_RECEIVE_BATCHES``: each
+        wake-up of the launcher's loop also polls the ranks, so one per batch would cost that
+        poll per batch); with ``race_exitfirst``, the report of the first race as soon as one
+        shows."""
+        for _ in range(_RECEIVE_BATCHES):
+            if not self._receive_one(conn):
+                break
+            if self.config.race_exitfirst and self.shadow.found() and not self.reported:
+                return self._report()
+            try:
+                if not conn.poll(0):
+                    break
+            except (EOFError, OSError):
+                break
+        return []
+
+    def _receive_one(self, conn: Connection) -> bool:
+        """One batch; ``False`` once the rank's pipe is closed."""
         try:
             rank, block, snaps, records, frontier = conn.recv()
         except (EOFError, OSError):
             self.conns = [c for c in self.conns if c is not conn]
-            return []
+            return False
         if block == "race":  # races a rank found itself (a host store against a notify)
             self.shadow.direct.extend(records)
         else:
@@ -130,9 +147,7 @@ class RaceDetector:
             self.shadow.add(snaps or {}, [Access(*r) for r in records])
             if frontier is not None:
                 self.shadow.advance((rank, block), frontier)
-        if self.config.race_exitfirst and self.shadow.found() and not self.reported:
-            return self._report()
-        return []
+        return True
 
     def finish(self) -> list[Failure]:
         """The run is over: read what is left and report every race (none: ``[]``)."""
