@@ -711,6 +711,8 @@ def _syncall_wait(agent: Any, site: WaitSite, target: int) -> None:
     if agent.hooks is not None:  # a scheduling model waits its own way (then this returns at once)
         agent.hooks.syncall_wait(site.words[0], target)
     wait_until(agent, site, target, WaitCmp.GE)
+    if agent.hooks is not None:  # every participant arrived: what they did before is ordered
+        agent.hooks.syncall_done(site.words[0], target)
 
 
 # --- TPUT_ASYNC / TGET_ASYNC ----------------------------------------------------------------------

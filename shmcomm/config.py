@@ -208,8 +208,10 @@ SETTINGS: tuple[Setting, ...] = (
             "stack, when one agent holds the turn away from any scheduling point, asleep for "
             "this many seconds or running for four times as long", 0.1, 7 * 24 * 3600.0,
             modes=SCHEDULE, metavar="S"),
-    Setting("detect_races", bool, False, "run the happens-before race detector beside the mode: "
-            "report two unordered conflicting accesses even when the data came out right"),
+    Setting("detect_races", bool, None, "run the happens-before race detector beside the mode: "
+            "report two unordered conflicting accesses even when the data came out right "
+            "(default: on in hazard and schedule mode, off in eager mode)",
+            mode_defaults={"hazard": True, "schedule": True}),
     Setting("race_exitfirst", bool, False, "with detect_races: stop the run at the first race"),
     Setting("transport", str, "shm", "shm: the launcher forks the ranks; mpi: every process "
             "mpiexec starts is one rank", choices=TRANSPORTS),
@@ -235,6 +237,8 @@ def _post_init(self: Any) -> None:
         s.validate(value, s.name)
         if value is None and s.mode_defaults is not None:  # the mode's own default
             object.__setattr__(self, s.name, s.mode_defaults.get(self.mode, False))
+            # remembered, so that replace(mode=...) works the default out again
+            object.__setattr__(self, "_auto", getattr(self, "_auto", frozenset()) | {s.name})
     check_block_threads(self.nranks, self.blocks, "blocks")
 
 
@@ -257,8 +261,19 @@ def _from_kwargs(cls: type, env: Mapping[str, str] | None = None, **kwargs: Any)
 
 
 def _replace(self: Any, **changes: Any) -> Any:
-    """A copy with ``changes`` applied (checked like the original)."""
+    """A copy with ``changes`` applied (checked like the original); a setting left to its
+    mode's default is worked out again for the copy's mode."""
+    for name in getattr(self, "_auto", ()):
+        changes.setdefault(name, None)
     return dataclasses.replace(self, **changes)
+
+
+def races_on(detect_races: bool | None, mode: str) -> bool:
+    """Whether the race detector runs: ``detect_races``, or when not given (``None``) the
+    default of ``mode`` (on in hazard and schedule mode, where a missing edge is the bug hunted)."""
+    if detect_races is not None:
+        return detect_races
+    return bool((BY_NAME["detect_races"].mode_defaults or {}).get(mode, False))
 
 
 def _config_doc() -> str:

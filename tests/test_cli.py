@@ -222,7 +222,7 @@ def test_default_job_format_is_pinned():
 
 GOLDEN_STRESS = """\
 shmcomm stress: cliprog.py:sized: 3 runs in 1.5 s (2.0 runs/s, load 1.00 2.00 3.00)
-failures: 1  (wrong result 1, deadlock 0, crash 0, checker 0, error 0)
+failures: 1  (wrong result 1, deadlock 0, crash 0, checker 0, race 0, error 0)
 first failure: run 1 (nranks=4 blocks=2 size=64 mode=hazard seed=8): wrong result
   rank 1 block 0: AssertionError: bad sum
 reproduce: python -m shmcomm.stress --program cliprog.py:sized --nranks 4 --blocks 2 --seed 8 \
@@ -230,9 +230,9 @@ reproduce: python -m shmcomm.stress --program cliprog.py:sized --nranks 4 --bloc
   or once, under launch: python -m shmcomm launch --program cliprog.py:sized --nranks 4 --blocks 2 \
 --timeout 30 --wait-timeout 10 --deadlock-grace 0.3 --seed 8 --mode hazard --arg size=64 --arg k=1
 outcomes per configuration:
-  configuration                          ok  wrong result  deadlock  crash  checker  error
-  nranks=2 blocks=1 size=64 mode=eager    1             0         0      0        0      0
-  nranks=4 blocks=2 size=64 mode=hazard   1             1         0      0        0      0"""
+  configuration                          ok  wrong result  deadlock  crash  checker  race  error
+  nranks=2 blocks=1 size=64 mode=eager    1             0         0      0        0     0      0
+  nranks=4 blocks=2 size=64 mode=hazard   1             1         0      0        0     0      0"""
 
 
 def test_stress_report_format_is_pinned(prog, monkeypatch):

@@ -77,6 +77,7 @@ def line_of(marker: str) -> int:
 
 
 def _run(host, nranks=1, blocks=1, mode="hazard", seed=3, **kw):
+    kw.setdefault("detect_races", False)  # the seam of the mode's own model and checkers
     return shmcomm.run(host, nranks=nranks, blocks=blocks, mode=mode, seed=seed, timeout=60,
                        wait_timeout=30, **kw)
 
@@ -547,6 +548,9 @@ def test_run_keeps_choosing_the_model_from_the_config():
     from shmcomm.exec.hazard import HazardRankModel
 
     assert _Launcher(Config(mode="eager"), print, ()).model.rank_model is EagerRankModel
-    assert _Launcher(Config(mode="hazard"), print, ()).model.rank_model is HazardRankModel
+    hazard = _Launcher(Config(mode="hazard", detect_races=False), print, ()).model
+    assert hazard.rank_model is HazardRankModel
+    observed = _Launcher(Config(mode="hazard"), print, ()).model  # the detector is on by default
+    assert observed.inner.rank_model is HazardRankModel
     plugged = _Launcher(Config(), print, (), model=RecordingRank).model
     assert type(plugged) is RunModel and plugged.rank_model is RecordingRank

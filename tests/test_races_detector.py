@@ -332,9 +332,10 @@ def test_bad_settings_are_argument_errors():
 
 def test_a_launch_larger_than_the_clocks_is_a_clear_error():
     def host(rt):
-        rt.launch(lambda ctx: None, blocks=6)
+        rt.launch(lambda ctx: None, blocks=11)
 
-    with pytest.raises(shmcomm.RunError, match="race detector keeps clocks for blocks=5"):
+    with pytest.raises(shmcomm.RunError, match="race detector keeps clocks for 10 blocks running "
+                                                "at once per rank.*blocks=6 or more"):
         shmcomm.run(host, nranks=1, blocks=5, detect_races=True)
 
 
@@ -342,8 +343,9 @@ def test_cli_options():
     py = [sys.executable, "-m", "shmcomm.launch", "--nranks", "2", "--iters", "5"]
     ok = subprocess.run(py + ["--detect-races"], capture_output=True, text=True, timeout=120)
     assert ok.returncode == 0, ok.stderr
-    bad = subprocess.run(py + ["--race-exitfirst"], capture_output=True, text=True, timeout=60)
-    assert bad.returncode == 2 and "--race-exitfirst needs --detect-races" in bad.stderr
+    bad = subprocess.run(py + ["--no-detect-races", "--race-exitfirst"], capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode == 2 and "--race-exitfirst needs the race detector" in bad.stderr
     st = subprocess.run([sys.executable, "-m", "shmcomm.stress", "--program", "missing_intra_barrier",
                          "--nranks", "2", "--blocks", "2", "--size", "64", "--mode", "eager",
                          "--runs", "1", "--detect-races", "--no-progress"],

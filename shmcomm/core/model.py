@@ -170,6 +170,7 @@ class BlockModel:
         """A scalar GM instruction ``op`` (a load, store, atomic store or atomic add of one
         element) is about to access ``nbytes`` bytes at ``ptr`` (a ``GMPtr``)."""
 
+
     def async_issue(self, event: Any) -> None:
         """Right after ``TPUT_ASYNC`` / ``TGET_ASYNC`` posted ``event``'s copy (``event.copy``:
         its ``dst`` and ``src``; ``None`` for an empty copy) to the DMA engine."""
@@ -180,6 +181,10 @@ class BlockModel:
 
     def syncall_wait(self, word: Any, target: int) -> None:
         """``SYNCALL`` is about to wait until its counter ``word`` reaches ``target``."""
+
+    def syncall_done(self, word: Any, target: int) -> None:
+        """``SYNCALL``'s wait returned: every participant of the round ending at ``target``
+        arrived."""
 
     def async_complete(self, event: Any) -> None:
         """``event.Wait`` returned, or ``event.Test`` returned True for the first time: the copy
@@ -199,6 +204,13 @@ class RankModel:
 
     def __init__(self, rt: RankRuntime) -> None:
         self.rt = rt
+
+    def launch_issued(self, launch: Any, stream: Any) -> None:
+        """The host issued ``launch`` (a :class:`~shmcomm.core.runtime.Launch`) on ``stream``;
+        it starts later, after the stream's earlier launches."""
+
+    def launch_starting(self, launch: Any) -> None:
+        """``launch`` is about to start: ``launch_start`` (and its ``block`` calls) follow."""
 
     def launch_start(self) -> None:
         """Before a launch's blocks start (and before peers can see its launch count)."""
@@ -223,6 +235,10 @@ class RankModel:
         """The host is about to join the launch of ``blocks`` blocks in slots from ``first``
         (a stream launch of an ``inline_streams`` model)."""
         self.host_join()
+
+    def launch_joined(self, launch: Any) -> None:
+        """The host joined ``launch`` (a :class:`~shmcomm.core.runtime.Launch`: ``wait()``,
+        ``synchronize()``, or the rank's end): every block of it has ended."""
 
     def host_wait(self, site: Any, value: int, cmp: int) -> None:
         """The host is about to wait (``rt.barrier``) until ``site``'s words ``<cmp> value``."""

@@ -307,6 +307,7 @@ class RankRuntime:
             finally:
                 job.wait()
             return None  # nothing to hold on to (and a host may return it: it must pickle)
+        self.model.launch_issued(job, stream)  # the host's order before it, whenever it starts
         if inline:
             stream.start_inline(job)
         else:
@@ -444,6 +445,7 @@ class Launch:
             rt.launches += 1
             rt._running += 1
             try:
+                rt.model.launch_starting(self)
                 rt.model.launch_start()  # before peers can see this launch's count
                 agents = [Agent(rt, first + b, self.blocks,
                                 _seed(rt.config.seed, rt.rank, self.seq, b), block_idx=b)
@@ -485,6 +487,8 @@ class Launch:
         finally:
             rt._joining(-1)
             self._end()
+        if self._ended:
+            rt.model.launch_joined(self)
         err = self._outcome()
         if err is not None:
             raise err
@@ -512,6 +516,8 @@ class Launch:
         for t in self.threads:
             t.join()
         self._end()
+        if self._ended:
+            self.rt.model.launch_joined(self)
         self._outcome()
 
     def _end(self) -> None:

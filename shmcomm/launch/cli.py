@@ -91,8 +91,9 @@ def _run(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> int:
     mpi = (ns.transport or os.environ.get("SHMCOMM_TRANSPORT", "")) == "mpi"
     try:
         settings = given(ns, LAUNCH_SETTINGS)
-        if ns.race_exitfirst and not ns.detect_races:
-            return opt.usage_error(parser, "--race-exitfirst needs --detect-races")
+        if ns.race_exitfirst and ns.detect_races is False:
+            return opt.usage_error(parser, "--race-exitfirst needs the race detector (drop "
+                                           "--no-detect-races)")
         if ns.replay and ns.mode is None:
             settings["mode"] = "schedule"  # --replay implies schedule mode
         if ns.hazards is not None:

@@ -171,6 +171,9 @@ class Pool:
             if v is not None and v != getattr(self.base, name):
                 raise ArgumentError(f"Pool.run: {name} is the pool's ({getattr(self.base, name)}); "
                                     f"got {v}: make another Pool for another shape")
+        # the race detector's clocks and pipes are made before the ranks fork: not in a pool
+        if settings.get("detect_races") is None:
+            settings["detect_races"] = False
         config = Config.from_kwargs(**{n: getattr(self.base, n) for n in _FIXED}, **settings)
         if Execution.of(config).needs_fresh_ranks:
             raise ArgumentError("detect_races: the race detector's clocks and pipes are made "

@@ -133,8 +133,9 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
                                                "entry runs its own sweep); drop it")
     elif ns.only:
         return opt.usage_error(parser, "--only selects catalogue entries; it needs --catalogue")
-    if ns.race_exitfirst and not ns.detect_races:
-        return opt.usage_error(parser, "--race-exitfirst needs --detect-races")
+    if ns.race_exitfirst and ns.detect_races is False:
+        return opt.usage_error(parser, "--race-exitfirst needs the race detector (drop "
+                                       "--no-detect-races)")
     # the sweep's axes: the command line, else SHMCOMM_NRANKS / _BLOCKS / _MODE, else defaults
     try:
         env_axes = {k: (v,) for k, v in from_env(None, AXES).items()}

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import BY_NAME, MODES, sweep_defaults
+from ..config import BY_NAME, MODES, races_on, sweep_defaults
 from ..errors import ArgumentError, RunError
 from ..exec.hazard import HazardReport
 from ..launch.pool import Pool
@@ -111,7 +111,8 @@ class Settings:
     schedule_dir: str | None = None
     shrink_tries: int = 10  # runs spent shrinking a sweep's first failing schedule (0: none)
     shrink_seconds: float = 20.0  # ... and at most this long (a hang's replays are slow)
-    detect_races: bool = _sweep("detect_races")  # the race detector beside the mode ("race")
+    # the race detector beside the mode (a race: kind "race"); None: on in hazard and schedule
+    detect_races: bool | None = _sweep("detect_races")
     race_exitfirst: bool = _sweep("race_exitfirst")
     transport: str = _sweep("transport")  # mpi: every process of an mpiexec job runs the sweep
     other: dict[str, Any] = field(default_factory=dict)
@@ -349,7 +350,9 @@ def run_one(host: Callable[..., Any], spec: RunSpec, settings: Settings,
     extra.update(settings.mode_config(spec.mode))
     t0 = time.perf_counter()
     try:
-        call = (functools.partial(run, host, nranks=spec.nranks) if pools is None
+        # the race detector's clocks and pipes are made before its ranks fork: no pool for it
+        forked = pools is None or races_on(settings.detect_races, spec.mode)
+        call = (functools.partial(run, host, nranks=spec.nranks) if forked or pools is None
                 else pools.runner(host, spec.nranks))
         call = functools.partial(call, blocks=spec.blocks, seed=spec.seed, mode=spec.mode,
                                  args=args, **settings.config())
@@ -435,8 +438,7 @@ def sweep(host: Callable[..., Any], cfgs: Sequence[tuple[int, int, int, str]], *
     settings = settings or Settings()
     report = Report(program, kwargs=dict(kwargs or {}), sized=takes_size(host))
     bar = _progress(program, runs, progress)
-    # the race detector's clocks and pipes are made before its ranks fork: no pool for it
-    pools = Pools() if pool and not settings.detect_races else None
+    pools = Pools() if pool and settings.detect_races is not True else None
     t0 = time.perf_counter()
     try:
         for i, spec in enumerate(specs(cfgs, seed)):

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from ..config import BY_NAME, sweep_defaults, to_argv
+from ..config import BY_NAME, races_on, sweep_defaults, to_argv
 from ..errors import ShmcommError
 from ..launch.options import format_arg
 from . import catalogue
@@ -103,7 +103,9 @@ def format_report(report: Report, settings: Settings) -> str:
     counts = report.counts()
     fails = report.failures
     # the race column only where races can be found (or were)
-    kinds = KINDS if settings.detect_races or counts["race"] else tuple(
+    races = settings.detect_races is not False and any(races_on(None, o.spec.mode)
+                                                        for o in report.outcomes)
+    kinds = KINDS if settings.detect_races or races or counts["race"] else tuple(
         k for k in KINDS if k != "race")
     lines = [f"shmcomm stress: {report.program}: {n} runs in {report.seconds:.1f} s "
              f"({rate:.1f} runs/s, load {load})",

@@ -295,7 +295,8 @@ def check(host: Callable[..., Any], *, nranks: int | Iterable[int] | None = None
     ``stop_at_first``: stop at the first failing run (pytest's ``-x`` sets it in the fixture).
     The per-run bounds are the stress harness's: a deadlock is reported after
     ``deadlock_grace`` seconds, one ``TWAIT`` gives up after ``wait_timeout``, a run after
-    ``run_timeout``.
+    ``run_timeout``. ``detect_races``: the race detector (default: on in hazard and schedule
+    mode, off in eager mode; ``False`` turns it off, ``True`` on in every mode).
     """
     if seeds is not None and (isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1):
         raise ArgumentError(f"seeds must be an int >= 1 (runs per configuration), got {seeds!r}")

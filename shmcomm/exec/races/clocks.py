@@ -1,9 +1,9 @@
 """Vector clocks of the race detector, and the clocks that travel with signal words.
 
-Components. Every rank has one component for its host code and five per block slot: the
+Components. Every rank has one component for its host code and six per block slot: the
 block's scalar unit ``S`` and its pipes ``MTE2`` and ``MTE3``, ``G3``, the part of MTE3's
-work that a ``dsb(DSB_DDR)`` has made visible to other ranks, and ``V`` (the tile vector
-instructions). A store on MTE3 with epoch ``e``
+work that a ``dsb(DSB_DDR)`` has made visible to other ranks, ``V`` (the tile vector
+instructions) and ``D``, the DMA engine of ``TPUT_ASYNC`` / ``TGET_ASYNC``. A store on MTE3 with epoch ``e``
 happens before an access by the same rank to that rank's own window once the accessor's clock
 holds ``MTE3 >= e`` (drained), and before any other access once it holds ``G3 >= e`` (drained
 and fenced): that is how visibility is per reader. Block slots are reused by the next launch,
@@ -23,6 +23,7 @@ import multiprocessing
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -30,11 +31,11 @@ from ...errors import ShmcommError
 
 CLOCK = np.uint32
 SLOTS = 8192  # signal words with a clock per run
-_STRIPES = 64  # locks guarding the word clocks
+_STRIPES = 16  # locks guarding the word clocks (each costs a named semaphore at every run)
 _LOCK_S = 30.0  # a lock held longer than this means a rank died inside it
 _BARRIER_SLOTS = 3
-S, MTE2, MTE3, G3, V = 0, 1, 2, 3, 4  # a block slot's components, in this order
-PER_BLOCK = 5
+S, MTE2, MTE3, G3, V, D = 0, 1, 2, 3, 4, 5  # a block slot's components, in this order
+PER_BLOCK = 6
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,26 @@ class WordClocks:
         self.index[key] = s
         return s
 
+    def find(self, rank: int, offset: int) -> int | None:
+        """The slot of the word at byte ``offset`` of ``rank``'s window if some notify or atomic
+        made one, else ``None`` (a plain load of data makes none). Reads the table without its
+        lock: a key is one aligned 8-byte store, and a word whose slot is being made has
+        released nothing yet."""
+        key = (rank << 40) | offset
+        s = self.index.get(key)
+        if s is not None:
+            return s
+        s = (key * 0x9E3779B1) % SLOTS
+        for _ in range(SLOTS):
+            k = int(self.keys[s])
+            if k == 0:
+                return None
+            if k == key + 1:
+                self.index[key] = s
+                return s
+            s = (s + 1) % SLOTS
+        return None
+
     @contextmanager
     def _locked(self, slot: int) -> Iterator[np.ndarray]:
         """The clock of ``slot``, under its lock."""
@@ -127,11 +148,28 @@ class WordClocks:
         """A notify: join ``clock`` into the word's (``replace``: the word's becomes ``clock``).
         Returns ``(component, epoch)`` of a plain host store into the word that ``clock`` does
         not hold (the notify races with it), else ``None``."""
-        with self._locked(slot) as word:
-            self.release_into(word, clock, replace)
-            np.maximum(self.joined[slot], clock, out=self.joined[slot])
-            comp, epoch = (int(v) for v in self.stores[slot])
+        lock = self._lock(slot)
+        try:
+            word = self.clocks[slot]
+            if replace:
+                word[:] = clock
+            else:
+                np.maximum(word, clock, out=word)
+            joined = self.joined[slot]
+            np.maximum(joined, clock, out=joined)
+            comp, epoch = self.stores[slot].tolist()
+        finally:
+            lock.release()
         return (comp - 1, epoch) if comp and clock[comp - 1] < epoch else None
+
+    def _lock(self, slot: int) -> Any:
+        """The lock of ``slot``'s clock, acquired (the hot paths skip the context manager)."""
+        lock = self.locks[slot % _STRIPES]
+        # a free lock first: a timed acquire costs a clock read and sem_timedwait every time
+        if not lock.acquire(False) and not lock.acquire(timeout=_LOCK_S):
+            raise ShmcommError("race detector: a signal word's clock stayed locked for "
+                               f"{_LOCK_S:g} s (a rank died while releasing into it)")
+        return lock
 
     def host_store(self, rank: int, lo: int, hi: int, comp: int,
                    clock: np.ndarray) -> list[tuple[int, int]]:
@@ -153,8 +191,11 @@ class WordClocks:
 
     def acquire(self, slot: int, clock: np.ndarray) -> None:
         """A wait or test that observed the word: join its clock into ``clock``."""
-        with self._locked(slot) as word:
-            np.maximum(clock, word, out=clock)
+        lock = self._lock(slot)
+        try:
+            np.maximum(clock, self.clocks[slot], out=clock)
+        finally:
+            lock.release()
 
     def barrier_arrive(self, rnd: int, clock: np.ndarray) -> None:
         """Host ``rnd``'s arrival at the host barrier: join into that round's clock. A round's

@@ -18,11 +18,22 @@ Happens-before edges (see :mod:`.clocks` for the components):
   ``set_flag(src, dst, e)`` -> ``wait_flag(src, dst, e)`` orders ``src``'s earlier work before
   ``dst``'s later work; ``pipe_barrier`` orders the pipe's work before the scalar unit.
 * A launch's blocks start after their host's clock; the host continues after all of them
-  (the kernel's end drains and fences); ``rt.barrier()`` joins every host's clock.
+  (the kernel's end drains and fences); ``rt.barrier()`` joins every host's clock. A stream
+  launch starts after the host's clock at its issue and after its stream's previous launch;
+  the host acquires its end only at ``synchronize()`` / ``Launch.wait()``.
+* ``SYNCALL`` (hard and soft): every participant's clock at its arrival joins, and each
+  acquires the join when it leaves.
+* Scalar atomics on an int32 word (``gm_atomic_store``, ``gm_atomic_add``, ``st_atomic``)
+  release into the word's clock; ``gm_load``, ``TWAIT`` and ``TTEST`` that read the word acquire
+  it (an int32 ``gm_load`` is an atomic read: it does not race with the atomics).
+* ``TPUT_ASYNC`` / ``TGET_ASYNC``: the copy's reads and writes run on the block's DMA engine
+  clock, after what the scalar unit issued before it; ``AsyncEvent.Wait`` and a ``Test`` that
+  returned True acquire it (and the session's earlier copies); no pipe_barrier or dsb does.
 
 Accesses (:mod:`.shadow`): the GM ranges of ``TLOAD`` / ``TSTORE`` (so of ``TPUT``, ``TGET`` and
-the root collectives, which run through them), the UB tile they fill or read, and scalar GM
-accesses. Each rank sends its records to the launcher at every launch's end; the launcher checks
+the root collectives, which run through them), the UB tile they fill or read, the DMA copies,
+scalar GM accesses and the host's stores into symmetric arrays (the host's reads are not seen).
+Each rank sends its records to the launcher at every launch's end; the launcher checks
 them against everything recorded and raises :class:`~shmcomm.errors.RaceReport` at the end of the
 run (at the first race with ``race_exitfirst``).
 """
@@ -36,16 +47,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...config import Config
+from ...config import MAX_BLOCKS, Config
 from ...core.agent import _tls as _agent_tls
+from ...core.gm import I32
 from ...core.heap import SymmetricArray
 from ...core.model import BlockModel, RankModel, RunModel
 from ...errors import Failure, ShmcommError
 from ...types import DSB_ALL, DSB_DDR, PIPE_ALL, PIPE_MTE2, PIPE_MTE3, PIPE_V
 from ..hazard.report import kernel_site, user_site
-from .clocks import CLOCK, G3, MTE2, MTE3, Layout, V, WordClocks
+from .clocks import CLOCK, G3, MTE2, MTE3, PER_BLOCK, D, Layout, V, WordClocks
 from .report import render
 from .shadow import ATOMIC, PIPE3, WRITE, Access, Shadow
+from .sites import site as access_site
 from .tiles import record_vector
 
 if TYPE_CHECKING:
@@ -54,10 +67,19 @@ if TYPE_CHECKING:
     from ...core.runtime import RankRuntime
     from ...core.tile import Tile
 
-MIN_BLOCK_SLOTS = 4  # clocks keep at least this many block slots per rank, whatever blocks= says
+# clocks keep this many block slots per rank: twice blocks= (a stream launch beside another),
+# at least MIN_BLOCK_SLOTS, at most MAX_BLOCKS
+MIN_BLOCK_SLOTS = 8
 # a block sends its records (and its frontier) before the launch's end past this many: the
 # launcher can then forget what every agent has passed, and a long kernel stays cheap to judge
 _FLUSH_RECORDS = 128
+_QUEUED = (PIPE_MTE2, PIPE_MTE3, PIPE_V)
+_RECEIVE_BATCHES = 64  # batches of one rank the launcher takes per wake-up
+
+
+def block_slots(blocks: int) -> int:
+    """The block slots of the clocks of a run with ``blocks=`` (see ``MIN_BLOCK_SLOTS``)."""
+    return min(MAX_BLOCKS, max(2 * blocks, MIN_BLOCK_SLOTS))
 
 
 class RaceDetector(RunModel):
@@ -68,7 +90,7 @@ class RaceDetector(RunModel):
     def __init__(self, config: Config, inner: RunModel) -> None:
         super().__init__(inner.config)  # a replayed schedule brings its own
         self.inner = inner
-        self.layout = Layout(config.nranks, max(config.blocks, MIN_BLOCK_SLOTS))
+        self.layout = Layout(config.nranks, block_slots(config.blocks))
         self.clocks = WordClocks(self.layout)
         pipes = [Pipe(duplex=False) for _ in range(config.nranks)]
         self.conns: list[Connection] = [r for r, _ in pipes]  # the launcher reads these
@@ -103,22 +125,38 @@ class RaceDetector(RunModel):
     # -- the launcher's side -----------------------------------------------------------------
 
     def receive(self, conn: Connection) -> list[Failure]:
-        """Take one batch of records from a rank; with ``race_exitfirst``, the report of the
-        first race as soon as one shows."""
+        """Take the batches of records a rank has sent (up to ``_RECEIVE_BATCHES``: each
+        wake-up of the launcher's loop also polls the ranks, so one per batch would cost that
+        poll per batch); with ``race_exitfirst``, the report of the first race as soon as one
+        shows."""
+        for _ in range(_RECEIVE_BATCHES):
+            if not self._receive_one(conn):
+                break
+            if self.config.race_exitfirst and self.shadow.found() and not self.reported:
+                return self._report()
+            try:
+                if not conn.poll(0):
+                    break
+            except (EOFError, OSError):
+                break
+        return []
+
+    def _receive_one(self, conn: Connection) -> bool:
+        """One batch; ``False`` once the rank's pipe is closed."""
         try:
             rank, block, snaps, records, frontier = conn.recv()
         except (EOFError, OSError):
             self.conns = [c for c in self.conns if c is not conn]
-            return []
+            return False
         if block == "race":  # races a rank found itself (a host store against a notify)
             self.shadow.direct.extend(records)
         else:
-            self.shadow.add(snaps, [Access(*r) for r in records])
+            if snaps is not None:  # (ids, one array of their clocks, a row each)
+                snaps = dict(zip(snaps[0], snaps[1], strict=True))
+            self.shadow.add(snaps or {}, [Access(*r) for r in records])
             if frontier is not None:
                 self.shadow.advance((rank, block), frontier)
-        if self.config.race_exitfirst and self.shadow.found() and not self.reported:
-            return self._report()
-        return []
+        return True
 
     def finish(self) -> list[Failure]:
         """The run is over: read what is left and report every race (none: ``[]``)."""
@@ -147,6 +185,25 @@ def _agent_name(rank: int, block: int | None) -> str:
     return f"rank {rank} " + ("host" if block is None else f"block {block}")
 
 
+class _LaunchClocks:
+    """One launch's clocks in its rank: where its blocks start, and (once it ended) the join of
+    their ends, which the host acquires when it joins the launch."""
+
+    __slots__ = ("start", "blocks", "agents", "sync", "end", "thread", "job")
+
+    def __init__(self, start: np.ndarray) -> None:
+        self.start = start
+        self.blocks: list[RaceBlockModel] = []
+        self.agents: list[Any] = []
+        self.sync = False  # the host joins it at once (a launch without a stream)
+        self.end: np.ndarray | None = None
+        self.thread = 0  # the thread that started it
+        self.job: Any = None  # a stream launch: its Launch (its stream's next one starts after it)
+
+
+_SYNCALL_WAIT_S = 1.0  # longest a SYNCALL leaver waits for a peer's arrival to be recorded
+
+
 class RaceRankModel(RankModel):
     """The detector in one rank process: the host's clock, launch and barrier edges."""
 
@@ -163,7 +220,22 @@ class RaceRankModel(RankModel):
         self.clock = np.zeros(self.layout.size, CLOCK)
         self.clock[self.hc] = 1
         self.start_clock = self.clock
-        self.blocks: list[RaceBlockModel] = []
+        self.launches: list[_LaunchClocks] = []  # started, not yet joined by the host
+        self.current: _LaunchClocks | None = None  # the launch whose blocks are being made
+        self.by_agent: dict[int, _LaunchClocks] = {}  # id(agent) -> its launch
+        # the highest epoch each block-slot component reached in an ended launch: a later
+        # launch's block in the slot continues from there (its epochs stay unique)
+        self.slot_hi = np.zeros(self.layout.size, CLOCK)
+        self.live_slots: set[int] = set()  # the block slots of the clocks of running blocks
+        # stream launches: issued -> (the host's clock at the issue, the stream's launch before)
+        self.issued: dict[Any, tuple[np.ndarray, Any]] = {}
+        self.stream_last: dict[Any, Any] = {}  # stream -> its last issued launch
+        self.ends: dict[Any, np.ndarray] = {}  # a stream launch's end, until its successor starts
+        self.starting: Any = None  # the launch whose launch_start comes next
+        # SYNCALL rounds: (counter address, target) -> [join of the arrivals, arrivals, leaves]
+        self.sync_cond = threading.Condition()
+        self.sync_rounds: dict[tuple[int, int], list] = {}
+        self.sync_targets: dict[int, set[int]] = {}  # a soft counter's targets seen this launch
         self.rounds = 0
         self.host_snap: int | None = None  # snapshot of the host's clock (None: changed since)
         self.host_snaps: dict[int, np.ndarray] = {}
@@ -177,41 +249,177 @@ class RaceRankModel(RankModel):
             raise AttributeError(name)
         return getattr(inner, name)
 
-    def launch_start(self) -> None:
-        self.inner.launch_start()
+    def launch_issued(self, launch: Any, stream: Any) -> None:
+        """A stream launch: it starts after what the host did before issuing it (not after
+        what the host learns meanwhile, at a synchronize() of another stream) and after the
+        end of the stream's launch before it."""
+        self.inner.launch_issued(launch, stream)
         self._flush_host()
-        self.start_clock = self.clock.copy()
+        with self.rt._lock:
+            self.issued[launch] = (self.clock.copy(), self.stream_last.get(stream))
+            self.stream_last[stream] = launch
         self.clock[self.hc] += 1
         self.host_snap = None
-        self.blocks = []
+
+    def launch_starting(self, launch: Any) -> None:
+        self.inner.launch_starting(launch)
+        self.starting = launch
+
+    def launch_start(self) -> None:
+        # called under the runtime's lock, and the launch's block() calls follow under it
+        self.inner.launch_start()
+        job, self.starting = self.starting, None
+        issued = self.issued.pop(job, None) if job is not None else None
+        if issued is not None and getattr(_agent_tls, "agent", None) is not self.rt.host_agent:
+            # started by its stream's worker: from its issue, after its predecessor's end
+            self.start_clock = issued[0]
+            end = self.ends.pop(issued[1], None) if issued[1] is not None else None
+            if end is not None:
+                np.maximum(self.start_clock, end, out=self.start_clock)
+        else:  # on the host thread (a stream launch there waited for its predecessors)
+            self._flush_host()
+            self.start_clock = self.clock.copy()
+            self.clock[self.hc] += 1
+        self.host_snap = None
+        self.current = _LaunchClocks(self.start_clock)
+        self.current.thread = threading.get_ident()
+        self.current.job = job if issued is not None else None
+        self.launches.append(self.current)
         self.send({}, [], self.start_clock)  # the host and this launch's blocks hold it
 
     def block(self, agent: Agent) -> BlockModel:
-        if agent.block_idx >= self.layout.blocks:
-            raise ShmcommError(
-                f"launch: {agent.block_num} blocks, but the race detector keeps clocks for "
-                f"blocks={self.layout.blocks} per rank; run with blocks={agent.block_num} (the "
-                "largest launch of the program) to detect races")
+        launch = self.current
+        assert launch is not None
+        slot = self._clock_slot(launch.start, agent)
         agent.hooks = None
         inner = self.inner.block(agent)
-        model = RaceBlockModel(agent, self, inner, agent.hooks)
+        model = RaceBlockModel(agent, self, inner, agent.hooks, launch.start, slot)
         agent.hooks = model
-        self.blocks.append(model)
-        self.send({}, [], model.vs.copy(), agent.block_idx)  # until its first records
+        launch.blocks.append(model)
+        launch.agents.append(agent)
+        self.by_agent[id(agent)] = launch
+        self.live_slots.add(slot)
+        self.send({}, [], model.vs.copy(), slot)  # until its first records
         return model
+
+    def _clock_slot(self, start: np.ndarray, agent: Agent) -> int:
+        """The block slot of the clocks for a new block. A slot is reused only once the new
+        block's start knows all of its last user's work (the host joined that launch): a
+        slot's component is one agent's history, and a block that inherits it claims to know
+        it. A stream launch that nobody joined yet keeps its slot; only when every slot is
+        held so is the oldest reused (its later races with this block may then be missed)."""
+        free = [k for k in range(self.layout.blocks) if k not in self.live_slots]
+        if not free:
+            assert self.current is not None  # a block is made inside a launch
+            need = len(self.live_slots) + agent.block_num - len(self.current.blocks)
+            raise ShmcommError(
+                f"launch: {agent.block_num} blocks, but the race detector keeps clocks for "
+                f"{self.layout.blocks} blocks running at once per rank (twice blocks=, at least "
+                f"{MIN_BLOCK_SLOTS}); run with blocks={-(-need // 2)} or more to detect races, "
+                "or with detect_races=False")
+        for k in free:
+            c = self.layout.block(self.rt.rank, k)
+            if (start[c:c + PER_BLOCK] >= self.slot_hi[c:c + PER_BLOCK]).all():
+                return k
+        return min(free, key=lambda k: self.slot_hi[self.layout.block(self.rt.rank, k)])
 
     def launch_end(self) -> None:
         try:
             self.inner.launch_end()
         finally:
-            for b in self.blocks:
-                for v in (b.vs, b.p2.v, b.p3.v, b.pv.v):
-                    np.maximum(self.clock, v, out=self.clock)
-                b.flush()
-            self.blocks = []
-            self.host_snap = None
-            # every later access of this rank comes after this; its blocks are done
+            self._ended(self._which_ended())
+
+    def _which_ended(self) -> _LaunchClocks | None:
+        """The launch that just ended: the runtime drops its agents first (under its lock)."""
+        live = {id(a) for a in self.rt.agents}
+        for launch in self.launches:
+            if launch.end is None and not any(id(a) in live for a in launch.agents):
+                return launch
+        return None
+
+    def _ended(self, launch: _LaunchClocks | None) -> None:
+        if launch is None:
+            return
+        end = launch.start.copy()
+        for b in launch.blocks:
+            for v in (b.vs, b.p2.v, b.p3.v, b.pv.v, b.pd.v):
+                np.maximum(end, v, out=end)
+            b.flush()
+        launch.end = end
+        if launch.job is not None:
+            self.ends[launch.job] = end
+        np.maximum(self.slot_hi, end, out=self.slot_hi)
+        self.live_slots.difference_update(b.slot for b in launch.blocks)
+        for a in launch.agents:
+            self.by_agent.pop(id(a), None)
+        if launch.sync:
+            self._acquire_launch(launch)
+        if not any(g.end is None for g in self.launches):
+            with self.sync_cond:  # SYNCALL rounds end with their launch
+                self.sync_rounds.clear()
+                self.sync_targets.clear()
+            # no block of this rank runs: every later access of it holds the host's clock
             self.send({}, [], self.clock, "launch end")
+
+    def _acquire_launch(self, launch: _LaunchClocks) -> None:
+        """The host joined ``launch``: its blocks' work happens before the host's next step."""
+        if launch.end is None or launch not in self.launches:
+            return
+        self.launches.remove(launch)
+        np.maximum(self.clock, launch.end, out=self.clock)
+        self.host_snap = None
+
+    def launch_joined(self, launch: Any) -> None:
+        """The host returned from ``Launch.wait()`` (or ``synchronize()``) on ``launch``."""
+        self.inner.launch_joined(launch)
+        agents = getattr(launch, "agents", None)
+        if agents:
+            for g in self.launches:
+                if g.agents and g.agents[0] is agents[0]:
+                    self._acquire_launch(g)
+                    break
+
+    # -- SYNCALL: a barrier of one launch's blocks (all in this process) -------------------
+
+    def syncall_arrive(self, block: RaceBlockModel, word: Any, target: int) -> None:
+        key = (word.addr, target)
+        with self.sync_cond:
+            r = self.sync_rounds.get(key)
+            if r is None:
+                r = self.sync_rounds[key] = [block.vs.copy(), 0, 0]
+            else:
+                np.maximum(r[0], block.vs, out=r[0])
+            r[1] += 1
+            if word.rank >= 0:
+                self.sync_targets.setdefault(word.addr, set()).add(target)
+            self.sync_cond.notify_all()
+
+    def syncall_wait(self, block: RaceBlockModel, word: Any, target: int) -> None:
+        """Every arrival of the round landed; wait (briefly) until each was recorded (a peer
+        records its arrival just after it lands), then acquire them all."""
+        key = (word.addr, target)
+        n = block.agent.block_num if word.rank < 0 else self._soft_count(word.addr, target,
+                                                                           block.agent.block_num)
+        with self.sync_cond:
+            self.sync_cond.wait_for(lambda: self.sync_rounds[key][1] >= n, _SYNCALL_WAIT_S)
+            r = self.sync_rounds[key]
+            np.maximum(block.vs, r[0], out=block.vs)
+            r[2] += 1
+            if r[2] >= n:
+                del self.sync_rounds[key]
+
+    def _soft_count(self, addr: int, target: int, blocks: int) -> int:
+        """The participants of a soft SYNCALL round: the distance to the round before it on
+        the same counter; at a counter's first round of the launch the target itself (the
+        counter starts at zero) or, for a counter carried over from an earlier launch, its
+        largest divisor within the launch's blocks (too many only delays the leaver)."""
+        with self.sync_cond:
+            before = [t for t in self.sync_targets.get(addr, ()) if t < target]
+        if before:
+            return target - max(before)
+        if target <= blocks:
+            return target
+        return max(d for d in range(1, blocks + 1) if target % d == 0)
 
     def barrier_enter(self) -> None:
         self.inner.barrier_enter()
@@ -228,6 +436,12 @@ class RaceRankModel(RankModel):
         self.inner.barrier_exit()
 
     def host_join(self) -> None:
+        # a launch without a stream: the host joins the one it just started on this thread
+        me = threading.get_ident()
+        for g in reversed(self.launches):
+            if g.thread == me and g.end is None:
+                g.sync = True
+                break
         self.inner.host_join()
 
     @property
@@ -235,6 +449,10 @@ class RaceRankModel(RankModel):
         return self.inner.inline_streams
 
     def host_join_launch(self, first: int, blocks: int) -> None:
+        for g in self.launches:  # the host joins this one now (it waits for its end)
+            if g.end is None and g.agents and g.agents[0].slot == first:
+                g.sync = True
+                break
         self.inner.host_join_launch(first, blocks)
 
     def host_wait(self, site: Any, value: int, cmp: int) -> None:
@@ -266,7 +484,9 @@ class RaceRankModel(RankModel):
                 f"rank {self.rt.rank} host stored it with a plain store at {site}; "
                 f"{_agent_name(r, b)} notified it earlier and nothing orders that notify before "
                 "the store (a reset other than rt.reset_signals(), with no barrier after the "
-                "notifier's launch), so the store may wipe it"), None)
+                "notifier's launch), so the store may wipe it\n    fix: zero signals with "
+                "rt.reset_signals(), or put rt.barrier() after the notifier's launch and before "
+                "the store"), None)
 
     def signal_race(self, rank: int, off: int, kind: str, text: str, block: int | None) -> None:
         """Report a race on a signal word between a plain host store and a notify."""
@@ -290,11 +510,25 @@ class RaceRankModel(RankModel):
         what every frontier covers."""
         if not records and frontier is None:
             return  # (a "race" message carries its text in records)
+        # one array of every snapshot: a batch pickles one buffer, not one array per clock
+        packed = (list(snaps), np.stack(list(snaps.values()))) if snaps else None
         with self.send_lock:
             try:
-                self.conn.send((self.rt.rank, block, snaps, records, frontier))
+                self.conn.send((self.rt.rank, block, packed, records, frontier))
             except (BrokenPipeError, OSError):
                 pass  # the launcher is gone: the run is over anyway
+
+
+_OP_NAMES: dict[tuple[str, str], str] = {}
+
+
+def _op_name(copy_op: str, what: str) -> str:
+    """``TLOAD``, or ``TPUT (its TLOAD)`` inside a copy: one string object per name, so a
+    batch of records pickles it once."""
+    name = _OP_NAMES.get((copy_op, what))
+    if name is None:
+        name = _OP_NAMES[(copy_op, what)] = f"{copy_op} (its {what})" if copy_op else what
+    return name
 
 
 class _PipeClock:
@@ -302,22 +536,27 @@ class _PipeClock:
     scalar unit issued before it (``joined``: it holds the scalar unit's clock already) and
     gets a new epoch each time someone observes the pipe (an event, a drain)."""
 
-    __slots__ = ("v", "comp", "name", "snap", "joined")
+    __slots__ = ("v", "comp", "name", "snap", "joined", "busy")
 
     def __init__(self, start: np.ndarray, comp: int, name: str) -> None:
         self.v = start.copy()
-        self.v[comp] += 1
+        self.v[comp] += 1  # start holds the slot's last epoch: this one is new
         self.comp, self.name = comp, name
         self.snap: int | None = None
         self.joined = True
+        # work, an event or a join since the last drain (a drain of an idle pipe teaches the
+        # scalar unit nothing: it is skipped, the most frequent call of a kernel's end)
+        self.busy = False
 
     def join(self, other: np.ndarray) -> None:
         np.maximum(self.v, other, out=self.v)
         self.snap = None
+        self.busy = True
 
     def advance(self) -> None:
         self.v[self.comp] += 1
         self.snap = None
+        self.busy = True
 
 
 class RaceBlockModel(BlockModel):
@@ -325,7 +564,7 @@ class RaceBlockModel(BlockModel):
     scalar unit ``vs``, pipes ``p2`` (MTE2) and ``p3`` (MTE3)) and access records."""
 
     def __init__(self, agent: Agent, rank_model: RaceRankModel, inner: BlockModel,
-                 inner_hooks: Any) -> None:
+                 inner_hooks: Any, start: np.ndarray, slot: int) -> None:
         super().__init__(agent)
         self.inner = inner
         self.ih = inner_hooks
@@ -333,19 +572,28 @@ class RaceBlockModel(BlockModel):
         self.clocks = rank_model.clocks
         self.rank = agent.rank
         self.block_idx = agent.block_idx
-        s = rank_model.layout.block(agent.rank, agent.block_idx)
+        self.slot = slot  # of its clocks (see RaceRankModel._clock_slot)
+        s = rank_model.layout.block(agent.rank, slot)
         self.cs, self.cg = s, s + G3
-        self.vs = rank_model.start_clock.copy()
+        self.vs = start.copy()
+        part = slice(s, s + PER_BLOCK)  # continue the slot's epochs past its last launch's
+        np.maximum(self.vs[part], rank_model.slot_hi[part], out=self.vs[part])
         self.vs[s] += 1
         self.p2 = _PipeClock(self.vs, s + MTE2, "MTE2")
         self.p3 = _PipeClock(self.vs, s + MTE3, "MTE3")
         self.pv = _PipeClock(self.vs, s + V, "V")  # the tile vector instructions (PIPE_V)
+        self.pd = _PipeClock(self.vs, s + D, "DMA")  # TPUT_ASYNC / TGET_ASYNC copies
+        self.dma_marks: dict[int, np.ndarray] = {}  # id(copy) -> the engine's clock after it
         self.snap_s: int | None = None
         self.marks: dict[tuple[int, int, int], np.ndarray] = {}
         self.snaps: dict[int, np.ndarray] = {}
         self.records: list[list] = []
         self.copy_op = ""
-        self.tested: list[Any] = []  # signals a TTEST read: acquired at the block's next step
+        self.copy_site = ""  # the line of the copy being issued (its TLOADs / TSTOREs share it)
+        self.last_async = "TPUT_ASYNC"  # the async copy being posted (its copy_begin's op)
+        # word clocks a TTEST read (slots), or words a gm_load / atomic add read ((rank,
+        # offset): their clock may be made after the hook): acquired at the block's next step
+        self.tested: list[Any] = []
 
     def __getattr__(self, name: str) -> Any:  # the inner model's own state (a scheduler's, ...)
         inner = self.__dict__.get("inner")
@@ -379,16 +627,21 @@ class RaceBlockModel(BlockModel):
                 return
         recs.append([win, lo, hi, flags, comp, int(v[comp]), snap, self.cs,
                      int(self.vs[self.cs]), site, self.rank, self.block_idx, pipe, op])
-        if len(recs) >= _FLUSH_RECORDS:
+
+    def flush_some(self) -> None:
+        """Send the records once there are many (after an instruction's last record: its
+        records share a snapshot that a flush forgets)."""
+        if len(self.records) >= _FLUSH_RECORDS:
             self.flush()
 
     def flush(self) -> None:
         """Send this block's records (and the clock snapshots they use) to the launcher."""
         recs, self.records = self.records, []
         snaps, self.snaps = self.snaps, {}
-        self.snap_s = self.p2.snap = self.p3.snap = self.pv.snap = None  # sent again when used
+        # sent again when used
+        self.snap_s = self.p2.snap = self.p3.snap = self.pv.snap = self.pd.snap = None
         # every later access of this block holds vs: its pipes join vs before they issue
-        self.rm.send(snaps, [tuple(r) for r in recs], self.vs.copy(), self.block_idx)
+        self.rm.send(snaps, [tuple(r) for r in recs], self.vs.copy(), self.slot)
 
     @staticmethod
     def _ranges(g: GlobalTensor) -> list[tuple[int, int]]:
@@ -402,14 +655,15 @@ class RaceBlockModel(BlockModel):
     def _pipe_access(self, pc: _PipeClock, g: GlobalTensor, tile: Tile, atomic: int) -> None:
         """A TLOAD (``pc`` is MTE2: reads GM, writes the tile) or TSTORE (MTE3: the reverse)."""
         load = pc is self.p2
-        site = kernel_site(self.agent)
+        site = self.copy_site or access_site(self.agent)  # a copy's work: the copy's line
         what = "TLOAD" if load else "TSTORE"
-        op = f"{self.copy_op} (its {what})" if self.copy_op else what
+        op = _op_name(self.copy_op, what)
         if not pc.joined:
             pc.join(self.vs)
             pc.joined = True
         if pc.snap is None:
             pc.snap = self._snap(pc.v)
+        pc.busy = True
         gflags = 0 if load else WRITE | PIPE3 | (ATOMIC if atomic else 0)
         for lo, hi in self._ranges(g):
             self._record(("gm", g.ptr.rank), lo, hi, gflags, pc.comp, pc.snap, pc.name, op,
@@ -417,12 +671,16 @@ class RaceBlockModel(BlockModel):
         nbytes = min(g.rows, tile.rows) * tile.cols * tile.array.itemsize
         self._record(("ub", self.rank, self.block_idx, id(tile)), 0, nbytes, WRITE if load else 0,
                      pc.comp, pc.snap, pc.name, op, pc.v, site)
+        self.flush_some()
 
     def _drain(self, pc: _PipeClock) -> None:
         """The scalar unit waited for the pipe's work so far."""
+        if not pc.busy:
+            return
         np.maximum(self.vs, pc.v, out=self.vs)
         self._s_changed()
         pc.advance()
+        pc.busy = False
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -436,6 +694,7 @@ class RaceBlockModel(BlockModel):
         self._drain(self.p2)
         self._drain(self.p3)
         self._drain(self.pv)
+        self._drain(self.pd)  # the kernel's end lands every copy still in flight
         self.vs[self.cg] = max(self.vs[self.cg], self.vs[self.p3.comp])  # the kernel's end fences
 
     def stop(self) -> None:
@@ -490,10 +749,13 @@ class RaceBlockModel(BlockModel):
         if self.tested:
             self._settle()
         self.inner.barrier(pipe)
-        if pipe == PIPE_ALL:
-            self._drain(self.p2)
-            self._drain(self.p3)
-            self._drain(self.pv)
+        if pipe == PIPE_ALL:  # (the busy tests inline: a TNOTIFY ends with this barrier)
+            if self.p2.busy:
+                self._drain(self.p2)
+            if self.p3.busy:
+                self._drain(self.p3)
+            if self.pv.busy:
+                self._drain(self.pv)
         elif (pc := self._pipe(pipe)) is not None:  # a queued pipe: MTE2, MTE3 or V
             self._drain(pc)
 
@@ -537,28 +799,34 @@ class RaceBlockModel(BlockModel):
                 f"{kernel_site(self.agent)}; rank {r}'s host had stored it with a plain store, "
                 "and nothing orders that store before the notify (no rt.barrier() or launch "
                 "between them), so the store may have wiped an earlier notify or this one may "
-                "be lost to it"), self.block_idx)
+                "be lost to it\n    fix: put rt.barrier() between the host's store and the "
+                "launch that notifies"), self.block_idx)
         self.vs[self.cs] += 1
         self._s_changed()
         if self.ih is not None:
             self.ih.notify(sig, value, op)
 
     def _acquire(self, sig: Any) -> None:
+        self._acquire_slots(self._slots(sig))
+
+    def _slots(self, sig: Any) -> list[int]:
         p = sig.ptr
         slot = self.clocks.slot
         if type(sig).__name__ == "Signal2D":
-            for r in range(sig.rows):
-                for c in range(sig.cols):
-                    off = p.offset + 4 * (r * sig.row_stride + c)
-                    self.clocks.acquire(slot(p.rank, off), self.vs)
-        else:
-            self.clocks.acquire(slot(p.rank, p.offset), self.vs)
+            return [slot(p.rank, p.offset + 4 * (r * sig.row_stride + c))
+                    for r in range(sig.rows) for c in range(sig.cols)]
+        return [slot(p.rank, p.offset)]
+
+    def _acquire_slots(self, slots: list[int]) -> None:
+        for s in slots:
+            self.clocks.acquire(s, self.vs)
         self._s_changed()
 
     def _settle(self) -> None:
         tested, self.tested = self.tested, []
-        for sig in tested:
-            self._acquire(sig)
+        find = self.clocks.find
+        slots = [s if type(s) is int else find(*s) for s in tested]
+        self._acquire_slots([s for s in slots if s is not None])
 
     def wait(self, sig: Any, value: int, cmp: int) -> None:
         if self.tested:
@@ -577,17 +845,20 @@ class RaceBlockModel(BlockModel):
         # returned: an over-approximation that may hide a race, never invent one)
         if self.tested:
             self._settle()
-        self.tested.append(sig)
+        self.tested.extend(self._slots(sig))
         if self.ih is not None:
             self.ih.test(sig, value, cmp)
 
     def copy_begin(self, op: str, dst: GlobalTensor, src: GlobalTensor) -> None:
         self.copy_op = op
+        self.copy_site = access_site(self.agent)
+        if op.endswith("_ASYNC"):
+            self.last_async = op
         if self.ih is not None:
             self.ih.copy_begin(op, dst, src)
 
     def copy_end(self, op: str) -> None:
-        self.copy_op = ""
+        self.copy_op = self.copy_site = ""
         if self.ih is not None:
             self.ih.copy_end(op)
 
@@ -598,10 +869,75 @@ class RaceBlockModel(BlockModel):
     def gm_access(self, op: str, ptr: Any, nbytes: int, write: bool, atomic: bool) -> None:
         if self.tested:
             self._settle()
+        word = ptr.dtype == I32  # an int32 element is a word: loads and atomics synchronize
+        if word and not write:
+            atomic = True  # gm_load reads an int32 word atomically
         if self.snap_s is None:
             self.snap_s = self._snap(self.vs)
         flags = (WRITE if write else 0) | (ATOMIC if atomic else 0)
         self._record(("gm", ptr.rank), ptr.offset, ptr.offset + nbytes, flags, self.cs,
-                     self.snap_s, "S", op, self.vs, kernel_site(self.agent))
+                     self.snap_s, "S", op, self.vs, access_site(self.agent))
+        self.flush_some()
+        if word and atomic:
+            if write:  # an atomic store / add releases what the block knows into the word
+                self.clocks.release(self.clocks.slot(ptr.rank, ptr.offset), self.vs, False)
+                self.vs[self.cs] += 1
+                self._s_changed()
+            if op != "gm_atomic_store":  # a load or an add reads it: acquire once it has
+                # (the word's clock is looked up then too: a release may make it meanwhile)
+                self.tested.append((ptr.rank, ptr.offset))
         if self.ih is not None:
             self.ih.gm_access(op, ptr, nbytes, write, atomic)
+
+    # -- SYNCALL and the DMA engine -----------------------------------------------------------
+
+    def syncall_arrive(self, word: Any, target: int) -> None:
+        if self.tested:
+            self._settle()
+        self.rm.syncall_arrive(self, word, target)
+        self.vs[self.cs] += 1
+        self._s_changed()
+        if self.ih is not None:
+            self.ih.syncall_arrive(word, target)
+
+    def syncall_wait(self, word: Any, target: int) -> None:
+        if self.ih is not None:  # (a scheduling model waits for its turn here)
+            self.ih.syncall_wait(word, target)
+
+    def syncall_done(self, word: Any, target: int) -> None:
+        self.rm.syncall_wait(self, word, target)
+        self._s_changed()
+        if self.ih is not None:
+            self.ih.syncall_done(word, target)
+
+    def async_issue(self, event: Any) -> None:
+        """The copy's accesses, on the DMA engine's clock: after what the scalar unit issued
+        before it, ordered before the block's later work only by its Wait / Test."""
+        copy = event.copy
+        if copy is not None:
+            if self.tested:
+                self._settle()
+            pd = self.pd
+            pd.join(self.vs)  # (busy)
+            pd.snap = self._snap(pd.v)
+            site = access_site(self.agent)
+            op = self.last_async
+            for g, flags in ((copy.src, 0), (copy.dst, WRITE)):
+                for lo, hi in self._ranges(g):
+                    self._record(("gm", g.ptr.rank), lo, hi, flags, pd.comp, pd.snap, pd.name,
+                                 f"{op} (the DMA copy)", pd.v, site)
+            self.flush_some()
+            self.dma_marks[id(copy)] = pd.v.copy()
+            pd.advance()  # the next copy is a later event of the engine
+        if self.ih is not None:
+            self.ih.async_issue(event)
+
+    def async_complete(self, event: Any) -> None:
+        """``Wait`` returned or ``Test`` said True: the copy and the earlier ones of its session
+        landed (their marks are below this one's on the engine's component)."""
+        mark = self.dma_marks.pop(id(event.copy), None)
+        if mark is not None:
+            np.maximum(self.vs, mark, out=self.vs)
+            self._s_changed()
+        if self.ih is not None:
+            self.ih.async_complete(event)

@@ -20,24 +20,41 @@ def _where(a: Access) -> str:
     return f"rank {a.win[1]} block {a.win[2]}'s UB tile, bytes [{a.lo}, {a.hi})"
 
 
-def missing_edge(shadow: Shadow, x: Access, y: Access) -> str:
-    """Why ``x`` does not happen before ``y``, in the terms of the kernel API."""
+def missing_edge(shadow: Shadow, x: Access, y: Access) -> tuple[str, str]:
+    """Why ``x`` does not happen before ``y``, in the terms of the kernel API, and the fix."""
     snap = shadow.snaps[y.snap]
     if x.flags & PIPE3 and int(snap[x.comp]) >= x.epoch:
         return (f"{_who(y)} learned of the store through a notify that followed its drain, but "
                 "no dsb(DSB_DDR) came between the drain and that notify, so the data need not "
-                f"be visible on rank {y.rank} yet")
-    if x.rank == y.rank and x.block == y.block and x.block is not None:
+                f"be visible on rank {y.rank} yet",
+                f"put dsb(DSB_DDR) after the drain and before the notify that {_who(y)} waits for")
+    if x.pipe == "DMA" and int(snap[x.scomp]) >= x.issue:
+        return (f"{_who(y)} synchronized with {_who(x)} after it posted the {x.op}, but before "
+                "its AsyncEvent.Wait (or a Test that returned True), so the copy may still be in "
+                "flight (no pipe_barrier or dsb waits for the DMA engine)",
+                f"call ev.Wait(session) on the copy's event before {_who(x)} signals or touches "
+                "the copy's source or destination")
+    if x.scomp == y.scomp and x.block is not None:  # one block (the same clock slot)
         return (f"the block's own pipes are not ordered: no set_flag / wait_flag ({x.pipe} -> "
-                f"{y.pipe}) or pipe_barrier between the two")
+                f"{y.pipe}) or pipe_barrier between the two",
+                f"set_flag / wait_flag from {x.pipe} to {y.pipe} (or pipe_barrier) between them"
+                if x.pipe != "DMA" else "AsyncEvent.Wait on the copy between them")
     if x.pipe in ("MTE2", "MTE3") and int(snap[x.scomp]) >= x.issue:
         fence = " and a dsb(DSB_DDR)" if x.pipe == "MTE3" else ""
         return (f"{_who(y)} synchronized with {_who(x)} after it issued the {x.op}, but the "
                 f"notify it observed did not follow a pipe_barrier / wait_flag on {x.pipe}{fence}, "
-                "so that work may still be in flight")
-    return (f"no chain of TNOTIFY -> TWAIT / TTEST (or events, launches, rt.barrier) leads from "
-            f"{_who(x)}'s access to {_who(y)}'s: {_who(y)} observed no notify that {_who(x)} "
-            "made after it")
+                "so that work may still be in flight",
+                f"drain {x.pipe} (pipe_barrier({'PIPE_MTE3' if x.pipe == 'MTE3' else 'PIPE_MTE2'})"
+                f"){fence} before that notify")
+    same_launch = x.rank == y.rank and x.block is not None and y.block is not None
+    return (f"no chain of TNOTIFY -> TWAIT / TTEST (or events, SYNCALL, atomics, launches joined "
+            f"by the host, rt.barrier) leads from {_who(x)}'s access to {_who(y)}'s: {_who(y)} "
+            f"observed no signal that {_who(x)} made after it",
+            ("order them: a SYNCALL between them if they are blocks of one launch, else a "
+             "notify after the first and a wait before the second" if same_launch else
+             "order them: synchronize() / Launch.wait() for a launch on a stream, rt.barrier() "
+             "between hosts, or a notify after the first access and a wait on it before the "
+             "second"))
 
 
 def describe(shadow: Shadow, x: Access, y: Access) -> str:
@@ -48,8 +65,9 @@ def describe(shadow: Shadow, x: Access, y: Access) -> str:
         a, b = (x, y) if x.flags & WRITE else (y, x)
     else:
         a, b = (x, y) if kx >= ky else (y, x)
+    why, fix = missing_edge(shadow, a, b)
     return (f"data race on {_where(b)}: {_what(a)}; {_what(b)}; neither happens before the "
-            f"other: {missing_edge(shadow, a, b)}")
+            f"other: {why}\n    fix: {fix}")
 
 
 def _knows(shadow: Shadow, x: Access, y: Access) -> int:

@@ -25,7 +25,7 @@ import numpy as np
 from .clocks import G3, MTE3, Layout
 
 WRITE, ATOMIC, PIPE3 = 1, 2, 4  # record flags; PIPE3: a store on MTE3 (visibility is per reader)
-_BUCKET = 1 << 16  # bytes of a window per index bucket
+_BUCKET = 1 << 20  # bytes of a window per index bucket (a collective's chunk fits one)
 _PRUNE_EVERY = 256  # records added between two prunings
 
 
@@ -56,7 +56,7 @@ def visible_comp(x: Access, y: Access) -> int:
     """The component of ``y``'s clock that says whether ``x`` is done for ``y``: an MTE3 store is
     done once drained for its own block, and for its own rank reading its own window; for
     anyone else once fenced."""
-    if x.flags & PIPE3 and not (x.rank == y.rank and (x.block == y.block or x.win[1] == x.rank)):
+    if x.flags & PIPE3 and not (x.rank == y.rank and (x.scomp == y.scomp or x.win[1] == x.rank)):
         return x.comp - MTE3 + G3
     return x.comp
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..hazard.report import kernel_site
 from .shadow import WRITE
+from .sites import site as access_site
 
 
 def _ranges(tile: Any, rows: int, cols: int) -> list[tuple[int, int]]:
@@ -34,10 +34,12 @@ def record_vector(model: Any, op: Any) -> None:
         pc.joined = True
     if pc.snap is None:
         pc.snap = model._snap(pc.v)
-    site = kernel_site(model.agent)
+    pc.busy = True
+    site = access_site(model.agent)
     key = ("ub", model.rank, model.block_idx)
     accesses = [(t, r, c, 0) for t, (r, c) in op.srcs] + [(op.dst, *op.region, WRITE)]
     for tile, rows, cols, flags in accesses:
         for lo, hi in _ranges(tile, rows, cols):
             model._record((*key, id(tile)), lo, hi, flags, pc.comp, pc.snap, pc.name, op.name,
                           pc.v, site)
+    model.flush_some()
