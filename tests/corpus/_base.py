@@ -31,20 +31,7 @@ MODES: dict[str, dict[str, Any]] = {
 # reason, whether the failure is a hang that costs the run's whole timeout). A program lists the
 # gaps it hits; its cells in those modes are expected to fail (not strictly: a fix makes them
 # pass, and then the gap's entry here goes).
-NEEDS: dict[str, tuple[tuple[str, ...], str, bool]] = {
-    "syncall-schedule": (("schedule-random", "schedule-pct"),
-                         "SYNCALL does not yet yield the turn in schedule mode (it hangs)", True),
-    "test-poll-schedule": (("schedule-random", "schedule-pct"),
-                           "an async event's Test() is not a scheduling point: a loop polling it "
-                           "holds the turn forever in schedule mode", True),
-    "pct-pollers": (("schedule-pct",),
-                    "PCT keeps the turn with the higher of two blocks that both poll TTEST, "
-                    "though the other's poll would now succeed (a livelock)", True),
-    "edge-syncall": (("eager", "hazard", "schedule-random", "schedule-pct"),
-                     "the race detector has no happens-before edge for SYNCALL yet", False),
-    "edge-scalar": (("eager", "hazard", "schedule-random", "schedule-pct"),
-                    "the race detector has no edge for scalar atomics (gm_atomic_*) yet", False),
-}
+NEEDS: dict[str, tuple[tuple[str, ...], str, bool]] = {}
 
 
 @dataclass(frozen=True)

@@ -77,7 +77,7 @@ def tput_async_quiet_on_last(rt):
     _put_host(rt, "quiet")
 
 
-@program(blocks=1, needs=("test-poll-schedule",))
+@program(blocks=1)
 def tput_async_polled_with_test(rt):
     """TPUT_ASYNC pieces, each polled with Test until it landed, then the notify."""
     _put_host(rt, "test")

@@ -33,7 +33,7 @@ def _flag_kernel(ctx, recv, flags, out):
     out.append((gm_load(flags + 1), load(t, recv)))
 
 
-@program(nranks=3, blocks=1, needs=("edge-scalar",))
+@program(nranks=3, blocks=1)
 def atomic_store_flag_then_load(rt):
     """Data, release, an atomic scalar payload, then an atomic flag; the reader waits for the
     flag and reads the payload with gm_load and the data with TLOAD."""
@@ -62,7 +62,7 @@ def _last_arriver_kernel(ctx, part, words, out):
         out.append([load(t, part + i * N) for i in range(n * nb)])
 
 
-@program(nranks=2, blocks=2, needs=("edge-scalar",))
+@program(nranks=2, blocks=2)
 def atomic_add_last_arriver_releases(rt):
     """An arrival counter of gm_atomic_add; the last arriver releases all with gm_atomic_store."""
     nb = rt.config.blocks
@@ -87,7 +87,7 @@ def _scalar_counter_kernel(ctx, words, out):
         out.append(gm_load(counter))
 
 
-@program(nranks=2, blocks=2, needs=("edge-scalar",))
+@program(nranks=2, blocks=2)
 def atomic_add_counter_waited(rt):
     """A counter of scalar atomic adds from every block, waited for with TWAIT, read by gm_load."""
     words = rt.signal_region("count", LINE)

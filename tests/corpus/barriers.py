@@ -76,7 +76,7 @@ def _soft_syncall_kernel(ctx, part, ws, k, out):
         SYNCALL(GlobalTensor(ws, (1, LINE)), k)  # the parts are read before the next round
 
 
-@program(nranks=2, blocks=3, needs=("syncall-schedule", "edge-syncall"))
+@program(nranks=2, blocks=3)
 def soft_syncall_subset(rt):
     """SYNCALL(ws, 2) (the soft form) among blocks 0-1 of a 3-block launch, twice a round."""
     k = 2
@@ -103,7 +103,7 @@ def _hard_syncall_kernel(ctx, part, out):
         SYNCALL()
 
 
-@program(nranks=2, blocks=2, needs=("syncall-schedule", "edge-syncall"))
+@program(nranks=2, blocks=2)
 def hard_syncall_reduce(rt):
     """A block reduction whose phases the hardware SYNCALL() separates."""
     nb = rt.config.blocks
@@ -126,7 +126,7 @@ def _syncall_neighbour_kernel(ctx, buf, out):
         SYNCALL()
 
 
-@program(nranks=1, blocks=3, needs=("syncall-schedule", "edge-syncall"))
+@program(nranks=1, blocks=3)
 def hard_syncall_block_exchange(rt):
     """Blocks hand data to their neighbour block, each round fenced by two SYNCALLs."""
     nb = rt.config.blocks

@@ -213,7 +213,7 @@ def _poll_kernel(ctx, src, recv, out, sig, bounded):
         _poll(ack, k, bounded)
 
 
-@program(needs=("pct-pollers",))
+@program()
 def ttest_poll_until_set(rt):
     """Every wait is a TTEST poll loop that ends when the peer's notify lands."""
     src, recv, out, sig = _buffers(rt)

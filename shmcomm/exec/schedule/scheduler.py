@@ -336,6 +336,11 @@ class Scheduler:
                 self._check_livelock(aid)
         elif hdr[H_STALE]:
             hdr[H_STALE] = 0
+            # a step that was not a stale poll may be news for every poller: none is stale
+            # until it polls again (else PCT would keep starving a poller whose word changed)
+            flags = sh.stale
+            for a in range(len(flags)):
+                flags[a] = 0
         enabled = self.enabled()
         if not enabled:
             if hdr[H_LIVE]:
