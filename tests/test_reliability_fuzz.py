@@ -128,6 +128,8 @@ def test_fuzz_config_and_run_settings(field, value):
             spec = config_mod._FIELDS[key]
             if spec[0] is str:
                 assert isinstance(value, str) and (spec[1] is None or value in spec[1])
+            elif spec[0] is bool:
+                assert isinstance(value, bool)
             else:
                 assert spec[1] <= value <= spec[2]
 

@@ -94,6 +94,7 @@ def test_offsets_keep_64_bits_in_the_control_line():
         agent.wait_fields = (ctypes.c_int32 * (C.A_KIND - C.A_SEQ + 1)).from_address(
             line + 4 * C.A_SEQ)
         agent.state_addr = line
+        agent.state_cp = ctypes.c_void_p(line)
         for off in (0x80000040, 0x1_0000_0100, 0x3_FFFF_FFC0):
             _register(agent, WaitSite((), 0, off), 1, 3)
             assert ctl.offset_of(ctl.agents_of(0)[0]) == off

@@ -118,10 +118,11 @@ def idle_host(rt):
 
 def test_check_passes_hazards_to_the_hazard_model():
     """``hazards`` reaches the runs' configuration (not the schedule strategy beside it): an
-    unknown sub-model fails every hazard run, naming ``hazards``."""
-    from shmcomm.testing import SweepFailed, check
+    unknown sub-model is refused before any run, naming ``hazards``."""
+    from shmcomm.errors import ArgumentError
+    from shmcomm.testing import check
 
-    with pytest.raises(SweepFailed, match="hazards must be"):
+    with pytest.raises(ArgumentError, match="hazards must be"):
         check(idle_host, nranks=2, blocks=1, modes="hazard", seeds=1, hazards="bogus")
 
 
