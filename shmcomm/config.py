@@ -236,7 +236,10 @@ def _post_init(self: Any) -> None:
         value = getattr(self, s.name)
         s.validate(value, s.name)
         if value is None and s.mode_defaults is not None:  # the mode's own default
-            object.__setattr__(self, s.name, s.mode_defaults.get(self.mode, False))
+            auto = s.mode_defaults.get(self.mode, False)
+            if s.name == "detect_races" and self.transport != "shm":
+                auto = False  # the detector's launcher side exists for the shm launcher only
+            object.__setattr__(self, s.name, auto)
             # remembered, so that replace(mode=...) works the default out again
             object.__setattr__(self, "_auto", getattr(self, "_auto", frozenset()) | {s.name})
     check_block_threads(self.nranks, self.blocks, "blocks")

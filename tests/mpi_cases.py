@@ -134,9 +134,15 @@ def race_pair(size: int) -> None:
                    args=(True, False), **tr.SLOW) == [0, 1]
 
 
+def checked_ring_host(rt, fence: bool = True) -> None:
+    """``ring_host`` that fails when its data did not arrive before the signal."""
+    assert ring_host(rt, fence), f"rank {rt.rank}: dst did not hold the previous rank's vector"
+
+
 def unfenced(size: int) -> None:
-    """The ring without its fence in hazard mode: the checker's report aborts the job."""
-    shmcomm.run(ring_host, mode="hazard", seed=7, args=(False,))
+    """The ring without its drain and fence in hazard mode: the signal overtakes the queued
+    TPUT, the data check fails, and the failure aborts the job."""
+    shmcomm.run(checked_ring_host, mode="hazard", seed=7, args=(False,))
 
 
 def _add_into_root(ctx, acc, src, rows, cols, stride):
