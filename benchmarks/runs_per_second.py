@@ -81,7 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cases", type=_bench.choice_list(CASES, "all"), default="all",
                    help=f"comma list of {', '.join(CASES)}, or all (default: %(default)s)")
     p.add_argument("--modes", type=_bench.choice_list(("eager", "hazard", "schedule")),
-                   default=None, help="the cases of these modes only (eager: fork and pool)")
+                   default=None,
+                   help="the cases of these modes only (eager: fork and pool; default: all)")
     p.add_argument("--strategy", default="random", help="schedule mode's strategy (default: %(default)s)")
     return p
 
