@@ -135,16 +135,17 @@ class RaceDetector(RunModel):
         """Take one batch of records from a rank; with ``race_exitfirst``, the report of the
         first race as soon as one shows."""
         try:
-            rank, block, snaps, records, frontier = conn.recv()
+            batch = conn.recv()
         except (EOFError, OSError):
             self.conns = [c for c in self.conns if c is not conn]
             return []
-        if block == "race":  # races a rank found itself (a host store against a notify)
-            self.shadow.direct.extend(records)
-        else:
-            self.shadow.add(snaps, [Access(*r) for r in records])
-            if frontier is not None:
-                self.shadow.advance((rank, block), frontier)
+        for rank, block, snaps, records, frontier in batch:
+            if block == "race":  # races a rank found itself (a host store against a notify)
+                self.shadow.direct.extend(records)
+            else:
+                self.shadow.add(snaps, [Access(*r) for r in records])
+                if frontier is not None:
+                    self.shadow.advance((rank, block), frontier)
         if self.config.race_exitfirst and self.shadow.found() and not self.reported:
             return self._report()
         return []
@@ -225,6 +226,7 @@ class RaceRankModel(RankModel):
         self.clocks = det.clocks
         self.conn = det.writers[rt.rank]
         self.send_lock = threading.Lock()
+        self.outbox: list[tuple] = []  # messages not sent yet (frontiers alone), in order
         self.snap_ids = itertools.count(rt.rank << 40)
         self.hc = self.layout.host(rt.rank)
         self.clock = np.zeros(self.layout.size, CLOCK)
@@ -309,6 +311,8 @@ class RaceRankModel(RankModel):
 
     def close(self) -> None:
         self._flush_host()  # the host's stores after its last launch or barrier
+        with self.send_lock:
+            self._send_outbox()  # before the rank reports: the launcher reads all of it first
         self.inner.close()
 
     def _host_write(self, arr: np.ndarray, key: Any) -> None:
@@ -358,10 +362,22 @@ class RaceRankModel(RankModel):
         if not records and frontier is None:
             return  # (a "race" message carries its text in records)
         with self.send_lock:
-            try:
-                self.conn.send((self.rt.rank, block, snaps, records, frontier))
-            except (BrokenPipeError, OSError):
-                pass  # the launcher is gone: the run is over anyway
+            if not records and block != "launch end" and not self.det.config.race_exitfirst:
+                # a frontier alone only lets the launcher forget sooner: it goes with the next
+                # records or the launch's end (one message a launch for a kernel of signals)
+                self.outbox.append((self.rt.rank, block, snaps, records, frontier.copy()))
+                return
+            self.outbox.append((self.rt.rank, block, snaps, records, frontier))
+            self._send_outbox()
+
+    def _send_outbox(self) -> None:
+        batch, self.outbox = self.outbox, []
+        if not batch:
+            return
+        try:
+            self.conn.send(batch)
+        except (BrokenPipeError, OSError):
+            pass  # the launcher is gone: the run is over anyway
 
 
 class _PipeClock:
