@@ -3,7 +3,8 @@
 Forking the rank processes and mapping their windows costs most of a small run (tens of ms at 8
 ranks). A :class:`Pool` forks them once; each :meth:`Pool.run` sends the host function to every
 rank process, supervises the run as :func:`shmcomm.run` does (failures, deadlock watch, timeout,
-schedule mode's shared state) and returns the results in rank order. Between runs the launcher
+schedule mode's shared state, the race detector's word clocks and record pipes, which the pool
+makes with its ranks) and returns the results in rank order. Between runs the launcher
 resets what a run may have changed: every signal matrix, the heap up to the highest allocation
 of the last run, and the control segment (abort flag, counters, agent and rank lines); each run
 builds a fresh runtime (allocations, signal regions, caches) in every rank.
