@@ -1,19 +1,23 @@
-"""Runs per second of a small kernel, a fork per run against a pool, in eager and schedule mode.
+"""Runs per second of a small kernel: a fork per run against a pool, and on the pool schedule
+mode and the race detector.
 
 The kernel: every block of every rank notifies its peer block on the next rank and waits for
 the notify from the previous one (one ``TNOTIFY`` and one ``TWAIT`` per block, plus the launch).
-``--reps`` alternating rounds of each case; the figure is the median runs/s over rounds, the
-ratio compares the pool with a fork per run in the same mode.
+The cases: ``fork`` (eager mode, a fork per run), ``pool`` (eager mode on a pool), ``hazard``,
+``schedule``, ``schedule+races`` and ``hazard+races`` (on the pool; ``+races``: with
+``detect_races=True``). ``--reps`` alternating rounds of ``--runs`` runs of each case; the figure
+is the median runs/s over rounds with its quartiles, and each ratio is the median of the
+rounds' ratios (both sides measured in the same round, so under the same load), with a warning
+when the rounds spread too much or the box is loaded.
 
-    python benchmarks/runs_per_second.py [--nranks 8] [--blocks 4] [--runs 20] [--reps 3]
-                                         [--strategy random|pct:3]
+    python benchmarks/runs_per_second.py [--nranks 8] [--blocks 4] [--runs 20] [--reps 5]
+                                         [--cases fork,pool,...] [--strategy random|pct:3]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import time
 
@@ -37,11 +41,30 @@ def small_host(rt):
     rt.launch(ring_kernel)
 
 
-def _rate(run, runs: int, mode: str, strategy: str) -> float:
-    extra = {"strategy": strategy} if mode == "schedule" else {}
+CASES = ("fork", "pool", "hazard", "schedule", "schedule+races", "hazard+races")
+# (numerator, denominator, what the ratio says), shown when both cases ran
+RATIOS = (("pool", "fork", "pool / fork per run (eager)"),
+          ("schedule", "fork", "schedule on the pool / eager fork per run"),
+          ("schedule", "pool", "schedule / eager, both on the pool"),
+          ("schedule", "schedule+races", "cost of the detector in schedule mode (without / with)"),
+          ("hazard", "hazard+races", "cost of the detector in hazard mode (without / with)"))
+
+
+def _settings(case: str, strategy: str) -> dict:
+    mode = case.split("+")[0]
+    mode = "eager" if mode in ("fork", "pool") else mode
+    kw: dict = {"mode": mode}
+    if mode == "schedule":
+        kw["strategy"] = strategy
+    if case.endswith("+races"):
+        kw["detect_races"] = True
+    return kw
+
+
+def _rate(run, runs: int, kw: dict, first_seed: int) -> float:
     t0 = time.perf_counter()
     for i in range(runs):
-        run(small_host, seed=i, mode=mode, **extra)
+        run(small_host, seed=first_seed + i, **kw)
     return runs / (time.perf_counter() - t0)
 
 
@@ -53,19 +76,27 @@ def build_parser() -> argparse.ArgumentParser:
                    help="blocks per rank, 1..64 (default: %(default)s)")
     p.add_argument("--runs", type=_bench.int_range(1), default=20,
                    help="runs per case and round (default: %(default)s)")
-    p.add_argument("--reps", type=_bench.int_range(1), default=3,
+    p.add_argument("--reps", type=_bench.int_range(1), default=5,
                    help="alternating rounds (default: %(default)s)")
+    p.add_argument("--cases", type=_bench.choice_list(CASES, "all"), default="all",
+                   help=f"comma list of {', '.join(CASES)}, or all (default: %(default)s)")
     p.add_argument("--modes", type=_bench.choice_list(("eager", "hazard", "schedule")),
-                   default="eager,schedule", help="comma list of modes (default: %(default)s)")
+                   default=None,
+                   help="the cases of these modes only (eager: fork and pool; default: all)")
     p.add_argument("--strategy", default="random", help="schedule mode's strategy (default: %(default)s)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     ns = build_parser().parse_args(argv)
+    cases = list(ns.cases)
+    if ns.modes:
+        keep = {"eager": ("fork", "pool")}
+        cases = [c for c in cases if c in keep.get(c, ()) or any(
+            c in keep.get(m, ()) or c.split("+")[0] == m for m in ns.modes)]
     print(f"runs per second: {_bench.machine_line(_bench.machine())}", flush=True)
     load0 = os.getloadavg()
-    rates: dict[tuple[str, str], list[float]] = {}
+    rates: dict[str, list[float]] = {c: [] for c in cases}
     with shmcomm.Pool(nranks=ns.nranks) as pool:
         def forked(host, **kw):
             return shmcomm.run(host, nranks=ns.nranks, blocks=ns.blocks, **kw)
@@ -73,22 +104,29 @@ def main(argv: list[str] | None = None) -> int:
         def pooled(host, **kw):
             return pool.run(host, blocks=ns.blocks, **kw)
 
-        pooled(small_host)  # the pool's processes exist before the clock starts
-        for _ in range(ns.reps):
-            for mode in ns.modes:
-                for how, run in (("fork", forked), ("pool", pooled)):
-                    rates.setdefault((mode, how), []).append(_rate(run, ns.runs, mode,
-                                                                    ns.strategy))
+        for c in cases:  # the pool's processes exist, and every case ran once, before the clock
+            (forked if c == "fork" else pooled)(small_host, **_settings(c, ns.strategy))
+        for rep in range(ns.reps):
+            for c in cases:
+                rates[c].append(_rate(forked if c == "fork" else pooled, ns.runs,
+                                      _settings(c, ns.strategy), rep * ns.runs))
+        replaced = pool.replaced
     load1 = os.getloadavg()
+    load = max(load0[0], load1[0])
     print(f"runs/s of a small kernel at {ns.nranks} ranks x {ns.blocks} blocks, {ns.runs} runs x "
           f"{ns.reps} rounds per case, schedule strategy {ns.strategy}; loadavg {load0[0]:.2f} -> "
-          f"{load1[0]:.2f}")
-    print(f"{'mode':<10}{'fork per run':>14}{'pool':>10}  pool / fork, median (quartile bounds)")
-    for mode in ns.modes:
-        f = statistics.median(rates[(mode, "fork")])
-        q = statistics.median(rates[(mode, "pool")])
-        ratio = _bench.compare(rates[(mode, "pool")], rates[(mode, "fork")], load=max(load0[0], load1[0]))
-        print(f"{mode:<10}{f:>14.1f}{q:>10.1f}  {ratio}")
+          f"{load1[0]:.2f}" + (f"; the pool was replaced {replaced} times" if replaced else ""))
+    print(f"{'case':<16}{'runs/s':>9}  {'quartiles':<15}{'rel. stdev':>10}  ms/run")
+    for c in cases:
+        st = _bench.Stats.of(rates[c])
+        print(f"{c:<16}{st.median:>9.1f}  {st.q1:>6.1f}..{st.q3:<7.1f}{st.rel_stdev:>9.0%}  "
+              f"{1e3 / st.median:>7.2f}")
+        _bench.warn_if_unstable(c, st, load=load)
+    print("ratios (median of the rounds' ratios, quartiles):")
+    for num, den, what in RATIOS:
+        if num in rates and den in rates:
+            per_round = [a / b for a, b in zip(rates[num], rates[den], strict=True)]
+            print(f"  {what:<56} {_bench.paired(per_round, load=load)}")
     return 0
 
 

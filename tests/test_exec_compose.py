@@ -138,7 +138,7 @@ def test_compose_builds_one_run_model_per_combination():
     for mode, inner in (("eager", RunModel), ("hazard", RunModel), ("schedule", ScheduleMode)):
         det = compose(Config(nranks=2, mode=mode, detect_races=True))
         assert isinstance(det, RaceDetector) and type(det.inner) is inner
-        assert det.shared_bytes == det.inner.shared_bytes and det.conns  # forwarded, its own
+        assert det.shared_bytes == det.inner.shared_bytes  # forwarded
 
 
 def _run(**settings):
@@ -278,13 +278,10 @@ def test_a_custom_run_model_gets_every_hook_called():
     assert model.calls == ["prepare", "finish", "collect"]
 
 
-def test_a_pool_refuses_the_race_detector_by_name():
-    """The detector's clocks and pipes are inherited at the ranks' fork; a pool's ranks run."""
+def test_a_pool_runs_the_race_detector():
+    """The detector's clocks and pipes are made with a pool's ranks: its runs take them."""
     from shmcomm.launch.pool import Pool
 
-    assert Execution.of(Config(detect_races=True)).needs_fresh_ranks
-    assert not Execution.of(Config(mode="schedule")).needs_fresh_ranks
     with Pool(2, window_bytes=1 << 16) as p:
-        with pytest.raises(ArgumentError, match="^detect_races: .*shmcomm.run"):
-            p.run(host_put_notify, detect_races=True)
+        assert p.run(host_put_notify, detect_races=True) == [True, True]
         assert p.run(host_put_notify, blocks=1, mode="schedule", **BOUNDS) == [True, True]

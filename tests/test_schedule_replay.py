@@ -32,7 +32,7 @@ def _fail(entry, nranks, blocks, size, tmp_path, name, **kw):
 
 def test_failing_program_replays_ten_times_byte_for_byte(tmp_path):
     entry = catalogue.get("set_flag_reuse")
-    runs = [_fail(entry, 2, 1, 64, tmp_path, f"r{i}", seed=3, strategy="pct:2")[:3]
+    runs = [_fail(entry, 2, 1, 64, tmp_path, f"r{i}", seed=5, strategy="pct:2")[:3]
             for i in range(10)]
     assert runs[0][0] == "exception" and "AssertionError" in runs[0][1]
     assert all(r == runs[0] for r in runs), "a replay differed"
@@ -53,8 +53,8 @@ def test_another_seed_gives_another_schedule(tmp_path):
 def test_recorded_schedule_round_trips_through_replay(tmp_path):
     entry = catalogue.get("missing_intra_barrier")
     sched = tmp_path / "s.json"
-    # seed 2: a schedule that exposes the bug (TNOTIFY's closing barrier is a scheduling point)
-    kind, msg, trace, err = _fail(entry, 2, 4, 64, tmp_path, "orig", seed=2, record=str(sched))
+    # seed 5: a schedule that exposes the bug
+    kind, msg, trace, err = _fail(entry, 2, 4, 64, tmp_path, "orig", seed=5, record=str(sched))
     assert err.schedule is not None and "replay:" in str(err)
     doc = json.loads(sched.read_text())
     assert doc["format"] == "shmcomm-schedule" and doc["steps"] == len(load(str(sched)).choices)

@@ -266,7 +266,10 @@ class RunModel:
     * ``schedule`` (what a scheduled run followed, after ``collect``) and ``hint(host, args)``
       (how to replay the run) go into the run's error;
     * ``config``: the run's configuration as the model runs it (a replay takes the recorded
-      run's seed); ``set_trace(path)`` moves the trace a model writes itself.
+      run's seed); ``set_trace(path)`` moves the trace a model writes itself;
+    * ``use_pool(state, rank)``: on a pool, the state its ranks inherited at their fork (the
+      race detector's clocks and pipes), given in the launcher (``rank`` None) before
+      ``prepare`` and in each rank process before the run.
     """
 
     shared_bytes = 0
@@ -287,6 +290,10 @@ class RunModel:
 
     def prepare(self, ctl: Any) -> None:
         """Before the ranks start (or a pool's next run): set up the shared area."""
+
+    def use_pool(self, state: Any, rank: int | None) -> None:
+        """Run on a pool: ``state`` was made before its ranks forked (``rank``: None in the
+        launcher, else the rank process this is called in)."""
 
     def receive(self, conn: Connection) -> list[Failure]:
         """``conn`` (one of ``conns``) is readable: take what it holds; failures to report now."""

@@ -23,6 +23,7 @@ looking at ``mode``); :func:`compose` builds the run's
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ..config import MODE_ONLY, Config, parse_hazards, parse_strategy
 from ..core.model import RunModel
@@ -80,12 +81,6 @@ class Execution:
         return reads(self.mode, setting)
 
     @property
-    def needs_fresh_ranks(self) -> bool:
-        """Whether the run's model shares state its rank processes must inherit at their fork
-        (the race detector's word clocks and pipes): then a pool's running ranks cannot take it."""
-        return "races" in self.observers
-
-    @property
     def trace_writer(self) -> str:
         """Who writes the trace file: ``"schedule"`` (the scheduler, one event per step, at the
         end of the run) or ``"events"`` (every rank appends; the launcher finalizes it)."""
@@ -110,6 +105,14 @@ def max_shared_bytes(nranks: int) -> int:
     from .schedule import shared_bytes
 
     return shared_bytes(nranks)
+
+
+def pool_state(nranks: int) -> Any:
+    """What a pool of ``nranks`` ranks makes before it forks them, for its runs' observers
+    (the race detector's clocks and pipes; each run's model takes it by ``use_pool``)."""
+    from .races.detector import PoolState
+
+    return PoolState(nranks)
 
 
 def compose(config: Config) -> RunModel:
@@ -138,4 +141,5 @@ def compose(config: Config) -> RunModel:
     return model
 
 
-__all__ = ["Execution", "compose", "reads", "max_shared_bytes", "SEMANTICS", "INTERLEAVINGS", "OBSERVERS"]
+__all__ = ["Execution", "compose", "reads", "max_shared_bytes", "pool_state", "SEMANTICS",
+           "INTERLEAVINGS", "OBSERVERS"]

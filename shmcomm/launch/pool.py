@@ -3,7 +3,8 @@
 Forking the rank processes and mapping their windows costs most of a small run (tens of ms at 8
 ranks). A :class:`Pool` forks them once; each :meth:`Pool.run` sends the host function to every
 rank process, supervises the run as :func:`shmcomm.run` does (failures, deadlock watch, timeout,
-schedule mode's shared state) and returns the results in rank order. Between runs the launcher
+schedule mode's shared state, the race detector's word clocks and record pipes, which the pool
+makes with its ranks) and returns the results in rank order. Between runs the launcher
 resets what a run may have changed: every signal matrix, the heap up to the highest allocation
 of the last run, and the control segment (abort flag, counters, agent and rank lines); each run
 builds a fresh runtime (allocations, signal regions, caches) in every rank.
@@ -33,8 +34,9 @@ from typing import Any
 
 from ..config import Config
 from ..core import control as C
+from ..core.heap import SymmetricArray
 from ..errors import ArgumentError, RunError, ShmcommError
-from ..exec.compose import Execution, max_shared_bytes
+from ..exec.compose import max_shared_bytes, pool_state
 from ..transports.shm import ShmTransport
 from .descendants import RunProcesses
 from .launchers import external_launcher
@@ -74,6 +76,7 @@ class Pool:
         self._owner: int | None = None  # the thread running a run now
         self._retire = False  # a rank reported leftovers of its run: replace before the next
         self._forker: _Forker | None = None
+        self.races: Any = None  # what runs' models share with the ranks (the race detector's)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -112,19 +115,23 @@ class Pool:
         cfg = self.base
         self.ctl = C.Control(cfg.nranks, extra_bytes=max_shared_bytes(cfg.nranks))
         self.transport = ShmTransport(cfg.nranks, cfg.signal_bytes, cfg.heap_bytes)
+        self.races = races = pool_state(cfg.nranks)
         parent = os.getpid()
         for rank in range(cfg.nranks):
             job_r, job_w = Pipe(duplex=False)
             res_r, res_w = Pipe(duplex=False)
+            others = [w for r, w in enumerate(races.writers) if r != rank]
             pid = fork_rank(functools.partial(_serve, rank, parent, self.transport, self.ctl, job_r,
-                                              res_w, procs),
-                            [job_w, res_r, *self.jobs.values(), *self.results.values()])
+                                              res_w, procs, races),
+                            [job_w, res_r, *self.jobs.values(), *self.results.values(),
+                             *races.readers, *others])
             job_r.close()
             res_w.close()
             procs.note_rank(pid)
             self.pids[rank] = pid
             self.jobs[rank] = job_w
             self.results[rank] = res_r
+        races.forked()
 
     def _discard(self) -> None:
         """Kill the rank processes and unmap everything (the next run forks new ones)."""
@@ -138,6 +145,9 @@ class Pool:
         if self.ctl is not None:
             self.ctl.close()
             self.ctl = None
+        if self.races is not None:
+            self.races.close()
+            self.races = None
         if self.procs is not None:
             self.procs.close()  # what the ranks forked dies too; the cgroup goes
             self.procs = None
@@ -175,10 +185,6 @@ class Pool:
         if settings.get("detect_races") is None:
             settings["detect_races"] = False
         config = Config.from_kwargs(**{n: getattr(self.base, n) for n in _FIXED}, **settings)
-        if Execution.of(config).needs_fresh_ranks:
-            raise ArgumentError("detect_races: the race detector's clocks and pipes are made "
-                                "before its ranks fork, and a Pool's ranks run already: use "
-                                "shmcomm.run for a run with detect_races=True")
         launcher = external_launcher(config.transport)  # mpi: mpiexec keeps the ranks, not us
         if launcher is not None:
             return launcher(host, config, args, None)
@@ -264,6 +270,7 @@ class _PoolRun(_Launcher):
                 | (self.ctl.rank_field(r, C.R_HEAPTOP_HI) & 0xFFFFFFFF) << 32
                 for r in range(pool.nranks)]
         pool._reset(tops)
+        self.model.use_pool(pool.races, None)  # the race detector: the pool's clocks and pipes
         self._prepare_model()
         job = (self.config, self.host, self.args, self.model)
         for rank in range(pool.nranks):
@@ -317,12 +324,13 @@ class _PoolRun(_Launcher):
 
 
 def _serve(rank: int, parent: int, transport: ShmTransport, ctl: C.Control, jobs: Connection,
-           results: Connection, procs: RunProcesses) -> int:
+           results: Connection, procs: RunProcesses, races: Any) -> int:
     """A pool's rank process: serve runs until the pipe closes."""
     procs.enter()
     if not rank_process_setup(parent):
         return 1
     modules = _module_state()
+    observers = list(SymmetricArray.observers)
     while True:
         try:
             config, host, args, model = jobs.recv()
@@ -333,8 +341,11 @@ def _serve(rank: int, parent: int, transport: ShmTransport, ctl: C.Control, jobs
                                         message=f"the job could not be received: {exc!r}")))
             return 1
         host = functools.partial(_checked_host, host, modules)
+        model.use_pool(races, rank)  # the race detector: this rank's end of the pool's pipe
         if serve_run(rank, config, transport, ctl, results, host, args, model) != 0:
             return 1  # a failed run: the launcher replaces the pool
+        # the run's models watched host stores: the next run's must not see them
+        SymmetricArray.observers[:] = observers
 
 
 class PoolError(ShmcommError):

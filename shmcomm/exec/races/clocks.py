@@ -66,24 +66,52 @@ class Layout:
         return rank, None if k == 0 else (k - 1) // PER_BLOCK
 
 
+def new_locks() -> list[Any]:
+    """The table's locks (``_STRIPES`` for the clocks, then the table's): inherited over fork."""
+    return [multiprocessing.Lock() for _ in range(_STRIPES + 1)]
+
+
 class WordClocks:
     """The shared table of signal-word clocks (and the host barrier's), made before the fork."""
 
-    def __init__(self, layout: Layout) -> None:
+    def __init__(self, layout: Layout, buf: mmap.mmap | None = None,
+                 locks: list[Any] | None = None) -> None:
+        """``buf`` / ``locks``: memory of at least :meth:`nbytes` and ``_STRIPES + 1`` locks
+        shared with the ranks already (a pool's, zeroed by :meth:`reset`); else made here."""
         self.layout = layout
         k = layout.size
         n = SLOTS + _BARRIER_SLOTS
         # anonymous, shared over fork: keys, tags, host stores, clocks, every notify's join
-        self._map = mmap.mmap(-1, n * 8 + n * 4 + n * 16 + 2 * n * k * 4)
+        self._map = mmap.mmap(-1, self.nbytes(layout)) if buf is None else buf
         self.keys = np.ndarray((n,), np.int64, self._map, 0)  # 0 = free, else key + 1
         self.tags = np.ndarray((n,), np.int32, self._map, n * 8)  # barrier slots: their round
         # the last plain host store into the word: (host component + 1, its epoch); 0: none
         self.stores = np.ndarray((n, 2), np.int64, self._map, n * 12)
         self.clocks = np.ndarray((n, k), CLOCK, self._map, n * 28)
         self.joined = np.ndarray((n, k), CLOCK, self._map, n * 28 + n * k * 4)
-        self.locks = [multiprocessing.Lock() for _ in range(_STRIPES)]
-        self.table_lock = multiprocessing.Lock()
+        if locks is None:
+            locks = new_locks()
+        self.locks, self.table_lock = locks[:_STRIPES], locks[_STRIPES]
         self.index: dict[int, int] = {}  # this process's cache: word key -> slot
+
+    @staticmethod
+    def nbytes(layout: Layout) -> int:
+        """Bytes of shared memory the table takes for ``layout``."""
+        n = SLOTS + _BARRIER_SLOTS
+        return n * 28 + 2 * n * layout.size * 4
+
+    def reset(self) -> None:
+        """Zero what a run wrote (the table, and the clocks of the words it used), so that a
+        pool's next run starts clean; touches only the rows in use."""
+        used = np.flatnonzero(self.keys[:SLOTS])
+        self.clocks[used] = 0
+        self.joined[used] = 0
+        self.clocks[SLOTS:] = 0
+        self.joined[SLOTS:] = 0
+        self.keys[:] = 0
+        self.tags[:] = 0
+        self.stores[:] = 0
+        self.index.clear()
 
     def slot(self, rank: int, offset: int) -> int:
         """The slot of the word at byte ``offset`` of ``rank``'s window (made at first use)."""

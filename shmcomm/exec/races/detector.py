@@ -41,6 +41,7 @@ run (at the first race with ``race_exitfirst``).
 from __future__ import annotations
 
 import itertools
+import mmap
 import threading
 from multiprocessing.connection import Connection, Pipe
 from typing import TYPE_CHECKING, Any
@@ -55,7 +56,7 @@ from ...core.model import BlockModel, RankModel, RunModel
 from ...errors import Failure, ShmcommError
 from ...types import DSB_ALL, DSB_DDR, PIPE_ALL, PIPE_MTE2, PIPE_MTE3, PIPE_V
 from ..hazard.report import kernel_site, user_site
-from .clocks import CLOCK, G3, MTE2, MTE3, PER_BLOCK, D, Layout, V, WordClocks
+from .clocks import CLOCK, G3, MTE2, MTE3, PER_BLOCK, D, Layout, V, WordClocks, new_locks
 from .report import render
 from .shadow import ATOMIC, PIPE3, WRITE, Access, Shadow
 from .sites import site as access_site
@@ -91,12 +92,34 @@ class RaceDetector(RunModel):
         super().__init__(inner.config)  # a replayed schedule brings its own
         self.inner = inner
         self.layout = Layout(config.nranks, block_slots(config.blocks))
-        self.clocks = WordClocks(self.layout)
-        pipes = [Pipe(duplex=False) for _ in range(config.nranks)]
-        self.conns: list[Connection] = [r for r, _ in pipes]  # the launcher reads these
-        self.writers: list[Connection] = [w for _, w in pipes]
+        # the word clocks and the record pipes: made by ``prepare`` (before the ranks fork), or
+        # a pool's, made with its ranks (``use_pool``)
+        self.clocks: WordClocks | None = None
+        self.conns: list[Connection] = []  # the launcher reads these
+        self.writers: list[Connection] = []  # ranks write into theirs
+        self.own_pipes = True  # False: a pool's, left open for its next run
         self.shadow = Shadow(self.layout)
         self.reported = 0
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What a pool's rank process gets with its job: no launcher state (the shadow, the
+        pipes, the clocks' mapping); ``use_pool`` there attaches the pool's."""
+        state = self.__dict__.copy()
+        state.update(clocks=None, conns=[], writers=[], shadow=None)
+        return state
+
+    def use_pool(self, state: Any, rank: int | None) -> None:
+        """Use a pool's word-clock memory and record pipes (made before its ranks forked, so
+        every rank reaches them): ``state.for_run()`` in the launcher (the readers, with what
+        the last run wrote zeroed), its writers in a rank."""
+        if rank is None:
+            buf, locks, self.conns = state.for_run()
+            self.clocks = WordClocks(self.layout, buf, locks)
+            state.last = self.clocks  # zeroed before the pool's next run
+        else:
+            self.clocks = WordClocks(self.layout, state.buf, state.locks)
+            self.writers = state.writers
+        self.own_pipes = False
 
     def __call__(self, rt: RankRuntime) -> RankModel:
         return RaceRankModel(rt, self)
@@ -110,6 +133,11 @@ class RaceDetector(RunModel):
         return self.inner.schedule
 
     def prepare(self, ctl: Any) -> None:
+        if self.clocks is None:  # a run of its own: the ranks inherit these at their fork
+            self.clocks = WordClocks(self.layout)
+            pipes = [Pipe(duplex=False) for _ in range(self.config.nranks)]
+            self.conns = [r for r, _ in pipes]
+            self.writers = [w for _, w in pipes]
         self.inner.prepare(ctl)
 
     def collect(self, ctl: Any, failures: list[Failure]) -> None:
@@ -144,28 +172,31 @@ class RaceDetector(RunModel):
     def _receive_one(self, conn: Connection) -> bool:
         """One batch; ``False`` once the rank's pipe is closed."""
         try:
-            rank, block, snaps, records, frontier = conn.recv()
+            batch = conn.recv()
         except (EOFError, OSError):
             self.conns = [c for c in self.conns if c is not conn]
             return False
-        if block == "race":  # races a rank found itself (a host store against a notify)
-            self.shadow.direct.extend(records)
-        else:
-            if snaps is not None:  # (ids, one array of their clocks, a row each)
-                snaps = dict(zip(snaps[0], snaps[1], strict=True))
-            self.shadow.add(snaps or {}, [Access(*r) for r in records])
-            if frontier is not None:
-                self.shadow.advance((rank, block), frontier)
+        for rank, block, snaps, records, frontier in batch:
+            if block == "race":  # races a rank found itself (a host store against a notify)
+                self.shadow.direct.extend(records)
+            else:
+                if snaps is not None:  # (ids, one array of their clocks, a row each)
+                    snaps = dict(zip(snaps[0], snaps[1], strict=True))
+                self.shadow.add(snaps or {}, [Access(*r) for r in records])
+                if frontier is not None:
+                    self.shadow.advance((rank, block), frontier)
         return True
 
     def finish(self) -> list[Failure]:
         """The run is over: read what is left and report every race (none: ``[]``)."""
         for conn in list(self.conns):
-            while conn.poll(0):
+            while conn in self.conns and conn.poll(0):  # (a pool rank killed: EOF)
                 self.receive(conn)
-            conn.close()
-        for w in self.writers:
-            w.close()
+            if self.own_pipes:
+                conn.close()
+        if self.own_pipes:
+            for w in self.writers:
+                w.close()
         self.conns = []
         return [] if self.reported else self._report()
 
@@ -179,6 +210,41 @@ class RaceDetector(RunModel):
         else:
             rank, block = self.shadow.direct[0][0], self.shadow.direct[0][1]
         return [Failure(rank, block, "race", render(self.shadow))]
+
+
+class PoolState:
+    """The race detector's shared state for every run of a pool, made before its ranks fork:
+    word-clock memory for the largest layout (``MAP_NORESERVE``: only the pages a run touches
+    take memory), its locks, and one record pipe per rank."""
+
+    def __init__(self, nranks: int) -> None:
+        self.nbytes = WordClocks.nbytes(Layout(nranks, MAX_BLOCKS))
+        self.buf = mmap.mmap(-1, self.nbytes, flags=mmap.MAP_SHARED | _MAP_NORESERVE)
+        self.locks = new_locks()
+        pipes = [Pipe(duplex=False) for _ in range(nranks)]
+        self.readers = [r for r, _ in pipes]
+        self.writers = [w for _, w in pipes]
+        self.last: WordClocks | None = None  # the last run's view: what to zero
+
+    def forked(self) -> None:
+        """Every rank holds its writer: the launcher's copies go (a dead rank reads as EOF)."""
+        for w in self.writers:
+            w.close()
+
+    def for_run(self) -> tuple[Any, list[Any], list[Connection]]:
+        """Memory, locks and readers for a launcher's run, what the last one wrote zeroed."""
+        if self.last is not None:
+            self.last.reset()
+            self.last = None
+        return self.buf, self.locks, self.readers
+
+    def close(self) -> None:
+        for c in self.readers + self.writers:
+            c.close()
+        self.last = None  # the mapping goes with its last view
+
+
+_MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000)  # Linux's value (Python < 3.13 lacks it)
 
 
 def _agent_name(rank: int, block: int | None) -> str:
@@ -212,9 +278,11 @@ class RaceRankModel(RankModel):
         self.inner = det.inner(rt)
         self.det = det
         self.layout = det.layout
+        assert det.clocks is not None  # prepare (or use_pool) made them
         self.clocks = det.clocks
         self.conn = det.writers[rt.rank]
         self.send_lock = threading.Lock()
+        self.outbox: list[tuple] = []  # messages not sent yet (frontiers alone), in order
         self.snap_ids = itertools.count(rt.rank << 40)
         self.hc = self.layout.host(rt.rank)
         self.clock = np.zeros(self.layout.size, CLOCK)
@@ -460,6 +528,8 @@ class RaceRankModel(RankModel):
 
     def close(self) -> None:
         self._flush_host()  # the host's stores after its last launch or barrier
+        with self.send_lock:
+            self._send_outbox()  # before the rank reports: the launcher reads all of it first
         self.inner.close()
 
     def _host_write(self, arr: SymmetricArray, key: Any) -> None:
@@ -513,10 +583,22 @@ class RaceRankModel(RankModel):
         # one array of every snapshot: a batch pickles one buffer, not one array per clock
         packed = (list(snaps), np.stack(list(snaps.values()))) if snaps else None
         with self.send_lock:
-            try:
-                self.conn.send((self.rt.rank, block, packed, records, frontier))
-            except (BrokenPipeError, OSError):
-                pass  # the launcher is gone: the run is over anyway
+            if not records and frontier is not None and block != "launch end" and not self.det.config.race_exitfirst:
+                # a frontier alone only lets the launcher forget sooner: it goes with the next
+                # records or the launch's end (one message a launch for a kernel of signals)
+                self.outbox.append((self.rt.rank, block, packed, records, frontier.copy()))
+                return
+            self.outbox.append((self.rt.rank, block, packed, records, frontier))
+            self._send_outbox()
+
+    def _send_outbox(self) -> None:
+        batch, self.outbox = self.outbox, []
+        if not batch:
+            return
+        try:
+            self.conn.send(batch)
+        except (BrokenPipeError, OSError):
+            pass  # the launcher is gone: the run is over anyway
 
 
 _OP_NAMES: dict[tuple[str, str], str] = {}

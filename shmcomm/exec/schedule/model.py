@@ -89,9 +89,16 @@ def wait_turns(sched: Scheduler, aid: int, op: int, site: Any, value: int, cmp: 
                pending: Any = None, tick: Any = None) -> None:
     """Poll ``site`` at scheduling points until every word ``<cmp> value``: each failed poll
     blocks ``aid`` on the first unsatisfied word and passes the turn (``pending()`` says whether
-    the agent still has hazard work to retire; ``tick()`` retires what is due)."""
+    the agent still has hazard work to retire; ``tick()`` retires what is due). The first point
+    blocks at once when the condition does not hold yet: running the agent there could only
+    fail a poll that no other agent sees (a step, and a hand-off, that changes nothing)."""
     fn = CMP_FUNCS[cmp]
-    sched.switch(aid, op, RUNNABLE, bool(pending and pending()))
+    idx = first_unsatisfied(site.words, fn, value)[0]
+    if idx < 0:
+        sched.switch(aid, op, RUNNABLE, bool(pending and pending()))
+    else:
+        sched.block_on(aid, site, idx, value, cmp)
+        sched.switch(aid, op, BLOCKED, bool(pending and pending()), yielded=True)
     while True:
         if tick is not None:
             tick()
@@ -179,7 +186,8 @@ class ScheduleBlockModel(HazardBlockModel):
         super().wait_flag(src, dst, event)
 
     def barrier(self, pipe: int) -> None:
-        self._point(_BAR)
+        if self.pending:  # with no queued work a drain changes nothing another agent can see
+            self._point(_BAR)  # (so TNOTIFY's own drain takes no point of its own then)
         super().barrier(pipe)
 
     def dsb(self, mode: int) -> None:
