@@ -233,9 +233,9 @@ OTHER_ENV: frozenset[str] = frozenset()
 
 def _post_init(self: Any) -> None:
     for s in SETTINGS:
-        value = getattr(self, s.name)
-        s.validate(value, s.name)
-        if value is None and s.mode_defaults is not None:  # the mode's own default
+        s.validate(getattr(self, s.name), s.name)
+    for s in SETTINGS:  # once every value is checked (a default may depend on another setting)
+        if getattr(self, s.name) is None and s.mode_defaults is not None:  # the mode's default
             auto = s.mode_defaults.get(self.mode, False)
             if s.name == "detect_races" and self.transport != "shm":
                 auto = False  # the detector's launcher side exists for the shm launcher only
@@ -311,7 +311,7 @@ class ConfigShape:
     record: str
     schedule_delay: int
     turn_timeout: float
-    detect_races: bool
+    detect_races: bool | None
     race_exitfirst: bool
     transport: str
     mpi_peers: str

@@ -70,14 +70,17 @@ def host_put_notify(rt):
 @pytest.mark.parametrize("settings, semantics, interleaving, strategy, observers", [
     (dict(), "eager", "free", "", set()),
     (dict(mode="eager", detect_races=True, trace="t.json"), "eager", "free", "", {"races", "trace"}),
-    (dict(mode="hazard"), "hazard", "free", "", {"checkers"}),
-    (dict(mode="hazard", hazards="pipes,lines"), "hazard", "free", "", set()),
-    (dict(mode="schedule"), "hazard", "scheduled", "random", {"checkers"}),
+    # the race detector is on by default in hazard and schedule mode
+    (dict(mode="hazard"), "hazard", "free", "", {"checkers", "races"}),
+    (dict(mode="hazard", detect_races=False), "hazard", "free", "", {"checkers"}),
+    (dict(mode="hazard", hazards="pipes,lines"), "hazard", "free", "", {"races"}),
+    (dict(mode="schedule"), "hazard", "scheduled", "random", {"checkers", "races"}),
     (dict(mode="schedule", strategy="pct:2", detect_races=True), "hazard", "scheduled", "pct",
      {"checkers", "races"}),
-    (dict(mode="schedule", strategy="exhaustive:1"), "hazard", "scheduled", "exhaustive",
-     {"checkers"}),
-    (dict(mode="schedule", replay="s.json"), "hazard", "scheduled", "replay", {"checkers"}),
+    (dict(mode="schedule", strategy="exhaustive:1", detect_races=False), "hazard", "scheduled",
+     "exhaustive", {"checkers"}),
+    (dict(mode="schedule", replay="s.json"), "hazard", "scheduled", "replay",
+     {"checkers", "races"}),
 ])
 def test_execution_is_derived_from_the_config(settings, semantics, interleaving, strategy,
                                               observers):
@@ -131,10 +134,12 @@ def test_compose_builds_one_run_model_per_combination():
     from shmcomm.exec.hazard import HazardRankModel
 
     assert model_for is compose
-    eager, hazard = compose(Config(nranks=2)), compose(Config(nranks=2, mode="hazard"))
+    eager = compose(Config(nranks=2))
+    hazard = compose(Config(nranks=2, mode="hazard", detect_races=False))
     assert type(eager) is RunModel and eager.rank_model is EagerRankModel
     assert type(hazard) is RunModel and hazard.rank_model is HazardRankModel
-    assert type(compose(Config(nranks=2, mode="schedule"))) is ScheduleMode
+    assert type(compose(Config(nranks=2, mode="schedule", detect_races=False))) is ScheduleMode
+    assert isinstance(compose(Config(nranks=2, mode="hazard")), RaceDetector)  # on by default
     for mode, inner in (("eager", RunModel), ("hazard", RunModel), ("schedule", ScheduleMode)):
         det = compose(Config(nranks=2, mode=mode, detect_races=True))
         assert isinstance(det, RaceDetector) and type(det.inner) is inner

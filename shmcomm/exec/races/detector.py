@@ -583,7 +583,8 @@ class RaceRankModel(RankModel):
         # one array of every snapshot: a batch pickles one buffer, not one array per clock
         packed = (list(snaps), np.stack(list(snaps.values()))) if snaps else None
         with self.send_lock:
-            if not records and frontier is not None and block != "launch end" and not self.det.config.race_exitfirst:
+            if (not records and frontier is not None and block != "launch end"
+                    and not self.det.config.race_exitfirst):
                 # a frontier alone only lets the launcher forget sooner: it goes with the next
                 # records or the launch's end (one message a launch for a kernel of signals)
                 self.outbox.append((self.rt.rank, block, packed, records, frontier.copy()))
