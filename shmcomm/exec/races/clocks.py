@@ -217,11 +217,17 @@ class WordClocks:
                 races.append((int(keys[slot] & ((1 << 40) - 1)), int(ahead[0])))
         return races
 
-    def acquire(self, slot: int, clock: np.ndarray) -> None:
-        """A wait or test that observed the word: join its clock into ``clock``."""
+    def acquire(self, slot: int, clock: np.ndarray) -> bool:
+        """A wait or test that observed the word: join its clock into ``clock``; whether that
+        taught ``clock`` anything (a poll loop re-reading an unchanged word learns nothing, and
+        then its accesses keep one snapshot and merge into one record)."""
         lock = self._lock(slot)
         try:
-            np.maximum(clock, self.clocks[slot], out=clock)
+            word = self.clocks[slot]
+            if not (word > clock).any():
+                return False
+            np.maximum(clock, word, out=clock)
+            return True
         finally:
             lock.release()
 

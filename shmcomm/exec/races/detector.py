@@ -901,9 +901,11 @@ class RaceBlockModel(BlockModel):
         return [slot(p.rank, p.offset)]
 
     def _acquire_slots(self, slots: list[int]) -> None:
+        grew = False
         for s in slots:
-            self.clocks.acquire(s, self.vs)
-        self._s_changed()
+            grew = self.clocks.acquire(s, self.vs) or grew
+        if grew:
+            self._s_changed()
 
     def _settle(self) -> None:
         tested, self.tested = self.tested, []
