@@ -11,8 +11,8 @@ def _who(a: Access) -> str:
 
 def _what(a: Access) -> str:
     verb = "added into" if a.flags & ATOMIC else "wrote" if a.flags & WRITE else "read"
-    if a.block is None:  # the host: its access is a plain load or store, no pipe
-        return f"{_who(a)} {verb} it at {a.site}"
+    if a.block is None:  # the host: a plain load or store, on no pipe
+        return f"{_who(a)} {verb} it{'' if a.flags & WRITE == 0 else f' ({a.op})'} at {a.site}"
     return f"{_who(a)} {verb} it ({a.op} on {a.pipe}) at {a.site}"
 
 
