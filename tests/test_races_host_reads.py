@@ -4,6 +4,8 @@ correct ways to read (a fence, the host's own blocks, a barrier, a local copy) a
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -160,3 +162,43 @@ def test_reads_are_seen_through_elements_ufuncs_and_array_equal():
     finally:
         SymmetricArray.read_observers.pop()
 
+
+
+def k_put_notify(ctx, dst, src, n, fence):
+    if ctx.block_idx != 0 or ctx.rank != 0:
+        return
+    tile = ctx.tile((1, n), np.float32)
+    TPUT(GlobalTensor(GetRemotePtr(ctx, dst, 1), (1, n)), GlobalTensor(src, (1, n)), tile)
+    pipe_barrier(PIPE_ALL)
+    if fence:
+        dsb(DSB_DDR)
+    TNOTIFY(Signal(GetRemotePtr(ctx, ctx.signal_base + 0, 1)), 1, NotifyOp.AtomicAdd)
+
+
+def host_poll(rt, fence):
+    """Rank 1's host polls its signal word (a read of an int32 element acquires the word),
+    then reads what rank 0's kernel put."""
+    src, dst = rt.alloc((N,), np.float32), rt.alloc((N,), np.float32)
+    src[:] = 7
+    rt.barrier()
+    ok = True
+    if rt.rank == 0:
+        rt.launch(k_put_notify, args=(dst.ptr, src.ptr, N, fence))
+    else:
+        end = time.monotonic() + 20
+        while rt.signals[0] < 1 and time.monotonic() < end:
+            time.sleep(0.001)
+        ok = bool(np.all(dst == 7))
+    rt.barrier()
+    return ok
+
+
+@pytest.mark.parametrize("mode", ["eager", "hazard"])
+def test_a_host_polling_its_signal_word_acquires_it(mode):
+    res = shmcomm.run(host_poll, nranks=2, blocks=1, args=(True,), mode=mode, seed=1,
+                      detect_races=True, **RUN)
+    assert all(res), res
+    with pytest.raises(shmcomm.RaceReport) as info:
+        shmcomm.run(host_poll, nranks=2, blocks=1, args=(False,), mode=mode, seed=1,
+                    detect_races=True, **RUN)
+    assert "no dsb(DSB_DDR)" in str(info.value), str(info.value)

@@ -32,7 +32,9 @@ Happens-before edges (see :mod:`.clocks` for the components):
 
 Accesses (:mod:`.shadow`): the GM ranges of ``TLOAD`` / ``TSTORE`` (so of ``TPUT``, ``TGET`` and
 the root collectives, which run through them), the UB tile they fill or read, the DMA copies,
-scalar GM accesses and the host's stores into symmetric arrays (the host's reads are not seen).
+scalar GM accesses and the host's stores into and reads of symmetric arrays (the accesses
+:class:`~shmcomm.core.heap.SymmetricArray` shows its observers: ``x[...] = v``, element reads,
+ufuncs, ``np.array_equal``; not ``np.asarray(x)``, ``tolist()`` or ``bytes(x)``).
 Each rank sends its records to the launcher at every launch's end; the launcher checks
 them against everything recorded and raises :class:`~shmcomm.errors.RaceReport` at the end of the
 run (at the first race with ``race_exitfirst``).
@@ -475,7 +477,14 @@ class RaceRankModel(RankModel):
         where = arr.stored_range(key)
         if where is None:
             return
-        self._host_record(where, 0, "host read", user_site() or "<host>")
+        rank, lo, hi = where
+        word = arr.dtype == I32 and hi - lo == 4
+        # an int32 element is a word, read atomically (as gm_load): it acquires what the
+        # notifies and atomics released into it (a host polling rt.signals, then reading data)
+        self._host_record(where, ATOMIC if word else 0, "host read", user_site() or "<host>")
+        if word and (slot := self.clocks.find(rank, lo)) is not None:
+            self.clocks.acquire(slot, self.clock)
+            self.host_snap = None
 
     def _host_write(self, arr: SymmetricArray, key: Any) -> None:
         """The host stored into a symmetric array (``x[key] = ...``): a write by the host."""
