@@ -15,12 +15,21 @@ class SymmetricArray(np.ndarray):
 
     Views and slices keep a valid ``ptr``; results of arithmetic are ordinary arrays in spirit
     (their ``ptr`` raises because they lie outside the window). ``copy()`` gives a plain ndarray.
+
+    The host's accesses are seen by the models that watch them: stores by ``x[key] = ...`` and
+    ufuncs' ``out=``; reads by an element read (``x[0]``, ``x[1, 2]``, a fancy index), every
+    ufunc on it (``x == y``, ``x + 1``, ``x.sum()``, ``np.all(x == y)``, ``np.allclose``) and
+    ``np.array_equal`` / ``np.array_equiv``. Reads through ``np.asarray(x)``, ``tolist()``,
+    ``bytes(x)``, ``x.copy()``, iteration or the buffer protocol are not seen.
     """
 
     _windows: Windows | None = None
-    # each called as observer(array, key) after every ``x[key] = ...`` when a model watches
-    # host stores (the race detector, hazard mode's stale-at-launch); one test otherwise
+    # each called as observer(array, key) after every ``x[key] = ...`` (and ufunc ``out=``) when
+    # a model watches host stores (the race detector, hazard mode's stale-at-launch); one test
+    # otherwise
     observers: list[Any] = []
+    # each called as observer(array, key) when the host reads the array (the race detector)
+    read_observers: list[Any] = []
 
     def __setitem__(self, key: Any, value: Any) -> None:
         super().__setitem__(key, value)
@@ -28,11 +37,63 @@ class SymmetricArray(np.ndarray):
             for obs in SymmetricArray.observers:
                 obs(self, key)
 
+    def __getitem__(self, key: Any) -> Any:
+        out = super().__getitem__(key)
+        # an element or a fancy index's copy is a read; a view is not (yet)
+        if SymmetricArray.read_observers and (not isinstance(out, np.ndarray)
+                                              or out.flags.owndata):
+            for obs in SymmetricArray.read_observers:
+                obs(self, key)
+        return out
+
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        # the standard override: plain views in, the ufunc, symmetric views of array results out
+        # (outside the windows: their ptr raises); the host's reads and out= writes are seen
+        windows = self._windows
+        args = [np.ndarray.view(x, np.ndarray) if isinstance(x, SymmetricArray) else x
+                for x in inputs]
+        outs = kwargs.get("out")
+        if outs is not None:
+            kwargs["out"] = tuple(np.ndarray.view(x, np.ndarray) if isinstance(x, SymmetricArray)
+                                  else x for x in outs)
+        if SymmetricArray.read_observers:
+            for x in inputs:
+                if isinstance(x, SymmetricArray):
+                    for obs in SymmetricArray.read_observers:
+                        obs(x, ...)
+        result = getattr(ufunc, method)(*args, **kwargs)
+        if SymmetricArray.observers:
+            # out= arrays, and ufunc.at's first operand (changed in place), are written
+            for x in (outs or ()) if method != "at" else inputs[:1]:
+                if isinstance(x, SymmetricArray):
+                    for obs in SymmetricArray.observers:
+                        obs(x, ...)
+        if method == "at":
+            return None
+        many = isinstance(result, tuple)
+        results = result if many else (result,)
+        wrapped = tuple(_wrap(r, windows, outs[i] if outs is not None and i < len(outs) else None)
+                        for i, r in enumerate(results))
+        return wrapped if many else wrapped[0]
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        if SymmetricArray.read_observers and func in _READING_FUNCTIONS:
+            for x in (*args, *kwargs.values()):
+                if isinstance(x, SymmetricArray):
+                    for obs in SymmetricArray.read_observers:
+                        obs(x, ...)
+        return super().__array_function__(func, types, args, kwargs)
+
     def stored_range(self, key: Any) -> tuple[int, int, int] | None:
-        """``(rank, first byte, end byte)`` in the windows of what ``x[key] = ...`` wrote (the
-        whole array for a single element or a fancy index), or ``None`` outside the windows."""
+        """``(rank, first byte, end byte)`` in the windows of what ``x[key]`` covers (one
+        element's bytes for an element, the whole array for a fancy index), or ``None`` outside
+        the windows."""
         try:
             view = np.ndarray.__getitem__(self, key)
+            if not isinstance(view, np.ndarray) and isinstance(key, (int, np.integer, tuple)):
+                # one element: its 0-d view (an integer key with a trailing ``...``)
+                view = np.ndarray.__getitem__(
+                    self, (*key, ...) if isinstance(key, tuple) else (key, ...))
         except (IndexError, TypeError, ValueError):
             view = self
         if not isinstance(view, np.ndarray) or not np.shares_memory(view, self):
@@ -65,6 +126,21 @@ class SymmetricArray(np.ndarray):
 
     def __reduce__(self) -> Any:  # pickles (results sent to the launcher) as a plain ndarray
         return np.asarray(self).copy().__reduce__()
+
+
+# numpy functions that read their arrays' values through a plain asarray (no ufunc sees them)
+_READING_FUNCTIONS = frozenset({np.array_equal, np.array_equiv})
+
+
+def _wrap(result: Any, windows: Windows | None, out: Any) -> Any:
+    """A ufunc's result as the caller sees it: ``out=`` itself, or an array as a symmetric view
+    (of memory outside the windows unless it is ``out``)."""
+    if out is not None:
+        return out
+    if type(result) is np.ndarray:
+        result = result.view(SymmetricArray)
+        result._windows = windows
+    return result
 
 
 class SymmetricHeap:

@@ -331,6 +331,7 @@ def _serve(rank: int, parent: int, transport: ShmTransport, ctl: C.Control, jobs
         return 1
     modules = _module_state()
     observers = list(SymmetricArray.observers)
+    read_observers = list(SymmetricArray.read_observers)
     while True:
         try:
             config, host, args, model = jobs.recv()
@@ -344,8 +345,9 @@ def _serve(rank: int, parent: int, transport: ShmTransport, ctl: C.Control, jobs
         model.use_pool(races, rank)  # the race detector: this rank's end of the pool's pipe
         if serve_run(rank, config, transport, ctl, results, host, args, model) != 0:
             return 1  # a failed run: the launcher replaces the pool
-        # the run's models watched host stores: the next run's must not see them
+        # the run's models watched host accesses: the next run's must not see them
         SymmetricArray.observers[:] = observers
+        SymmetricArray.read_observers[:] = read_observers
 
 
 class PoolError(ShmcommError):

@@ -32,7 +32,9 @@ Happens-before edges (see :mod:`.clocks` for the components):
 
 Accesses (:mod:`.shadow`): the GM ranges of ``TLOAD`` / ``TSTORE`` (so of ``TPUT``, ``TGET`` and
 the root collectives, which run through them), the UB tile they fill or read, the DMA copies,
-scalar GM accesses and the host's stores into symmetric arrays (the host's reads are not seen).
+scalar GM accesses and the host's stores into and reads of symmetric arrays (the accesses
+:class:`~shmcomm.core.heap.SymmetricArray` shows its observers: ``x[...] = v``, element reads,
+ufuncs, ``np.array_equal``; not ``np.asarray(x)``, ``tolist()`` or ``bytes(x)``).
 Each rank sends its records to the launcher at every launch's end; the launcher checks
 them against everything recorded and raises :class:`~shmcomm.errors.RaceReport` at the end of the
 run (at the first race with ``race_exitfirst``).
@@ -310,6 +312,7 @@ class RaceRankModel(RankModel):
         self.host_records: list[tuple] = []
         self.signal_races: set[tuple] = set()  # (word, kind) of host-store races reported
         SymmetricArray.observers.append(self._host_write)
+        SymmetricArray.read_observers.append(self._host_read)
 
     def __getattr__(self, name: str) -> Any:  # the inner model's own state (its launch, ...)
         inner = self.__dict__.get("inner")
@@ -527,10 +530,31 @@ class RaceRankModel(RankModel):
         self.inner.host_wait(site, value, cmp)
 
     def close(self) -> None:
-        self._flush_host()  # the host's stores after its last launch or barrier
+        # a later run in this process (a pool's) must not feed a closed model
+        for obs, each in ((self._host_write, SymmetricArray.observers),
+                          (self._host_read, SymmetricArray.read_observers)):
+            if obs in each:
+                each.remove(obs)
+        self._flush_host()  # the host's accesses after its last launch or barrier
         with self.send_lock:
             self._send_outbox()  # before the rank reports: the launcher reads all of it first
         self.inner.close()
+
+    def _host_read(self, arr: SymmetricArray, key: Any) -> None:
+        """The host read a symmetric array (an element, a ufunc on it): a read by the host."""
+        if getattr(_agent_tls, "agent", None) is not self.rt.host_agent:
+            return  # a block thread reading host arrays: not the host's access
+        where = arr.stored_range(key)
+        if where is None:
+            return
+        rank, lo, hi = where
+        word = arr.dtype == I32 and hi - lo == 4
+        # an int32 element is a word, read atomically (as gm_load): it acquires what the
+        # notifies and atomics released into it (a host polling rt.signals, then reading data)
+        self._host_record(where, ATOMIC if word else 0, "host read", user_site() or "<host>")
+        if word and (slot := self.clocks.find(rank, lo)) is not None:
+            self.clocks.acquire(slot, self.clock)
+            self.host_snap = None
 
     def _host_write(self, arr: SymmetricArray, key: Any) -> None:
         """The host stored into a symmetric array (``x[key] = ...``): a write by the host."""
@@ -539,15 +563,10 @@ class RaceRankModel(RankModel):
         where = arr.stored_range(key)
         if where is None:
             return
-        if self.host_snap is None:
-            self.host_snap = next(self.snap_ids)
-            self.host_snaps[self.host_snap] = self.clock.copy()
         rank, lo, hi = where
-        hc = self.hc
         site = user_site() or "<host>"
-        self.host_records.append((("gm", rank), lo, hi, WRITE, hc,
-                                  int(self.clock[hc]), self.host_snap, hc, int(self.clock[hc]),
-                                  site, self.rt.rank, None, "host", "host store"))
+        self._host_record(where, WRITE, "host store", site)
+        hc = self.hc
         for off, comp in self.clocks.host_store(rank, lo, hi, hc, self.clock):
             r, b = self.layout.agent(comp)
             self.signal_race(rank, off, "store", (
@@ -557,6 +576,23 @@ class RaceRankModel(RankModel):
                 "notifier's launch), so the store may wipe it\n    fix: zero signals with "
                 "rt.reset_signals(), or put rt.barrier() after the notifier's launch and before "
                 "the store"), None)
+
+    def _host_record(self, where: tuple[int, int, int], flags: int, op: str, site: str) -> None:
+        """One access of the host to ``(rank, first byte, end byte)``, at its clock now."""
+        if self.host_snap is None:
+            self.host_snap = next(self.snap_ids)
+            self.host_snaps[self.host_snap] = self.clock.copy()
+        rank, lo, hi = where
+        hc = self.hc
+        recs = self.host_records
+        if recs:  # the same access again (a loop over elements): widen the last record
+            last = recs[-1]
+            if (last[0][1] == rank and last[3] == flags and last[6] == self.host_snap
+                    and last[9] == site and last[1] <= hi and lo <= last[2]):
+                recs[-1] = (last[0], min(last[1], lo), max(last[2], hi), *last[3:])
+                return
+        recs.append((("gm", rank), lo, hi, flags, hc, int(self.clock[hc]), self.host_snap, hc,
+                     int(self.clock[hc]), site, self.rt.rank, None, "host", op))
 
     def signal_race(self, rank: int, off: int, kind: str, text: str, block: int | None) -> None:
         """Report a race on a signal word between a plain host store and a notify."""

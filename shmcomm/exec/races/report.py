@@ -11,6 +11,8 @@ def _who(a: Access) -> str:
 
 def _what(a: Access) -> str:
     verb = "added into" if a.flags & ATOMIC else "wrote" if a.flags & WRITE else "read"
+    if a.block is None:  # the host: a plain load or store, on no pipe
+        return f"{_who(a)} {verb} it{'' if a.flags & WRITE == 0 else f' ({a.op})'} at {a.site}"
     return f"{_who(a)} {verb} it ({a.op} on {a.pipe}) at {a.site}"
 
 
@@ -24,10 +26,14 @@ def missing_edge(shadow: Shadow, x: Access, y: Access) -> tuple[str, str]:
     """Why ``x`` does not happen before ``y``, in the terms of the kernel API, and the fix."""
     snap = shadow.snaps[y.snap]
     if x.flags & PIPE3 and int(snap[x.comp]) >= x.epoch:
-        return (f"{_who(y)} learned of the store through a notify that followed its drain, but "
-                "no dsb(DSB_DDR) came between the drain and that notify, so the data need not "
-                f"be visible on rank {y.rank} yet",
-                f"put dsb(DSB_DDR) after the drain and before the notify that {_who(y)} waits for")
+        via = "" if y.block is not None else (
+            f" (which rank {y.rank}'s blocks waited for before their launch ended)")
+        waiter = _who(y) if y.block is not None else f"rank {y.rank}'s blocks"
+        return (f"{_who(y)} learned of the store through a notify{via} that followed its drain, "
+                "but no dsb(DSB_DDR) came between the drain and that notify, so the data need "
+                f"not be visible on rank {y.rank} yet",
+                f"put dsb(DSB_DDR) after the drain and before the notify that {waiter} wait"
+                f"{'s' if y.block is not None else ''} for")
     if x.pipe == "DMA" and int(snap[x.scomp]) >= x.issue:
         return (f"{_who(y)} synchronized with {_who(x)} after it posted the {x.op}, but before "
                 "its AsyncEvent.Wait (or a Test that returned True), so the copy may still be in "
