@@ -15,6 +15,8 @@ import threading
 from types import FrameType
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from ...errors import ShmcommError
 
 if TYPE_CHECKING:
@@ -24,6 +26,7 @@ _PKG_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fil
 _KERNELS_DIR = _PKG_DIR + "kernels" + os.sep
 _CATALOGUE_DIR = _PKG_DIR + os.path.join("stress", "catalogue") + os.sep  # user code, not runtime
 _THREADING = threading.__file__
+_NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__)) + os.sep  # its frames are not the user's
 
 
 class HazardReport(ShmcommError):
@@ -74,7 +77,9 @@ def user_site(frame: FrameType | None = None) -> str | None:
         fn = f.f_code.co_filename
         if fn == _THREADING:
             break
-        if not fn.startswith(_PKG_DIR) or fn.startswith(_CATALOGUE_DIR):
+        if fn.startswith(_NUMPY_DIR):  # numpy reading an array for the user: the user's line
+            pass
+        elif not fn.startswith(_PKG_DIR) or fn.startswith(_CATALOGUE_DIR):
             site = f"{fn}:{f.f_lineno}"
             return f"{site} (in {inner})" if inner else site
         if fn.startswith(_KERNELS_DIR) and not inner:
