@@ -13,7 +13,8 @@ import sys
 import pytest
 from test_cli import assert_every_option_documented
 
-pytestmark = pytest.mark.timeout(180)
+# MPI jobs in one xdist group: two at once would see (and clean up) each other's MPICH files
+pytestmark = [pytest.mark.timeout(180), pytest.mark.xdist_group("mpi")]
 SCRIPT = os.path.join(os.path.dirname(__file__), os.pardir, "benchmarks", "collectives.py")
 
 

@@ -28,7 +28,8 @@ from shmcomm.transports.mpi.library import find_mpiexec  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import netns_hosts  # noqa: E402
 
-pytestmark = pytest.mark.timeout(240)
+# MPI jobs in one xdist group: two at once would see (and clean up) each other's MPICH files
+pytestmark = [pytest.mark.timeout(240), pytest.mark.xdist_group("mpi")]
 
 NOLOCAL = {"MPIR_CVAR_NOLOCAL": "1"}
 CASES = os.path.join(TESTS, "mpi_cases.py")

@@ -19,7 +19,8 @@ pytest.importorskip("mpi4py", reason="the mpi transport needs mpi4py: pip instal
 
 from shmcomm.transports.mpi.library import find_mpiexec  # noqa: E402
 
-pytestmark = pytest.mark.timeout(240)
+# MPI jobs in one xdist group: two at once would see (and clean up) each other's MPICH files
+pytestmark = [pytest.mark.timeout(240), pytest.mark.xdist_group("mpi")]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTS = os.path.join(ROOT, "tests")
