@@ -540,11 +540,16 @@ class RaceRankModel(RankModel):
             self._send_outbox()  # before the rank reports: the launcher reads all of it first
         self.inner.close()
 
+    def _host_range(self, arr: SymmetricArray, key: Any) -> tuple[int, int, int] | None:
+        """What the host's access ``arr[key]`` touches in the windows; ``None`` when it touches
+        nothing there or the thread is a block's (a block reading host arrays: not the host)."""
+        if getattr(_agent_tls, "agent", None) is not self.rt.host_agent:
+            return None
+        return arr.stored_range(key)
+
     def _host_read(self, arr: SymmetricArray, key: Any) -> None:
         """The host read a symmetric array (an element, a ufunc on it): a read by the host."""
-        if getattr(_agent_tls, "agent", None) is not self.rt.host_agent:
-            return  # a block thread reading host arrays: not the host's access
-        where = arr.stored_range(key)
+        where = self._host_range(arr, key)
         if where is None:
             return
         rank, lo, hi = where
@@ -558,9 +563,7 @@ class RaceRankModel(RankModel):
 
     def _host_write(self, arr: SymmetricArray, key: Any) -> None:
         """The host stored into a symmetric array (``x[key] = ...``): a write by the host."""
-        if getattr(_agent_tls, "agent", None) is not self.rt.host_agent:
-            return  # a block thread writing host arrays: not the host's access
-        where = arr.stored_range(key)
+        where = self._host_range(arr, key)
         if where is None:
             return
         rank, lo, hi = where
