@@ -19,7 +19,8 @@ from typing import Any
 
 from ...core import control as C
 from ...errors import ArgumentError
-from .. import trace
+from ..trace import HOST_TID, document, write_document
+from ..trace import load as load_trace
 from .scheduler import OPS, agent_name
 
 FORMAT = "shmcomm-schedule"
@@ -84,7 +85,7 @@ def write_trace(path: str, nranks: int, me: Sequence[int], ops: Sequence[int],
     ``path`` during the run, one instant per step on the deciding agent's track (naming its
     instruction and the agent that runs next), names, metadata and flow arrows."""
     try:
-        events = [e for e in trace.load(path) if not e.get("args", {}).get("unfinished")]
+        events = [e for e in load_trace(path) if not e.get("args", {}).get("unfinished")]
     except (OSError, ValueError):  # nothing traced by the blocks (or not a trace): steps only
         events = []
     first = None
@@ -93,7 +94,7 @@ def write_trace(path: str, nranks: int, me: Sequence[int], ops: Sequence[int],
             first = agent_name(n)
             continue
         rank, slot = divmod(a, C.SLOTS)
-        tid = trace.HOST_TID if slot == C.HOST_SLOT else slot
+        tid = HOST_TID if slot == C.HOST_SLOT else slot
         events.append({"ph": "i", "s": "t", "name": OPS[op], "pid": rank, "tid": tid, "ts": step,
                        "args": {"step": step, "next": agent_name(n)}})
     meta = dict(metadata or {}, tool="shmcomm", mode="schedule", clock="steps", nranks=nranks,
@@ -101,4 +102,4 @@ def write_trace(path: str, nranks: int, me: Sequence[int], ops: Sequence[int],
     d = os.path.dirname(path)
     if d:
         os.makedirs(d, exist_ok=True)
-    trace.write_document(path, trace.document(events, meta))
+    write_document(path, document(events, meta))
