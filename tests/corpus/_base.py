@@ -15,6 +15,7 @@ import numpy as np
 
 from shmcomm.comm import GlobalTensor
 from shmcomm.pipe import DSB_DDR, PIPE_ALL, TLOAD, TSTORE, dsb, pipe_barrier
+from shmcomm.stress.catalogue._common import expect  # noqa: F401 (the programs' check)
 
 N = 64  # elements per chunk: one (1, N) float32 tile
 ROUNDS = 3  # rounds of the multi-round protocols
@@ -106,17 +107,6 @@ def load(t, src, n: int = N) -> np.ndarray:
     TLOAD(t, gt(src, n))
     pipe_barrier(PIPE_ALL)
     return t.array[0, :n].copy()
-
-
-def expect(what: str, got, want) -> None:
-    """Raise AssertionError naming the first element of ``got`` that differs from ``want``."""
-    got = np.asarray(got)
-    want = np.broadcast_to(np.asarray(want, dtype=got.dtype), got.shape)
-    bad = np.flatnonzero(got != want)
-    if bad.size:
-        i = int(bad[0])
-        raise AssertionError(f"{what}: element {i} is {got.flat[i]}, expected {want.flat[i]} "
-                             f"({bad.size} of {got.size} wrong)")
 
 
 def chunk(rank: int, k: int, n: int = N) -> np.ndarray:

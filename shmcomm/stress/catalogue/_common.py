@@ -14,6 +14,8 @@ run ``DeviceBarrier``, ``EpochBarrier`` and the collectives); each slot group st
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ...comm import TPUT, GlobalTensor
@@ -64,8 +66,9 @@ def read(src, size: int, tile) -> np.ndarray:
     return out
 
 
-def expect(what: str, got: np.ndarray, want) -> None:
+def expect(what: str, got: Any, want: Any) -> None:
     """Raise AssertionError (a "wrong result") naming the first wrong element."""
+    got = np.asarray(got)
     want = np.broadcast_to(np.asarray(want, dtype=got.dtype), got.shape)
     bad = np.flatnonzero(got != want)
     if bad.size:
