@@ -173,6 +173,14 @@ def warn_if_unstable(name: str, *results: Stats, load: float | None = None) -> S
 
 # --- argument types (argparse ``type=``: a malformed value is a usage error naming the option) ---
 
+def add_shape(p: Any, nranks: int = 8, blocks: int = 4) -> None:
+    """The ``--nranks`` / ``--blocks`` options every run-shaped benchmark takes."""
+    p.add_argument("--nranks", type=int_range(1, 64), default=nranks,
+                   help="rank processes, 1..64 (default: %(default)s)")
+    p.add_argument("--blocks", type=int_range(1, 64), default=blocks,
+                   help="blocks per rank, 1..64 (default: %(default)s)")
+
+
 def int_range(low: int, high: int | None = None) -> Callable[[str], int]:
     """An integer in [low, high] (no upper bound when ``high`` is None)."""
     def parse(text: str) -> int:

@@ -44,10 +44,7 @@ def _wall(host, args: tuple, ns: argparse.Namespace, detect: bool, seed: int) ->
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--nranks", type=_bench.int_range(1, 64), default=8,
-                   help="rank processes, 1..64 (default: %(default)s)")
-    p.add_argument("--blocks", type=_bench.int_range(1, 64), default=4,
-                   help="blocks per rank, 1..64 (default: %(default)s)")
+    _bench.add_shape(p)
     p.add_argument("--reps", type=_bench.int_range(1), default=5,
                    help="plain / detect_races pairs per case, >= 1 (default: %(default)s)")
     p.add_argument("--mode", default="eager", choices=("eager", "hazard"),

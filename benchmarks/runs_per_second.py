@@ -70,10 +70,7 @@ def _rate(run, runs: int, kw: dict, first_seed: int) -> float:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--nranks", type=_bench.int_range(1, 64), default=8,
-                   help="rank processes, 1..64 (default: %(default)s)")
-    p.add_argument("--blocks", type=_bench.int_range(1, 64), default=4,
-                   help="blocks per rank, 1..64 (default: %(default)s)")
+    _bench.add_shape(p)
     p.add_argument("--runs", type=_bench.int_range(1), default=20,
                    help="runs per case and round (default: %(default)s)")
     p.add_argument("--reps", type=_bench.int_range(1), default=5,
