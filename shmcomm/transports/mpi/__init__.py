@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import Aborted, ArgumentError, LibraryError, ShmcommError, WaitTimeout
-from .. import Transport, Word
+from ..seam import Transport, Word
 from ..shm import atomics as at
 from ..shm.segments import SHM_DIR, shm_free_bytes
 from .library import find_mpiexec, load_mpi, mpi_available

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import Aborted, ArgumentError, WaitTimeout
-from .. import Transport, Word
+from ..seam import Transport, Word
 from . import atomics as at
 from .segments import SHM_DIR, Segment, memory_room, page_round, shm_free_bytes
 
