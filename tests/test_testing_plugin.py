@@ -111,6 +111,18 @@ def test_check_rejects_bad_arguments():
             check(host, **kwargs)
 
 
+def test_one_mode_is_the_modes_axis_of_one_mode():
+    """``mode="hazard"`` (the run setting's name) is a sweep of that one mode, not a host
+    keyword; giving both names is refused."""
+    from shmcomm.errors import ArgumentError
+    from shmcomm.testing import plan
+
+    cases, _ = plan(dict(mode="schedule", nranks=2, blocks=1, seeds=1))
+    assert [c.mode for c in cases] == ["schedule"]
+    with pytest.raises(ArgumentError, match="modes or mode"):
+        plan(dict(mode="hazard", modes=["eager"]))
+
+
 def idle_host(rt):
     """A host that does nothing (module-level: a sweep's repro command imports its host)."""
 

@@ -53,7 +53,9 @@ DEFAULT_SIZE = 64
 DEFAULT_SEEDS = 2
 # environment variables a sweep cannot honour: every run would write the one path they name
 REFUSED_ENV = ("SHMCOMM_TRACE", "SHMCOMM_RECORD")
-AXIS_KEYS = ("nranks", "blocks", "modes", "sizes", "seeds", "seed", "chunk")
+AXIS_KEYS = ("nranks", "blocks", "modes", "mode", "sizes", "seeds", "seed", "chunk")
+# ``mode="hazard"`` reads as the run setting it names elsewhere: the one-mode ``modes`` axis
+AXIS_ALIASES = {"mode": "modes"}
 
 
 class SweepFailed(AssertionError):
@@ -145,7 +147,7 @@ def plan(axes: Mapping[str, Any], host: Callable[..., Any] | None = None,
          ) -> tuple[list[Case], list[str]]:
     """The cases of a sweep and notes on what replaced the test's own axes.
 
-    ``axes``: the test's ``nranks``, ``blocks``, ``modes``, ``sizes``, ``seeds`` (runs per
+    ``axes``: the test's ``nranks``, ``blocks``, ``modes`` (or one ``mode``), ``sizes``, ``seeds`` (runs per
     configuration), ``seed`` (the first) and ``chunk`` (seeds per item; default all); ``None``
     or missing = the default. ``SHMCOMM_NRANKS`` / ``_BLOCKS`` / ``_MODE`` / ``_SEED`` and then
     ``overrides`` (the command line's) replace them.
@@ -155,6 +157,12 @@ def plan(axes: Mapping[str, Any], host: Callable[..., Any] | None = None,
         raise ArgumentError(f"unknown sweep axes {', '.join(unknown)}; known: "
                             f"{', '.join(AXIS_KEYS)}")
     values = {k: v for k, v in axes.items() if v is not None}
+    for alias, key in AXIS_ALIASES.items():
+        if alias in values:
+            if key in values:
+                raise ArgumentError(f"give {key} or {alias}, not both (got {key}="
+                                    f"{values[key]!r} and {alias}={values[alias]!r})")
+            values[key] = values.pop(alias)
     notes: list[str] = []
     for name, value in from_env(env, ("nranks", "blocks", "mode", "seed")).items():
         key = "modes" if name == "mode" else name
