@@ -52,12 +52,16 @@ def missing_edge(shadow: Shadow, x: Access, y: Access) -> tuple[str, str]:
                 "so that work may still be in flight",
                 f"drain {x.pipe} (pipe_barrier({'PIPE_MTE3' if x.pipe == 'MTE3' else 'PIPE_MTE2'})"
                 f"){fence} before that notify")
-    same_launch = x.rank == y.rank and x.block is not None and y.block is not None
+    same_rank = x.rank == y.rank and x.block is not None and y.block is not None
+    # one block index on two clock slots: blocks of two launches running at once (two streams)
+    other = " of another launch" if same_rank and x.block == y.block else ""
     return (f"no chain of TNOTIFY -> TWAIT / TTEST (or events, SYNCALL, atomics, launches joined "
-            f"by the host, rt.barrier) leads from {_who(x)}'s access to {_who(y)}'s: {_who(y)} "
-            f"observed no signal that {_who(x)} made after it",
-            ("order them: a SYNCALL between them if they are blocks of one launch, else a "
-             "notify after the first and a wait before the second" if same_launch else
+            f"by the host, rt.barrier) leads from {_who(x)}'s access to {_who(y)}{other}'s: "
+            f"{_who(y)} observed no signal that {_who(x)} made after it",
+            ("order them: a SYNCALL between them if they are blocks of one launch, "
+             "synchronize() / Launch.wait() before the second launch if they are launches on "
+             "different streams, else a notify after the first and a wait before the second"
+             if same_rank else
              "order them: synchronize() / Launch.wait() for a launch on a stream, rt.barrier() "
              "between hosts, or a notify after the first access and a wait on it before the "
              "second"))
