@@ -181,9 +181,6 @@ class Pool:
             if v is not None and v != getattr(self.base, name):
                 raise ArgumentError(f"Pool.run: {name} is the pool's ({getattr(self.base, name)}); "
                                     f"got {v}: make another Pool for another shape")
-        # the race detector's clocks and pipes are made before the ranks fork: not in a pool
-        if settings.get("detect_races") is None:
-            settings["detect_races"] = False
         config = Config.from_kwargs(**{n: getattr(self.base, n) for n in _FIXED}, **settings)
         launcher = external_launcher(config.transport)  # mpi: mpiexec keeps the ranks, not us
         if launcher is not None:

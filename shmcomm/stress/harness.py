@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import BY_NAME, MODES, races_on, sweep_defaults
+from ..config import BY_NAME, MODES, sweep_defaults
 from ..errors import ArgumentError, RunError
 from ..exec.hazard import HazardReport
 from ..launch.pool import Pool
@@ -220,10 +220,11 @@ def host_call(host: Callable[..., Any], size: int,
     return (functools.partial(host, **kwargs) if kwargs else host), args
 
 
-def check_host_args(host: Callable[..., Any], kwargs: dict[str, Any], program: str = "") -> None:
+def check_host_args(host: Callable[..., Any], kwargs: dict[str, Any], program: str = "",
+                    given: str = "--arg") -> None:
     """Raise :class:`ArgumentError` unless ``host(rt, **kwargs)`` (plus the sweep's size) binds
     to the host's signature: a wrong or missing ``--arg`` is one usage error, not a traceback
-    from every run."""
+    from every run. ``given``: how the user gave the host's keywords (an option, a call)."""
     try:
         sig = inspect.signature(host)
     except (TypeError, ValueError):
@@ -234,8 +235,8 @@ def check_host_args(host: Callable[..., Any], kwargs: dict[str, Any], program: s
         sig.bind(None, *args, **final)
     except TypeError as exc:
         takes = [p for p in list(sig.parameters)[1:]]
-        raise ArgumentError(f"--arg: {program or host.__name__}{sig} cannot be called with "
-                            f"{', '.join(f'{k}=' for k in kwargs) or 'no --arg'}: {exc} "
+        raise ArgumentError(f"{given}: {program or host.__name__}{sig} cannot be called with "
+                            f"{', '.join(f'{k}=' for k in kwargs) or f'no {given}'}: {exc} "
                             f"(its parameters after rt: {', '.join(takes) or 'none'})") from None
 
 
@@ -350,9 +351,7 @@ def run_one(host: Callable[..., Any], spec: RunSpec, settings: Settings,
     extra.update(settings.mode_config(spec.mode))
     t0 = time.perf_counter()
     try:
-        # the race detector's clocks and pipes are made before its ranks fork: no pool for it
-        forked = pools is None or races_on(settings.detect_races, spec.mode)
-        call = (functools.partial(run, host, nranks=spec.nranks) if forked or pools is None
+        call = (functools.partial(run, host, nranks=spec.nranks) if pools is None
                 else pools.runner(host, spec.nranks))
         call = functools.partial(call, blocks=spec.blocks, seed=spec.seed, mode=spec.mode,
                                  args=args, **settings.config())
@@ -438,7 +437,7 @@ def sweep(host: Callable[..., Any], cfgs: Sequence[tuple[int, int, int, str]], *
     settings = settings or Settings()
     report = Report(program, kwargs=dict(kwargs or {}), sized=takes_size(host))
     bar = _progress(program, runs, progress)
-    pools = Pools() if pool and settings.detect_races is not True else None
+    pools = Pools() if pool else None
     t0 = time.perf_counter()
     try:
         for i, spec in enumerate(specs(cfgs, seed)):

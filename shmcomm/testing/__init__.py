@@ -56,6 +56,8 @@ REFUSED_ENV = ("SHMCOMM_TRACE", "SHMCOMM_RECORD")
 AXIS_KEYS = ("nranks", "blocks", "modes", "mode", "sizes", "seeds", "seed", "chunk")
 # ``mode="hazard"`` reads as the run setting it names elsewhere: the one-mode ``modes`` axis
 AXIS_ALIASES = {"mode": "modes"}
+# what a sweep hands its host: every keyword that is neither an axis nor a run setting
+HOST_KEYWORDS = "host keywords (neither a sweep axis nor a setting)"
 
 
 class SweepFailed(AssertionError):
@@ -250,10 +252,10 @@ def run_specs(host: Callable[..., Any], runs: Iterable[RunSpec], settings: Setti
     """Run ``runs`` in order (see :func:`run_case`); ``pool``: on persistent rank processes
     (faster; but a hang's report then has no stacks of the ranks)."""
     kwargs = dict(kwargs or {})
-    check_host_args(host, kwargs, program)
+    check_host_args(host, kwargs, program, HOST_KEYWORDS)
     runs = list(runs)
     report = Report(program or program_spec(host), kwargs=kwargs, sized=sized)
-    pools = Pools() if pool and not settings.detect_races else None
+    pools = Pools() if pool else None
     t0 = time.perf_counter()
     short = None
     try:
@@ -329,7 +331,7 @@ def sweep_all(host: Callable[..., Any], axes: Mapping[str, Any], own: Mapping[st
         raise ArgumentError("hazards has no effect without hazard or schedule mode in modes")
     settings = run_settings(own, ini=ini, cli=cli, env=env, trace_dir=trace_dir)
     kwargs = dict(kwargs or {})
-    check_host_args(host, kwargs)
+    check_host_args(host, kwargs, given=HOST_KEYWORDS)
     program = program_spec(host)
     cfgs = list(dict.fromkeys((c.nranks, c.blocks, c.size, c.mode) for c in cases))
     n_seeds = sum(c.count for c in cases) // len(cfgs)
