@@ -180,3 +180,48 @@ def test_a_library_rebinding_its_private_state_keeps_the_pool():
     with shmcomm.Pool(nranks=2, window_bytes=1 << 16) as pool:
         first = pool.run(rebind_private)
         assert pool.run(pid_host) == [p for p, _ in first] and pool.replaced == 0
+
+
+def _block_thread(ctx, out) -> None:
+    out[ctx.block_idx] = (threading.get_ident(), threading.current_thread().name)
+
+
+def _two_launches(rt):
+    first, second = {}, {}
+    rt.launch(_block_thread, blocks=3, args=(first,))
+    rt.launch(_block_thread, blocks=4, args=(second,))
+    return first, second, [t.name for t in threading.enumerate()]
+
+
+def test_blocks_run_on_kept_threads_named_for_the_block():
+    # a launch takes the idle threads of the one before (no thread start per block); a block's
+    # thread carries the block's name while it runs, and goes idle (not a leftover) after
+    first, second, names = shmcomm.run(_two_launches, nranks=1, **SMALL)[0]
+    assert {i for i, _ in first.values()} <= {i for i, _ in second.values()}
+    assert sorted(n for _, n in second.values()) == [f"shmcomm-r0-b{b}" for b in range(4)]
+    used = {i for i, _ in first.values()} | {i for i, _ in second.values()}
+    assert names.count("shmcomm-block-idle") == len(used) <= 4  # a block that ended early
+
+
+def test_a_pool_rank_keeps_its_block_threads_between_runs():
+    with shmcomm.Pool(nranks=2, window_bytes=1 << 16) as pool:
+        a = pool.run(_two_launches)
+        b = pool.run(_two_launches)
+        assert pool.replaced == 0
+        for (_, s1, _), (f2, _, _) in zip(a, b, strict=True):
+            assert {i for i, _ in f2.values()} <= {i for i, _ in s1.values()}
+
+
+def test_a_kept_thread_survives_a_function_that_raises():
+    from shmcomm.core import threads as block_threads
+
+    def boom() -> None:
+        raise ValueError("a block main that raised")
+
+    seen: list[int] = []
+    first = block_threads.start(boom, (), "shmcomm-test-b0")
+    first.join(30)
+    assert not first.is_alive()
+    again = block_threads.start(lambda: seen.append(threading.get_ident()), (), "shmcomm-test-b1")
+    again.join(30)
+    assert seen and block_threads.idle_count() >= 1

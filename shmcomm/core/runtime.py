@@ -25,6 +25,7 @@ from ..config import MAX_BLOCKS, Config, check_block_threads
 from ..errors import Aborted, ArgumentError, ShmcommError
 from ..types import WaitCmp
 from . import control as C
+from . import threads as block_threads
 from .agent import FENCED, HOOKED, SET_READ_ADD, Agent, bind
 from .gm import GMPtr, Windows, as_dtype
 from .heap import SymmetricArray, SymmetricHeap
@@ -423,7 +424,7 @@ class Launch:
     def __init__(self, rt: RankRuntime, kernel: Callable, blocks: int, args: tuple,
                  kwargs: dict) -> None:
         self.rt, self.kernel, self.blocks, self.args, self.kwargs = rt, kernel, blocks, args, kwargs
-        self.threads: list[threading.Thread] = []
+        self.threads: list[block_threads.BlockThread] = []
         self.errors: list[tuple[int, BaseException, str]] = []
         self.started = False
         self.seq = 0  # issue number on this rank (rt.launch sets it)
@@ -466,11 +467,9 @@ class Launch:
             self.agents = agents
             rt.agents = rt.agents + agents
             rt.ctl.set_rank(rt.rank, C.R_LAUNCHES, rt.launches)
-        self.threads = [threading.Thread(
-            target=rt._block_main, args=(a, self.kernel, self.args, self.kwargs, self.errors),
-            name=f"shmcomm-r{rt.rank}-b{a.block_idx}", daemon=True) for a in agents]
-        for t in self.threads:
-            t.start()
+        self.threads = [block_threads.start(
+            rt._block_main, (a, self.kernel, self.args, self.kwargs, self.errors),
+            f"shmcomm-r{rt.rank}-b{a.block_idx}") for a in agents]
         self.started = True  # after the starts: `done` must not see unstarted threads
         self._go.set()
 

@@ -1,0 +1,111 @@
+"""Block threads kept between launches.
+
+Starting a thread costs a clone and a wait until the new thread runs: on an oversubscribed
+machine that is a context switch per block, paid by the host at every launch, and in schedule
+mode while the host holds the turn (every other agent of the run waits meanwhile). A block
+therefore runs on an idle thread of this process when there is one; a thread whose block
+returned goes back to the idle list, and only the first launches of a process (and a launch
+wider than any before) start threads. A pool's rank process keeps them from run to run.
+
+An idle thread sleeps on its own lock (no polling) and holds no state of the block it ran: the
+block's agent is unbound before the thread goes idle. The list is per process: a fork starts
+with none (the parent's threads do not exist in the child).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from typing import Any
+
+IDLE_NAME = "shmcomm-block-idle"  # an idle thread's name: neither a leftover nor a host helper
+KEEP_IDLE = 256  # idle threads a process keeps at most (more end when their block returns)
+
+
+class BlockThread:
+    """One block's run on a kept thread: ``is_alive`` until the block's function returned,
+    ``join`` waits for that (the thread itself goes on, idle)."""
+
+    __slots__ = ("name", "_fn", "_args", "_done")
+
+    def __init__(self, fn: Callable[..., Any], args: tuple, name: str) -> None:
+        self.name = name
+        self._fn, self._args = fn, args
+        self._done = threading.Event()
+
+    def is_alive(self) -> bool:
+        return not self._done.is_set()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._done.wait(timeout)
+
+
+class _Worker:
+    __slots__ = ("job", "ready", "thread")
+
+    def __init__(self) -> None:
+        self.job: BlockThread | None = None
+        self.ready = threading.Lock()
+        self.ready.acquire()  # released when a job is handed over
+        self.thread = threading.Thread(target=_serve, args=(self,), name=IDLE_NAME, daemon=True)
+
+
+_idle: list[_Worker] = []
+_lock = threading.Lock()
+
+
+def start(fn: Callable[..., Any], args: tuple, name: str) -> BlockThread:
+    """Run ``fn(*args)`` on a kept thread named ``name`` while it runs; returns at once."""
+    job = BlockThread(fn, args, name)
+    with _lock:
+        worker = _idle.pop() if _idle else None
+    if worker is None:
+        worker = _Worker()
+        worker.job = job
+        worker.thread.name = name
+        worker.thread.start()
+        worker.ready.release()
+        return job
+    worker.job = job
+    worker.thread.name = name
+    worker.ready.release()  # the idle thread wakes and runs it
+    return job
+
+
+def _serve(worker: _Worker) -> None:
+    while True:
+        worker.ready.acquire()
+        job = worker.job
+        if job is None:
+            return
+        worker.job = None
+        try:
+            job._fn(*job._args)
+        except BaseException:  # noqa: BLE001,S110 -- the block's main reports its own failures
+            pass
+        job._fn = job._args = None  # type: ignore[assignment]  # no reference kept while idle
+        threading.current_thread().name = IDLE_NAME
+        with _lock:
+            keep = len(_idle) < KEEP_IDLE
+            if keep:
+                _idle.append(worker)
+        job._done.set()  # after it is idle again: the next launch finds it
+        if not keep:
+            return
+
+
+def idle_count() -> int:
+    """Idle kept threads of this process."""
+    return len(_idle)
+
+
+def _forget() -> None:  # a forked child has none of its parent's threads
+    global _lock
+    _idle.clear()
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget)
+
+__all__ = ["BlockThread", "start", "idle_count", "IDLE_NAME", "KEEP_IDLE"]
