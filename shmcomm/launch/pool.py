@@ -21,7 +21,9 @@ so they must be picklable (a module-level function is).
 
 from __future__ import annotations
 
+import ctypes
 import functools
+import itertools
 import os
 import pickle
 import queue
@@ -35,6 +37,7 @@ from typing import Any
 from ..config import Config
 from ..core import control as C
 from ..core.heap import SymmetricArray
+from ..core.threads import IDLE_NAME
 from ..errors import ArgumentError, RunError, ShmcommError
 from ..exec.compose import max_shared_bytes, pool_state
 from ..transports.shm import ShmTransport
@@ -338,9 +341,9 @@ def _serve(rank: int, parent: int, transport: ShmTransport, ctl: C.Control, jobs
             results.send(("error", dict(rank=rank, block=None, kind="exception",
                                         message=f"the job could not be received: {exc!r}")))
             return 1
-        host = functools.partial(_checked_host, host, modules)
         model.use_pool(races, rank)  # the race detector: this rank's end of the pool's pipe
-        if serve_run(rank, config, transport, ctl, results, host, args, model) != 0:
+        if serve_run(rank, config, transport, ctl, results, host, args, model,
+                     functools.partial(_checked_result, modules)) != 0:
             return 1  # a failed run: the launcher replaces the pool
         # the run's models watched host accesses: the next run's must not see them
         SymmetricArray.observers[:] = observers
@@ -366,31 +369,75 @@ def _how(status: int | None) -> str:
     return f"exited with status {os.WEXITSTATUS(status)}"
 
 
-def _module_state() -> dict[str, tuple[Any, dict[str, Any]]]:
-    """Every loaded module's attributes as the pool's process started (a shallow copy)."""
+def _dict_version_reader() -> Callable[[dict], int] | None:
+    """A reader of a dict's modification stamp (CPython's ``ma_version_tag``, PEP 509: a new
+    value at every change of the dict), or ``None`` where this interpreter's dicts do not show
+    one where it is looked for. Checked on sample dicts before it is trusted; without it every
+    check compares every attribute."""
+    if sys.implementation.name != "cpython" or sys.version_info >= (3, 14):
+        return None
+    used_at, tag_at = 2 * ctypes.sizeof(ctypes.c_void_p), 3 * ctypes.sizeof(ctypes.c_void_p)
+
+    def version(d: dict) -> int:
+        return ctypes.c_uint64.from_address(id(d) + tag_at).value
+
+    sample: dict[str, int] = {}
+    try:
+        for n in range(5):
+            before = version(sample)
+            sample[f"k{n}"] = n
+            if ctypes.c_ssize_t.from_address(id(sample) + used_at).value != len(sample):
+                return None
+            after = version(sample)
+            sample[f"k{n}"] = n + 1  # a rebinding is a change too
+            if not before != after != version(sample) or version(sample) != version(sample):
+                return None
+    except Exception:  # noqa: BLE001 -- any surprise: no stamps
+        return None
+    return version
+
+
+_VERSION = _dict_version_reader()
+
+
+def _module_state() -> dict[str, list[Any]]:
+    """Every loaded module's public attributes (names and values) as the pool's process
+    started, with its dict's modification stamp. Private ones (``_name``) do not count:
+    libraries rebind their own private state as they run (hypothesis's gc timers, threading's
+    counters), which is no patch."""
     state = {}
     for name, mod in list(sys.modules.items()):
         d = getattr(mod, "__dict__", None)
         if isinstance(d, dict):
-            state[name] = (mod, d.copy())
+            keys = tuple(k for k in d if isinstance(k, str) and not k.startswith("_"))
+            state[name] = [mod, keys, tuple(d[k] for k in keys),
+                           _VERSION(d) if _VERSION else None]
     return state
 
 
-def _patched(state: dict[str, tuple[Any, dict[str, Any]]]) -> list[str]:
+def _patched(state: dict[str, list[Any]]) -> list[str]:
     """``module.attribute`` names whose value is no longer the object it was (a monkeypatch);
-    attributes added since (lazy imports) do not count, nor private ones (``_name``): libraries
-    rebind their own private state as they run (hypothesis's gc timers), which is no patch."""
+    attributes added since (lazy imports) do not count. Every run of a pool pays this check in
+    every rank: a module whose dict has not changed since it was last found clean (its stamp)
+    is skipped without touching its values."""
     out = []
-    for name, (mod, snap) in state.items():
+    version = _VERSION
+    for name, entry in state.items():
+        mod, keys, values, stamp = entry
         d = mod.__dict__
-        if len(d) == len(snap):
-            try:
-                if d == snap:  # C speed: identical values compare equal without __eq__
-                    continue
-            except Exception:  # noqa: BLE001 -- a replaced value whose == raises: look closer
-                pass
-        out += [f"{name}.{k}" for k, v in snap.items()
-                if not k.startswith("_") and d.get(k, _MISSING) is not v]
+        if version is not None:
+            now = version(d)
+            if now == stamp:
+                continue
+        try:
+            if tuple(map(d.get, keys, itertools.repeat(_MISSING))) == values:
+                if version is not None:
+                    entry[3] = now  # clean as of this stamp (only private names changed)
+                continue
+        except Exception:  # noqa: BLE001,S110 -- a replaced value whose == raises: look closer
+            pass
+        out += [f"{name}.{k}" for k, v in zip(keys, values, strict=True)
+                if d.get(k, _MISSING) is not v]
     return out
 
 
@@ -401,18 +448,18 @@ def _leftover_threads() -> list[str]:
     me = threading.current_thread()
     # schedule mode's turn watch stops when the rank's model closes, right after this check
     alive = [t for t in threading.enumerate()
-             if t is not me and not t.name.startswith("shmcomm-turnwatch")]
+             if t is not me and not t.name.startswith(("shmcomm-turnwatch", IDLE_NAME))]
     for t in alive:
         if t.name == "shmcomm-stream":  # a stream's worker returns right after its last launch
             t.join(1.0)
     return [t.name for t in alive if t.is_alive()]
 
 
-def _checked_host(host: Callable, modules: dict, rt: Any, *args: Any) -> Any:
-    """``host`` in a pool rank: after it (and every launch) ends, whatever it left in the
-    process (a thread, a patched module) retires the process after this run."""
-    result = host(rt, *args)
-    rt.join_launches()
+def _checked_result(modules: dict, result: Any) -> Any:
+    """A passing run's ``result`` in a pool rank, after the host and every launch ended and the
+    model closed (in schedule mode the rank no longer holds the turn: the checks keep no other
+    agent waiting): whatever the run left in the process (a thread, a patched module) retires
+    the process after this run."""
     why = []
     threads = _leftover_threads()
     if threads:

@@ -655,9 +655,11 @@ def rank_process_setup(parent: int) -> bool:
 
 def serve_run(rank: int, config: Config, transport: ShmTransport, ctl: C.Control,
               conn: Connection, host: Callable, args: tuple,
-              model: Callable[[CoreRuntime], RankModel]) -> int:
+              model: Callable[[CoreRuntime], RankModel],
+              checked: Callable[[Any], Any] | None = None) -> int:
     """One run's work in a rank process: ``host(rt, *args)``, its result or failure sent to the
-    launcher. Returns the rank's exit status."""
+    launcher. ``checked``: what a passing result becomes once the model has closed (a pool's
+    check of what the run left in the process). Returns the rank's exit status."""
     sys.setswitchinterval(config.switch_interval)
     ctl.set_rank(rank, C.R_PID, os.getpid())
     ctl.set_rank(rank, C.R_STATE, C.R_RUNNING)
@@ -688,6 +690,8 @@ def serve_run(rank: int, config: Config, transport: ShmTransport, ctl: C.Control
                 conn.send_bytes(ForkingPickler.dumps(("advice", advice)))
             except OSError:
                 return 1
+    if checked is not None and msg[0] == "ok":
+        msg = ("ok", checked(msg[1]))
     data = _pickled(rank, msg)
     if data is not None and len(data) > MAX_REPORT_BYTES:  # the launcher would refuse to read it
         ctl.abort(C.ABORT_FAILURE)
