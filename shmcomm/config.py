@@ -364,7 +364,17 @@ def check_block_threads(nranks: int, blocks: int, label: str) -> None:
 
 def parse_hazards(value: str, label: str = "hazards") -> frozenset[str]:
     """The set of sub-model names in ``value`` (``"all"``, ``"none"``: no sub-model, or a comma
-    list of ``HAZARDS``)."""
+    list of ``HAZARDS``). Every block model asks at every launch: the answers are kept."""
+    got = _HAZARD_SETS.get(value)
+    if got is None:
+        got = _HAZARD_SETS[value] = _parse_hazards(value, label)
+    return got
+
+
+_HAZARD_SETS: dict[str, frozenset[str]] = {}
+
+
+def _parse_hazards(value: str, label: str) -> frozenset[str]:
     if value.strip() == "all":
         return frozenset(HAZARDS)
     if value.strip() == "none":  # schedule mode over eager semantics: interleavings only

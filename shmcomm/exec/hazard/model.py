@@ -81,6 +81,7 @@ class HazardRankModel(RankModel):
         super().__init__(rt)
         self.launch = LaunchState(0, None)
         cfg = rt.config
+        self.checking = "checkers" in parse_hazards(cfg.hazards)  # stale-at-launch's snapshot
         self.host_trace = HostTrace(cfg.trace, rt.ctl.segment.name, rt.rank) if cfg.trace else None
         self.host_stored: list[tuple[int, int]] = []  # byte ranges the host stored since a launch
         self.advice = Advice()  # the advisory checkers' findings, sent with the rank's result
@@ -109,9 +110,14 @@ class HazardRankModel(RankModel):
         rt = self.rt
         if self.host_trace:
             self.host_trace.launch_start()
+        waited = self.launch.waited
+        if not (self.checking and rt.launches > 1 and rt.running_launches <= 1):
+            # no snapshot could be kept (or no checker reads it): skip the scan of the matrix
+            self.host_stored = []
+            self.launch = LaunchState(rt.launches, None, waited)
+            return
         sigs = rt.signals.copy()  # peers may write while we look: scan a copy
         stale = {int(i) * 4: int(sigs[i]) for i in sigs.nonzero()[0]}
-        waited = self.launch.waited
         if waited:
             win = rt.window(rt.rank)
             for off in waited:

@@ -384,6 +384,7 @@ class Scheduler:
         cells, cell_of = self._cells, self._cell
         ids = sh.live[:sh.hdr[H_LIVE]].tolist()
         out = []
+        live = None  # the live ids as a set, made once a joining host needs it
         for a in ids:
             s = state[a]
             if s == RUNNABLE or s == DRAINING:
@@ -399,10 +400,14 @@ class Scheduler:
                 elif pending[a]:
                     out.append(a)  # only to retire its pending work (yielded: PCT runs it last)
             elif s == JOINING:  # a host joining its blocks (wrank JOIN_SLOTS: one launch's)
-                lo = hi = a - C.HOST_SLOT
-                hi = a if wrank[a] != JOIN_SLOTS else lo + woff[a] + wval[a]
-                lo += woff[a] if wrank[a] == JOIN_SLOTS else 0
-                if not any(lo <= b < hi for b in ids):
+                base = a - C.HOST_SLOT
+                if wrank[a] == JOIN_SLOTS:
+                    lo, hi = base + woff[a], base + woff[a] + wval[a]
+                else:
+                    lo, hi = base, a
+                if live is None:
+                    live = set(ids)
+                if live.isdisjoint(range(lo, hi)):
                     out.append(a)
         return out
 
