@@ -120,17 +120,24 @@ class Stability:
         return "stable" if self.stable else "unstable: " + "; ".join(self.reasons)
 
 
+# the box's load before this benchmark started: its own rank processes raise the load average
+# while it runs (8 ranks on 2 cores make a load of 3 or more by themselves), which says nothing
+# about other work disturbing it
+START_LOAD = os.getloadavg()[0]
+
+
 def stability(*results: Stats, load: float | None = None, ncores: int | None = None) -> Stability:
-    """Judge ``results`` measured at ``load`` (default: the current 1-minute load average)."""
+    """Judge ``results`` measured on a box whose load from other work was ``load`` (default:
+    the 1-minute load average when this benchmark started, :data:`START_LOAD`)."""
     out = Stability()
     for s in results:
         if s.rel_stdev > MAX_REL_STDEV:
             out.reasons.append(f"relative stdev {s.rel_stdev:.0%} > {MAX_REL_STDEV:.0%}")
             break
-    load = os.getloadavg()[0] if load is None else load
+    load = START_LOAD if load is None else load
     ncores = cores() if ncores is None else ncores
     if load > ncores:
-        out.reasons.append(f"load average {load:.1f} > {ncores} cores")
+        out.reasons.append(f"load average {load:.1f} before the run > {ncores} cores")
     return out
 
 

@@ -508,7 +508,7 @@ def main(argv: list[str] | None = None) -> int:
     if mpiexec:
         print()
         print(mpi_table(rows))
-    judged = _bench.stability(load=max(meta["loadavg_start"][0], meta["loadavg_end"][0]))
+    judged = _bench.stability(load=meta["loadavg_start"][0])
     if not judged.stable:  # the times are means of -n calls: only the load can be judged here
         print(f"WARNING: collectives: {judged}; rerun on a quieter machine before quoting these times",
               file=sys.stderr)

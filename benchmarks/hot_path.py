@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     for line in fact_lines(fs):
         print(line)
     shaky = [r["key"] for r in rows if r["per_call_us"]["rel_stdev"] > _bench.MAX_REL_STDEV]
-    judged = _bench.stability(load=max(load0, os.getloadavg()[0]))
+    judged = _bench.stability(load=load0)
     if shaky or not judged.stable:
         why = ([f"relative stdev > {_bench.MAX_REL_STDEV:.0%} in {', '.join(shaky)}"] if shaky else [])
         print("WARNING: unstable: " + "; ".join(why + judged.reasons) + "; rerun on a quieter machine",

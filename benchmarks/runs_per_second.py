@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
                                       _settings(c, ns.strategy), rep * ns.runs))
         replaced = pool.replaced
     load1 = os.getloadavg()
-    load = max(load0[0], load1[0])
+    load = load0[0]  # the box before the runs: they make load of their own
     print(f"runs/s of a small kernel at {ns.nranks} ranks x {ns.blocks} blocks, {ns.runs} runs x "
           f"{ns.reps} rounds per case, schedule strategy {ns.strategy}; loadavg {load0[0]:.2f} -> "
           f"{load1[0]:.2f}" + (f"; the pool was replaced {replaced} times" if replaced else ""))
