@@ -35,7 +35,7 @@ from ...core.heap import SymmetricArray
 from ...core.model import BlockModel, RankModel, atomic_add
 from ...types import CMP_SYMBOLS, PIPE_ALL, PIPE_MTE2, PIPE_MTE3, PIPE_NAMES, PIPE_V
 from ..trace import HostTrace, block_tracer, close_block
-from .checkers import CHECKER_CLASSES, EVENTS, observers
+from .checkers import CHECKER_CLASSES, observer_table
 from .dma import AsyncEngine
 from .jitter import Jitter
 from .report import Advice, kernel_site
@@ -177,7 +177,7 @@ class HazardBlockModel(BlockModel):
         self.launch = rank_model.launch
         self.advice = rank_model.advice
         checkers = [cls(self) for cls in CHECKER_CLASSES] if self.m_check else []
-        self.on = {e: observers(checkers, e) for e in EVENTS}  # event -> the checkers' methods
+        self.on = observer_table(checkers)  # event -> the checkers' methods
         # the scalar hooks are wanted only by these sub-models
         self.observes = bool(self.lines or self.m_check or self.jitter or self.tracer)
 

@@ -59,5 +59,25 @@ EVENTS = ("notify", "wait", "stored", "drained", "fenced", "set_flag", "finish",
 
 def observers(checkers: list[Checker], event: str) -> tuple:
     """The bound ``event`` methods of the checkers that override it."""
-    base = getattr(Checker, event)
-    return tuple(getattr(c, event) for c in checkers if getattr(type(c), event) is not base)
+    return tuple(getattr(c, event) for c in checkers if event in _overrides(type(c)))
+
+
+def observer_table(checkers: list[Checker]) -> dict[str, tuple]:
+    """``event -> observers(checkers, event)`` for every event (every block makes one)."""
+    on: dict[str, list] = {e: [] for e in EVENTS}
+    for c in checkers:
+        for e in _overrides(type(c)):
+            on[e].append(getattr(c, e))
+    return {e: tuple(m) for e, m in on.items()}
+
+
+_OVERRIDES: dict[type, tuple[str, ...]] = {}
+
+
+def _overrides(cls: type) -> tuple[str, ...]:
+    """The events ``cls`` overrides (asked for each block of every launch: kept per class)."""
+    got = _OVERRIDES.get(cls)
+    if got is None:
+        got = _OVERRIDES[cls] = tuple(e for e in EVENTS
+                                      if getattr(cls, e) is not getattr(Checker, e))
+    return got
