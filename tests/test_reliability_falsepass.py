@@ -156,3 +156,26 @@ def test_program_calling_sys_exit_at_import_says_so(tmp_path):
                           env=env, timeout=60)
     assert proc.returncode == 3, proc  # the exit status of a module that failed to import
     assert "exitprog" in proc.stderr and "called sys.exit(3)" in proc.stderr, proc.stderr
+
+
+def test_plain_data_is_read_without_a_thread_and_code_still_goes_through_one(monkeypatch):
+    import pickle
+    import threading
+
+    from shmcomm.launch import supervisor
+
+    started: list[str] = []
+    real = threading.Thread.start
+
+    def counting(self):
+        started.append(self.name)
+        return real(self)
+
+    monkeypatch.setattr(threading.Thread, "start", counting)
+    plain = ("ok", {"a": [1, 2.5, "x", b"y", None, (True,)]})
+    assert supervisor._loads_bounded(pickle.dumps(plain), 5.0) == plain
+    assert started == []
+    assert supervisor._loads_bounded(pickle.dumps(("ok", os.stat_result(range(10)))), 5.0)[0] == "ok"
+    assert started == ["shmcomm-unpickle"]
+    with pytest.raises(shmcomm.ShmcommError, match="unpickling it raised"):
+        supervisor._loads_bounded(b"\x80\x04garbage", 5.0)

@@ -18,7 +18,9 @@ Ranks that do not stop within ``STOP_GRACE_S`` of an abort are killed. Ranks get
 from __future__ import annotations
 
 import faulthandler
+import io
 import os
+import pickle
 import signal
 import sys
 import tempfile
@@ -559,12 +561,32 @@ def _signal_group(pgid: int, sig: int) -> None:
         pass
 
 
+class _NeedsCode(Exception):
+    """The pickle names a class or function: reconstructing it may run code."""
+
+
+class _DataOnly(pickle.Unpickler):
+    """Unpickles plain data only (``None``, numbers, strings, bytes, lists, tuples, dicts,
+    sets): a pickle that names no global cannot run any code of its own."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise _NeedsCode(f"{module}.{name}")
+
+
 def _loads_bounded(data: bytes, limit: float) -> tuple[str, Any]:
     """Unpickle a rank's report within ``limit`` seconds, and check its shape.
 
-    Unpickling runs the result's own reconstruction code: it happens in a daemon thread so that
-    a result which stalls there costs the launcher ``limit`` seconds, never a hang."""
+    Unpickling a result that names a class runs that class's reconstruction code: that happens
+    in a daemon thread so that a result which stalls there costs the launcher ``limit`` seconds,
+    never a hang. Plain data (most results, every result of ``None``) is read at once: starting
+    a thread for it cost every run a thread per rank."""
     box: list[Any] = []
+    try:
+        box.append(("ok", _DataOnly(io.BytesIO(data)).load()))
+    except _NeedsCode:
+        box.clear()
+    except Exception as exc:  # noqa: BLE001 -- garbled data: reported below
+        box.append(("err", exc))
 
     def load() -> None:
         try:
@@ -572,9 +594,10 @@ def _loads_bounded(data: bytes, limit: float) -> tuple[str, Any]:
         except BaseException as exc:  # noqa: BLE001 -- reported to the user below
             box.append(("err", exc))
 
-    t = threading.Thread(target=load, name="shmcomm-unpickle", daemon=True)
-    t.start()
-    t.join(limit)
+    if not box:
+        t = threading.Thread(target=load, name="shmcomm-unpickle", daemon=True)
+        t.start()
+        t.join(limit)
     if not box:
         raise ShmcommError(f"unpickling it did not finish within {limit:g} s")
     how, value = box[0]
