@@ -150,7 +150,7 @@ class ScheduleBlockModel(HazardBlockModel):
 
     def start(self) -> None:
         super().start()
-        self.sched.await_turn(self.aid)
+        self.sched.await_turn(self.aid, fresh=True)
 
     def finish(self) -> None:
         while self.pending:  # the block returned; its queued work retires at later steps

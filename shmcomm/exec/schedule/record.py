@@ -24,7 +24,7 @@ from ..trace import load as load_trace
 from .scheduler import OPS, agent_name
 
 FORMAT = "shmcomm-schedule"
-VERSION = 1
+VERSION = 2  # 2: a block's first point after its start takes no step
 
 
 @dataclass

@@ -231,6 +231,9 @@ class Scheduler:
         self._cells: dict[tuple[int, int], Any] = {}
         # agent id -> the thread it runs on (in this process): Python ident, kernel thread id
         self.threads: dict[int, tuple[int, int]] = {}
+        # blocks that got the turn at their start and have not reached a point since: their
+        # first point offers the same choice as their start did (nothing of theirs ran between)
+        self._fresh: set[int] = set()
 
     # -- words ---------------------------------------------------------------------------------
 
@@ -273,8 +276,9 @@ class Scheduler:
         finally:
             sh.wrank[aid] = -1
 
-    def await_turn(self, aid: int) -> None:
-        """Sleep until ``aid`` holds the turn; raises :class:`Aborted` when the run aborts."""
+    def await_turn(self, aid: int, fresh: bool = False) -> None:
+        """Sleep until ``aid`` holds the turn; raises :class:`Aborted` when the run aborts.
+        ``fresh``: a block's start (its first point then takes no step of its own)."""
         go = self._go_word(aid)
         self.threads[aid] = (threading.get_ident(), threading.get_native_id())
         cell = ctypes.c_int32.from_address(self.sh.go_addr(aid))
@@ -285,6 +289,8 @@ class Scheduler:
         cell.value = 0  # we hold the turn: nobody else writes our go word until we pass it on
         if self.abort.value:
             self._raise_aborted(aid)
+        if fresh:
+            self._fresh.add(aid)
 
     def _raise_aborted(self, aid: int) -> None:
         reason = C.ABORT_NAMES.get(self.ctl.aborted(), "an abort")
@@ -317,6 +323,13 @@ class Scheduler:
         read (no news); a long enough run of such steps by every live agent is a livelock."""
         if self.abort.value:
             self._raise_aborted(aid)
+        if aid in self._fresh:
+            self._fresh.discard(aid)
+            if state == RUNNABLE and not pending:
+                # the block's first point right after its start: only its own local code ran
+                # since the strategy chose it, so a step here would repeat that choice (every
+                # schedule it adds equals one where the others ran before the block started)
+                return
         sh = self.sh
         sh.state[aid] = state
         sh.pending[aid] = 1 if pending else 0
