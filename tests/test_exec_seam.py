@@ -554,3 +554,23 @@ def test_run_keeps_choosing_the_model_from_the_config():
     assert observed.inner.rank_model is HazardRankModel
     plugged = _Launcher(Config(), print, (), model=RecordingRank).model
     assert type(plugged) is RunModel and plugged.rank_model is RecordingRank
+
+
+def test_models_forward_nothing_implicitly():
+    # a wrapping model (the race detector) says what it takes from the model it wraps: an
+    # attribute reached through __getattr__ is one the seam does not declare, and a class
+    # attribute of the seam's base silently wins over it (the way concurrent_launches did)
+    import importlib
+    import pkgutil
+
+    import shmcomm.exec as ex
+    from shmcomm.core.model import BlockModel, RankModel, RunModel
+
+    seen = []
+    for info in pkgutil.walk_packages(ex.__path__, ex.__name__ + "."):
+        mod = importlib.import_module(info.name)
+        for obj in vars(mod).values():
+            if isinstance(obj, type) and issubclass(obj, (BlockModel, RankModel, RunModel)):
+                seen.append(obj)
+                assert "__getattr__" not in vars(obj), f"{obj.__qualname__} forwards by __getattr__"
+    assert len(seen) >= 8

@@ -54,6 +54,7 @@ class BlockModel:
     ``dsb`` skip the call (``agent.fences`` is ``None``)."""
 
     acts_on_fences = True
+    tracer: Any = None  # the block's trace writer, when its model keeps one (reports name it)
 
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
@@ -198,6 +199,7 @@ class RankModel:
     several host threads); a model that runs one agent at a time says no."""
 
     concurrent_launches = True
+    advice: Any = None  # the advisory checkers' findings of the run, when the model keeps them
     # a model that runs one agent at a time may still take stream launches if they start on
     # the host thread (which joins each with host_join_launch)
     inline_streams = False

@@ -744,10 +744,10 @@ MAX_ADVICE = 16  # likely causes a failure report prints (each rank keeps its fi
 
 
 def _advice(model: RankModel) -> list[str]:
-    """The advisory checkers' findings of this rank's run (hazard and schedule modes). Only a
-    run whose model imported the checkers can have any: eager ranks do not import them."""
-    report = sys.modules.get("shmcomm.exec.hazard.report")
-    return [] if report is None else [str(a) for a in report.advice_of(model)]
+    """The advisory checkers' findings of this rank's run (hazard and schedule modes: the
+    model's ``advice``, which an observer's model takes from the model it wraps)."""
+    advice = model.advice
+    return [] if advice is None else [str(a) for a in advice.texts]
 
 
 def _pickled(rank: int, msg: tuple[str, Any]) -> bytes | None:

@@ -21,6 +21,7 @@ from ...errors import ShmcommError
 
 if TYPE_CHECKING:
     from ...core.agent import Agent
+    from ...core.model import RankModel
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
 _KERNELS_DIR = _PKG_DIR + "kernels" + os.sep
@@ -57,14 +58,10 @@ class Advice:
         self.texts.append(text)
 
 
-def advice_of(model: object) -> list[str]:
-    """The advisory findings a rank model (or the hazard model an observer wraps) holds."""
-    while model is not None:
-        advice = getattr(model, "advice", None)
-        if isinstance(advice, Advice):
-            return list(advice.texts)
-        model = getattr(model, "inner", None)
-    return []
+def advice_of(model: RankModel) -> list[str]:
+    """The advisory findings a rank model holds (an observer's: those of the model it wraps)."""
+    advice = model.advice
+    return list(advice.texts) if isinstance(advice, Advice) else []
 
 
 def user_site(frame: FrameType | None = None) -> str | None:
@@ -122,7 +119,7 @@ def message(agent: Agent, checker: str, detail: str, offset: int | None, sig_ran
         "" if sig_rank is None else f" of rank {sig_rank}")
     msg = (f"hazard [{checker}] at {where}: {agent.where()}{sig}: {detail} "
            f"(seed {cfg.seed}, hazards={cfg.hazards})")
-    tracer = getattr(agent.pipes, "tracer", None)
+    tracer = agent.pipes.tracer
     if tracer is not None:
         tracer.instant(f"hazard [{checker}]", message=msg)
     return msg

@@ -314,11 +314,13 @@ class RaceRankModel(RankModel):
         SymmetricArray.observers.append(self._host_write)
         SymmetricArray.read_observers.append(self._host_read)
 
-    def __getattr__(self, name: str) -> Any:  # the inner model's own state (its launch, ...)
-        inner = self.__dict__.get("inner")
-        if inner is None:
-            raise AttributeError(name)
-        return getattr(inner, name)
+    @property
+    def concurrent_launches(self) -> bool:  # type: ignore[override]
+        return self.inner.concurrent_launches
+
+    @property
+    def advice(self) -> Any:
+        return self.inner.advice
 
     def launch_issued(self, launch: Any, stream: Any) -> None:
         """A stream launch: it starts after what the host did before issuing it (not after
@@ -717,11 +719,9 @@ class RaceBlockModel(BlockModel):
         # offset): their clock may be made after the hook): acquired at the block's next step
         self.tested: list[Any] = []
 
-    def __getattr__(self, name: str) -> Any:  # the inner model's own state (a scheduler's, ...)
-        inner = self.__dict__.get("inner")
-        if inner is None:
-            raise AttributeError(name)
-        return getattr(inner, name)
+    @property
+    def tracer(self) -> Any:
+        return self.inner.tracer
 
     # -- clock bookkeeping -------------------------------------------------------------------
 
