@@ -4,6 +4,8 @@ without a signal reset) is flagged; used as its contract says, and EpochBarrier 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import shmcomm
@@ -108,8 +110,13 @@ def host_seed_count(rt, count):
 def test_seed_barrier_with_fewer_blocks_than_launched_is_flagged(seed):
     # num_comm_blocks=2 in a 3-block launch: block 0 goes on after one arrival (passes eagerly)
     assert _run(host_seed_count, mode="eager", args=(2,)) == [0, 0, 0]
-    # advisory (three takers of a count of two): the likely cause beside a proven failure
-    assert _run(host_seed_count, seed=seed, args=(2,)) == [0, 0, 0]
+    # advisory (three takers of a count of two): never the failure itself, only the likely
+    # cause beside a proven one. The early Set can also cache the line the third block's late
+    # arrival writes, which the line model proves when the run's timing orders it so.
+    try:
+        assert _run(host_seed_count, seed=seed, args=(2,)) == [0, 0, 0]
+    except shmcomm.RunError as exc:
+        assert re.match(r"shmcomm run failed .*: HazardReport: hazard \[line-shared\]", str(exc)), exc
     with pytest.raises(shmcomm.RunError, match=r"likely cause: hazard \[arrival-takers\].*"
                                                r"num_comm_blocks=2\) in a launch of 3 blocks"):
         _run(failing(host_seed_count), seed=seed, args=(2,))
