@@ -28,7 +28,7 @@ more observer inside the hazard model.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -46,15 +46,32 @@ if TYPE_CHECKING:
     from .tile import Tile
 
 
+class StepClock(Protocol):
+    """The clock a scheduled interleaving gives the semantics it drives: time is the run's
+    step count, so deferred work falls due some steps after issue (and a replay retires it at
+    the same steps). A semantics on a step clock draws no jitter: the schedule is the jitter."""
+
+    def now(self) -> float:
+        """The run's step."""
+        ...
+
+    def due(self, rng: Any) -> float:
+        """When work issued now falls due (``rng``: the block's seeded stream)."""
+        ...
+
+
 class BlockModel:
     """One block's execution: pipe work (always called) and scalar hooks (called when
     ``agent.hooks`` is this object). The base class keeps the event-flag bookkeeping.
 
     ``acts_on_fences``: whether ``barrier`` / ``dsb`` do anything; when not, ``pipe_barrier`` and
-    ``dsb`` skip the call (``agent.fences`` is ``None``)."""
+    ``dsb`` skip the call (``agent.fences`` is ``None``). ``pending``: whether work the block
+    issued is still to complete (a deferring model's; an interleaving keeps such a block alive
+    until ``retire_due`` has retired it all)."""
 
     acts_on_fences = True
     tracer: Any = None  # the block's trace writer, when its model keeps one (reports name it)
+    pending = False
 
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
@@ -74,6 +91,10 @@ class BlockModel:
 
     def idle(self) -> None:
         """Called while the block waits: a deferring model may retire work here."""
+
+    def retire_due(self) -> None:
+        """Retire the work due by the model's clock now (a scheduled interleaving calls it at
+        the block's scheduling points)."""
 
     # -- pipe instructions -------------------------------------------------------------------
 

@@ -28,13 +28,12 @@ from typing import Any
 from ..config import MODE_ONLY, Config, parse_hazards, parse_strategy
 from ..core.model import RunModel
 from ..errors import ArgumentError
+from .semantics import SEMANTICS, semantics_model, semantics_of
 
-SEMANTICS = ("eager", "hazard")
 INTERLEAVINGS = ("free", "scheduled")
 OBSERVERS = ("races", "trace", "checkers")
-# mode -> (semantics, interleaving): a mode names one semantics with one interleaving
-_MODES = {"eager": ("eager", "free"), "hazard": ("hazard", "free"),
-          "schedule": ("hazard", "scheduled")}
+# mode -> interleaving (its semantics: .semantics, hazard unless hazards='none')
+_INTERLEAVING = {"eager": "free", "hazard": "free", "schedule": "scheduled"}
 # settings only some modes read, and those modes: the configuration's table (which warns about
 # the others) and the scheduler's own settings
 _READ_BY = MODE_ONLY
@@ -55,7 +54,8 @@ class Execution:
     @classmethod
     def of(cls, config: Config) -> Execution:
         """The execution ``config`` asks for; ArgumentError for one that does not exist."""
-        semantics, interleaving = _MODES[config.mode]
+        interleaving = _INTERLEAVING[config.mode]
+        semantics = semantics_of(config)
         if config.replay and interleaving != "scheduled":
             raise ArgumentError(f"replay: a schedule file runs only in mode 'schedule'; mode must "
                                 f"be 'schedule' with replay, got mode {config.mode!r}")
@@ -120,18 +120,12 @@ def compose(config: Config) -> RunModel:
     once in the launcher (its rank models are made in each rank process)."""
     ex = Execution.of(config)
     model: RunModel
-    if ex.interleaving == "scheduled":  # the scheduler drives the hazard models on its clock
+    if ex.interleaving == "scheduled":  # the scheduler drives the semantics on its step clock
         from .schedule import ScheduleMode
 
         model = ScheduleMode(config)
-    elif ex.semantics == "hazard":
-        from .hazard import HazardRankModel
-
-        model = RunModel(config, HazardRankModel)
     else:
-        from .eager import EagerRankModel
-
-        model = RunModel(config, EagerRankModel)
+        model = RunModel(config, semantics_model(ex.semantics))
     # trace and checkers observe inside the semantics' own models (they cost nothing when off);
     # the race detector wraps whatever runs, so it composes with every semantics and interleaving
     if "races" in ex.observers:

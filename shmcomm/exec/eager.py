@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..core.model import BlockModel, RankModel, atomic_add
+from ..core.model import BlockModel, RankModel, StepClock, atomic_add
 from ..types import CMP_SYMBOLS, PIPE_NAMES
 from .trace import HostTrace, Tracer, block_tracer, close_block
 
@@ -83,12 +83,15 @@ class TracedEagerBlockModel(EagerBlockModel):
 
 
 class EagerRankModel(RankModel):
-    """No launch state, no hooks (unless the run writes a trace)."""
+    """No launch state, no hooks (unless the run writes a trace). ``step_clock``: a scheduled
+    run's (the blocks' trace is stamped with its steps; the scheduler writes the host's)."""
 
-    def __init__(self, rt: RankRuntime) -> None:
+    def __init__(self, rt: RankRuntime, step_clock: StepClock | None = None) -> None:
         super().__init__(rt)
         cfg = rt.config
-        self.host_trace = HostTrace(cfg.trace, rt.ctl.segment.name, rt.rank) if cfg.trace else None
+        self.step_clock = step_clock
+        self.host_trace = (HostTrace(cfg.trace, rt.ctl.segment.name, rt.rank)
+                           if cfg.trace and step_clock is None else None)
 
     def launch_start(self) -> None:
         if self.host_trace:
@@ -100,8 +103,11 @@ class EagerRankModel(RankModel):
 
     def block(self, agent: Agent) -> BlockModel:
         tracer = block_tracer(agent)
-        if tracer is None or self.host_trace is None:  # both are set when the run traces
+        if tracer is None:
             return EagerBlockModel(agent)
-        self.host_trace.block(agent)
+        if self.host_trace is not None:
+            self.host_trace.block(agent)
+        if self.step_clock is not None:  # a replay gives the same trace
+            tracer.use_clock(self.step_clock.now)
         agent.hooks = model = TracedEagerBlockModel(agent, tracer)
         return model

@@ -32,7 +32,7 @@ import numpy as np
 from ...config import parse_hazards
 from ...core import control as C
 from ...core.heap import SymmetricArray
-from ...core.model import BlockModel, RankModel, atomic_add
+from ...core.model import BlockModel, RankModel, StepClock, atomic_add
 from ...types import CMP_SYMBOLS, PIPE_ALL, PIPE_MTE2, PIPE_MTE3, PIPE_NAMES, PIPE_V
 from ..trace import HostTrace, block_tracer, close_block
 from .checkers import CHECKER_CLASSES, observer_table
@@ -75,14 +75,20 @@ class LaunchState:
 
 
 class HazardRankModel(RankModel):
-    """Hazard mode in one rank process: the launch-time snapshot, and a block model per block."""
+    """Hazard mode in one rank process: the launch-time snapshot, and a block model per block.
 
-    def __init__(self, rt: RankRuntime) -> None:
+    ``step_clock``: a scheduled interleaving's clock (:class:`~shmcomm.core.model.StepClock`):
+    due times in steps, no jitter, and no wall-clock host trace (the scheduler writes the
+    run's trace)."""
+
+    def __init__(self, rt: RankRuntime, step_clock: StepClock | None = None) -> None:
         super().__init__(rt)
         self.launch = LaunchState(0, None)
         cfg = rt.config
+        self.step_clock = step_clock
         self.checking = "checkers" in parse_hazards(cfg.hazards)  # stale-at-launch's snapshot
-        self.host_trace = HostTrace(cfg.trace, rt.ctl.segment.name, rt.rank) if cfg.trace else None
+        self.host_trace = (HostTrace(cfg.trace, rt.ctl.segment.name, rt.rank)
+                           if cfg.trace and step_clock is None else None)
         self.host_stored: list[tuple[int, int]] = []  # byte ranges the host stored since a launch
         self.advice = Advice()  # the advisory checkers' findings, sent with the rank's result
         SymmetricArray.observers.append(self._host_store)
@@ -154,12 +160,22 @@ class HazardBlockModel(BlockModel):
         self.m_check = "checkers" in models
         self.delay = cfg.hazard_delay
         self.rng = random.Random(agent.rng.getrandbits(64))  # due times: one stream
+        clock = rank_model.step_clock
+        self.wall = clock is None  # due times in seconds (else in a scheduled run's steps)
+        if clock is not None:
+            rng = self.rng
+            self._now = clock.now  # type: ignore[method-assign]
+            self._due = lambda: clock.due(rng)  # type: ignore[method-assign]
         self.vis = RemoteStores(self._apply) if "visibility" in models else None
         self.lines = LineModel(agent.rt.windows, self._clobber) if "lines" in models else None
         self.set_read_add = cfg.set_semantics == "read-add"
         # jitter and idle draw from their own stream: how often a wait idles depends on timing
         self.jitter = Jitter(random.Random(agent.rng.getrandbits(64))) if "jitter" in models else None
+        if not self.wall:
+            self.jitter = None  # (its stream drawn all the same: the seeds' other draws stay put)
         self.tracer = block_tracer(agent)
+        if self.tracer and not self.wall:  # stamped with steps: a replay gives the same trace
+            self.tracer.use_clock(self._now)
         self.queues: list[deque] = [deque() for _ in PIPE_NAMES]  # issued, not yet retired
         self.issued = [0] * len(PIPE_NAMES)
         self.retired = [0] * len(PIPE_NAMES)
@@ -173,7 +189,7 @@ class HazardBlockModel(BlockModel):
         self.pending = False
         # TPUT_ASYNC / TGET_ASYNC: the DMA engine, which no pipe_barrier or dsb drains
         self.dma = AsyncEngine(self._due, self._now, 10 * self.delay + 0.01,
-                               type(self)._now is HazardBlockModel._now) if self.m_pipes else None
+                               self.wall) if self.m_pipes else None
         self.launch = rank_model.launch
         self.advice = rank_model.advice
         checkers = [cls(self) for cls in CHECKER_CLASSES] if self.m_check else []
@@ -313,7 +329,7 @@ class HazardBlockModel(BlockModel):
         """TNOTIFY's closing barrier: the queued copies finish when their DMA would (their due
         times), not the instant the signal went out, so a notify issued before its data is
         drained still races with the data (as on the NPU)."""
-        if type(self)._now is HazardBlockModel._now:  # wall-clock due times (not a step clock)
+        if self.wall:  # wall-clock due times (not a step clock)
             due = max((item[1] for p in _PIPES for item in self.queues[p]), default=0.0)
             wait = due - self._now()
             if wait > 0:
@@ -365,8 +381,12 @@ class HazardBlockModel(BlockModel):
     # -- queues ------------------------------------------------------------------------------
 
     def _now(self) -> float:
-        """The clock of due times (seconds; a subclass may count in other units)."""
+        """The clock of due times (seconds; a scheduled run's step clock replaces it)."""
         return _perf()
+
+    def retire_due(self) -> None:
+        if self.pending:
+            self._tick()
 
     def _due(self) -> float:
         return self._now() + self.delay * (0.5 + self.rng.random())

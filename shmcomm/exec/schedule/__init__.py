@@ -23,6 +23,7 @@ from ...config import Config
 from ...core import control as C
 from ...core.model import RunModel
 from ...errors import ArgumentError, Failure
+from ..semantics import semantics_model, semantics_of
 from .model import ScheduleBlockModel, ScheduleRankModel
 from .record import Schedule, load, write_trace
 from .scheduler import (
@@ -67,6 +68,7 @@ class ScheduleMode(RunModel):
                     if k in ("blocks", "hazards", "schedule_delay")}
             self.config = config = config.replace(seed=recorded.seed, **opts)
         self.strategy = make(config, choices)
+        self.semantics = semantics_model(semantics_of(config))  # after a replay's options
         self.shared_bytes = shared_bytes(config.nranks)
         self.schedule: Schedule | None = None
 
@@ -92,7 +94,7 @@ class ScheduleMode(RunModel):
             sh.release()
 
     def __call__(self, rt: Any) -> ScheduleRankModel:
-        return ScheduleRankModel(rt, self.strategy)
+        return ScheduleRankModel(rt, self.strategy, self.semantics)
 
     def collect(self, ctl: Any, failures: list[Failure]) -> None:
         sh = Shared(ctl.extra_base, ctl.nranks)

@@ -1,15 +1,17 @@
-"""Schedule mode's execution models: the hazard models, run one agent at a time.
+"""Schedule mode's execution models: the run's semantics (hazard or eager), one agent at a time.
 
-:class:`ScheduleBlockModel` extends the hazard block model: every pipe and scalar hook first
-takes a scheduling point (the scheduler may hand the turn to another agent there), then calls
-the hazard model's hook, so checkers and any observer attached the hazard way keep working.
-Its clock is the run's step count, not wall time: queued pipe work, invisible remote stores and
-line write-backs fall due ``schedule_delay`` x (live agents) x U(0.5, 1.5) steps after issue and
-retire at the owner's first scheduling point after that. A block that returns with work still pending stays
-a (draining) agent of the schedule until all of it has retired, so a consumer can run between
-the producer's last notify and the arrival of its data. Jitter is off (the schedule is the
-jitter), and the blocks' trace is stamped with the step count instead of wall time (so a
-replay gives the same trace).
+:class:`ScheduleBlockModel` is the scheduled interleaving of one block: before every
+instruction it takes a scheduling point (the scheduler may hand the turn to another agent
+there), then passes the instruction to the block model of the run's semantics, and its scalar
+hooks to that model's hooks, so checkers and any observer of the semantics keep working. The
+semantics run on a :class:`StepClock`: queued pipe work, invisible remote stores and line
+write-backs fall due ``schedule_delay`` x (live agents) x U(0.5, 1.5) steps after issue and
+retire at the owner's first scheduling point after that. A block that returns with work still
+pending stays a (draining) agent of the schedule until all of it has retired, so a consumer can
+run between the producer's last notify and the arrival of its data. Jitter is off (the schedule
+is the jitter), and the blocks' trace is stamped with the step count instead of wall time (so a
+replay gives the same trace). Under eager semantics nothing is ever pending: a pure search of
+interleavings.
 
 :class:`ScheduleRankModel` adds the host agent: it runs only with the turn (from the rank's
 start to its end), passes the turn while it joins a launch and while ``rt.barrier`` waits.
@@ -18,14 +20,15 @@ start to its end), passes the turn while it joins a launch and while ``rt.barrie
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ...core import control as C
 from ...core.agent import HOOKED
+from ...core.model import BlockModel, RankModel, StepClock
 from ...core.waiting import KIND_SYNCALL, WaitSite, first_unsatisfied
 from ...errors import Aborted
 from ...types import CMP_FUNCS, WaitCmp
-from ..hazard.model import HazardBlockModel, HazardRankModel
 from .scheduler import BLOCKED, DONE, DRAINING, OP, RUNNABLE, W_GM, Scheduler, agent_id
 from .turnwatch import TurnWatch
 
@@ -109,142 +112,212 @@ def wait_turns(sched: Scheduler, aid: int, op: int, site: Any, value: int, cmp: 
         sched.switch(aid, op, BLOCKED, bool(pending and pending()), yielded=True)
 
 
-class ScheduleBlockModel(HazardBlockModel):
-    """The hazard model of one block, taking a scheduling point at every instruction."""
+class Steps:
+    """The run's step count as the clock of the semantics a scheduled run drives: work falls
+    due ``delay`` x (live agents) x U(0.5, 1.5) steps after issue (per live agent: an agent's
+    work stays pending for about ``delay`` of its owner's own steps whatever the run's size,
+    so the others get as many chances to see it pending)."""
 
-    def __init__(self, agent: Agent, rank_model: ScheduleRankModel) -> None:
-        super().__init__(agent, rank_model)
-        self.sched = rank_model.sched
-        self.aid = agent_id(agent.rank, agent.slot)
-        self.delay = float(agent.rt.config.schedule_delay)  # in steps
-        self.jitter = None
-        if self.tracer:  # stamped with steps, not wall time: a replay gives the same trace
-            self.tracer.use_clock(self._now)
-        self.observes = True
-        self.quiet = False  # the hazard model's own end-of-block drain takes no points
-        self.polls = Polls()
+    def __init__(self, sched: Scheduler, delay: float) -> None:
+        self.sched, self.delay = sched, delay
 
-    # -- the step clock and the points ---------------------------------------------------------
-
-    def _now(self) -> float:
+    def now(self) -> float:
         return float(self.sched.step())
 
-    def _due(self) -> float:
-        # per live agent: an agent's work stays pending for about ``delay`` of its owner's own
-        # steps whatever the run's size, so the others get as many chances to see it pending
-        return self._now() + self.delay * self.sched.live_count() * (0.5 + self.rng.random())
+    def due(self, rng: Any) -> float:
+        return float(self.sched.step()) + self.delay * self.sched.live_count() * (0.5 + rng.random())
+
+
+class ScheduleBlockModel(BlockModel):
+    """One block of a scheduled run: a scheduling point before every instruction, then the
+    instruction on the block model of the run's semantics (``sem``; ``ih``: its scalar hooks,
+    ``None`` when it wants none). Every method of the seam is passed on explicitly."""
+
+    def __init__(self, agent: Agent, rank_model: ScheduleRankModel, sem: BlockModel,
+                 ih: Any) -> None:
+        super().__init__(agent)
+        self.sem, self.ih = sem, ih
+        self.sched = rank_model.sched
+        self.aid = agent_id(agent.rank, agent.slot)
+        self.acts_on_fences = sem.acts_on_fences  # no fences to schedule where they do nothing
+        self.polls = Polls()
+
+    @property
+    def tracer(self) -> Any:
+        return self.sem.tracer
+
+    @property
+    def pending(self) -> bool:  # type: ignore[override]
+        return self.sem.pending
+
+    # -- the points ----------------------------------------------------------------------------
 
     def _point(self, op: int, yielded: bool = False, stale: bool = False) -> None:
-        if self.quiet:
-            return
-        if self.tracer:  # on disk before another agent runs: an aborted run loses none of it
-            self.tracer.flush()
-        self.sched.switch(self.aid, op, RUNNABLE, self.pending, yielded, stale and not self.pending)
-        if self.pending:
-            self._tick()
+        sem = self.sem
+        tracer = sem.tracer
+        if tracer:  # on disk before another agent runs: an aborted run loses none of it
+            tracer.flush()
+        pending = sem.pending
+        self.sched.switch(self.aid, op, RUNNABLE, pending, yielded, stale and not pending)
+        if sem.pending:
+            sem.retire_due()
 
     def _has_pending(self) -> bool:
-        return self.pending
+        return self.sem.pending
 
     # -- lifecycle -----------------------------------------------------------------------------
 
     def start(self) -> None:
-        super().start()
+        self.sem.start()
         self.sched.await_turn(self.aid, fresh=True)
 
     def finish(self) -> None:
-        while self.pending:  # the block returned; its queued work retires at later steps
+        sem = self.sem
+        while sem.pending:  # the block returned; its queued work retires at later steps
             self.sched.switch(self.aid, _DRAIN, DRAINING, True, yielded=True)
-            self._tick()
-        self.quiet = True
-        super().finish()
+            sem.retire_due()
+        sem.finish()  # its own end-of-block drain takes no points: nothing is left to retire
         self.sched.switch(self.aid, OP["block end"], DONE)
 
     def stop(self) -> None:
         exc = sys.exc_info()[1]
         if exc is not None and not isinstance(exc, Aborted):
             self.agent.ctl.abort(C.ABORT_FAILURE)  # before anyone else takes a step
-        super().stop()
+        self.sem.stop()
         self.sched.wake_all()
+
+    def idle(self) -> None:
+        self.sem.idle()
+
+    def retire_due(self) -> None:
+        self.sem.retire_due()
 
     # -- pipe instructions ---------------------------------------------------------------------
 
     def load(self, tile: Tile, src: GlobalTensor) -> None:
         self._point(_LOAD)
-        super().load(tile, src)
+        self.sem.load(tile, src)
 
     def store(self, dst: GlobalTensor, tile: Tile, atomic: int) -> None:
         self._point(_STORE)
-        super().store(dst, tile, atomic)
+        self.sem.store(dst, tile, atomic)
 
     def set_flag(self, src: int, dst: int, event: int) -> None:
         self._point(_SET)
-        super().set_flag(src, dst, event)
+        self.sem.set_flag(src, dst, event)
 
     def wait_flag(self, src: int, dst: int, event: int) -> None:
         self._point(_WFLAG)
-        super().wait_flag(src, dst, event)
+        self.sem.wait_flag(src, dst, event)
 
     def barrier(self, pipe: int) -> None:
-        if self.pending:  # with no queued work a drain changes nothing another agent can see
-            self._point(_BAR)  # (so TNOTIFY's own drain takes no point of its own then)
-        super().barrier(pipe)
+        if self.sem.pending:  # with no queued work a drain changes nothing another agent sees
+            self._point(_BAR)
+        self.sem.barrier(pipe)
+
+    def notify_drain(self) -> None:
+        if self.sem.pending:  # (so TNOTIFY's own drain takes no point of its own then)
+            self._point(_BAR)
+        self.sem.notify_drain()
 
     def dsb(self, mode: int) -> None:
-        self._point(_DSB)
-        super().dsb(mode)
+        if self.acts_on_fences:  # (an observer above may call it where the semantics ignores it)
+            self._point(_DSB)
+        self.sem.dsb(mode)
 
     def dcci(self, ptr: Any, mode: int) -> None:
         self._point(_DCCI)
-        super().dcci(ptr, mode)
+        self.sem.dcci(ptr, mode)
+
+    def mark(self, pipe: int) -> Any:
+        return self.sem.mark(pipe)
+
+    def completed(self, pipe: int, mark: Any) -> bool:
+        return self.sem.completed(pipe, mark)
+
+    def vector(self, op: Any) -> None:
+        self.sem.vector(op)  # tile work on the block's own UB: nothing another agent sees
 
     # -- the DMA engine: a post, a Wait and a Test are scheduling points (a Test loop advances
     # the step clock its copies fall due on) -------------------------------------------------
 
     def dma_post(self, copy: Any) -> None:
         self._point(_POST)
-        super().dma_post(copy)
+        self.sem.dma_post(copy)
 
     def dma_wait(self, copy: Any) -> None:
         self._point(_DWAIT)
-        super().dma_wait(copy)
+        self.sem.dma_wait(copy)
 
     def dma_test(self, copy: Any) -> bool:
         self._point(_DTEST)
-        return super().dma_test(copy)
+        return self.sem.dma_test(copy)
 
     # -- scalar hooks --------------------------------------------------------------------------
 
     def notify(self, sig: Any, value: int, op: int) -> None:
         self._point(_NOTIFY)
-        super().notify(sig, value, op)
+        if self.ih is not None:
+            self.ih.notify(sig, value, op)
 
     def wait(self, sig: Any, value: int, cmp: int) -> None:
-        super().wait(sig, value, cmp)  # observers see the wait start
+        if self.ih is not None:
+            self.ih.wait(sig, value, cmp)  # observers see the wait start
         wait_turns(self.sched, self.aid, _WAIT, sig.site, value, cmp, self._has_pending,
-                   self._tick_if_pending)
+                   self.sem.retire_due)
 
-    def _tick_if_pending(self) -> None:
-        if self.pending:
-            self._tick()
+    def waited(self, sig: Any, value: int, cmp: int) -> None:
+        if self.ih is not None:
+            self.ih.waited(sig, value, cmp)
 
     def test(self, sig: Any, value: int, cmp: int) -> None:
         holds = first_unsatisfied(sig.words, CMP_FUNCS[cmp], value)[0] < 0
         stale = not holds and self.polls.test(self.sched, self.aid, sig, value, cmp)
         self._point(_TEST, not holds, stale)  # a failing poll is a yield hint
-        super().test(sig, value, cmp)
+        if self.ih is not None:
+            self.ih.test(sig, value, cmp)
 
     def gm_access(self, op: str, ptr: Any, nbytes: int, write: bool, atomic: bool) -> None:
         stale = not write and self.polls.load(self.sched, self.aid, ptr, nbytes)
         self._point(_GM, stale=stale)
-        super().gm_access(op, ptr, nbytes, write, atomic)
+        if self.ih is not None:
+            self.ih.gm_access(op, ptr, nbytes, write, atomic)
+
+    def copy_begin(self, op: str, dst: GlobalTensor, src: GlobalTensor) -> None:
+        if self.ih is not None:
+            self.ih.copy_begin(op, dst, src)
+
+    def copy_end(self, op: str) -> None:
+        if self.ih is not None:
+            self.ih.copy_end(op)
+
+    def expect_blocks(self, kernel: str, param: str, count: int) -> None:
+        if self.ih is not None:
+            self.ih.expect_blocks(kernel, param, count)
+
+    def async_issue(self, event: Any) -> None:
+        if self.ih is not None:
+            self.ih.async_issue(event)
+
+    def async_complete(self, event: Any) -> None:
+        if self.ih is not None:
+            self.ih.async_complete(event)
 
     # -- SYNCALL: its wait is a blocked agent's, enabled once the counter reaches the target ----
 
+    def syncall_arrive(self, word: Any, target: int) -> None:
+        if self.ih is not None:
+            self.ih.syncall_arrive(word, target)
+
     def syncall_wait(self, word: Any, target: int) -> None:
-        super().syncall_wait(word, target)
+        if self.ih is not None:
+            self.ih.syncall_wait(word, target)
         wait_turns(self.sched, self.aid, _SYNC, syncall_site(self.agent, word), target,
-                   WaitCmp.GE, self._has_pending, self._tick_if_pending)
+                   WaitCmp.GE, self._has_pending, self.sem.retire_due)
+
+    def syncall_done(self, word: Any, target: int) -> None:
+        if self.ih is not None:
+            self.ih.syncall_done(word, target)
 
 
 def syncall_site(agent: Any, word: Any) -> WaitSite:
@@ -303,16 +376,19 @@ class HostHooks:
         pass
 
 
-class ScheduleRankModel(HazardRankModel):
-    """Schedule mode in one rank process: the host agent's turns, and a block model per block."""
+class ScheduleRankModel(RankModel):
+    """A scheduled run in one rank process: the host agent's turns, and the rank model of the
+    run's semantics (``semantics(rt, step_clock)``: hazard or eager) on the step clock, every
+    block of it behind a :class:`ScheduleBlockModel`."""
 
     concurrent_launches = False  # the host registers each launch's blocks while holding the turn
     inline_streams = True  # ... so a stream launch starts on the host thread, with the turn
 
-    def __init__(self, rt: RankRuntime, strategy: Any) -> None:
+    def __init__(self, rt: RankRuntime, strategy: Any,
+                 semantics: Callable[[RankRuntime, StepClock], RankModel]) -> None:
         super().__init__(rt)
-        self.host_trace = None  # wall-clock stamps would differ between replays: the step trace
         self.sched = Scheduler(rt.ctl, rt.windows.transport, strategy)
+        self.sem = semantics(rt, Steps(self.sched, float(rt.config.schedule_delay)))
         self.host = agent_id(rt.rank, C.HOST_SLOT)
         rt.host_agent.hooks = HostHooks(self.sched, self.host)
         HOOKED[0] = True  # TNOTIFY / TWAIT look for hooks from now on
@@ -320,11 +396,42 @@ class ScheduleRankModel(HazardRankModel):
         self.watch.start()
         self.sched.await_turn(self.host)  # the host runs only with the turn, from its start
 
+    @property
+    def advice(self) -> Any:
+        return self.sem.advice
+
     def block(self, agent: Agent) -> ScheduleBlockModel:
-        model = ScheduleBlockModel(agent, self)
+        agent.hooks = None
+        sem = self.sem.block(agent)  # sets agent.hooks when the semantics wants them
+        model = ScheduleBlockModel(agent, self, sem, agent.hooks)
         self.sched.register(model.aid)  # by the host, holding the turn: a deterministic order
         agent.hooks = model
         return model
+
+    # -- the semantics' launch-level state -----------------------------------------------------
+
+    def launch_issued(self, launch: Any, stream: Any) -> None:
+        self.sem.launch_issued(launch, stream)
+
+    def launch_starting(self, launch: Any) -> None:
+        self.sem.launch_starting(launch)
+
+    def launch_start(self) -> None:
+        self.sem.launch_start()
+
+    def launch_end(self) -> None:
+        self.sem.launch_end()
+
+    def launch_joined(self, launch: Any) -> None:
+        self.sem.launch_joined(launch)
+
+    def barrier_enter(self) -> None:
+        self.sem.barrier_enter()
+
+    def barrier_exit(self) -> None:
+        self.sem.barrier_exit()
+
+    # -- the host agent's turns ----------------------------------------------------------------
 
     def host_join(self) -> None:
         try:
@@ -342,6 +449,7 @@ class ScheduleRankModel(HazardRankModel):
         wait_turns(self.sched, self.host, OP["rt.barrier"], site, value, cmp)
 
     def close(self) -> None:
+        self.sem.close()
         self.watch.stop()
         if self.rt.ctl.aborted():
             self.sched.wake_all()
