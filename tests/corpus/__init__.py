@@ -14,12 +14,13 @@ from . import (
     launches,
     pull,
     streams,
+    user_extras,
     user_rings,
     user_sync,
 )
 from ._base import MODES, NEEDS, PROGRAMS, Program
 
 MODULES = (credit_rings, flags, launches, barriers, pull, events, async_copies, streams, atomics,
-           user_rings, user_sync)
+           user_rings, user_sync, user_extras)
 
 __all__ = ["MODES", "MODULES", "NEEDS", "PROGRAMS", "Program"]
