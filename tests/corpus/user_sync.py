@@ -705,3 +705,38 @@ def handmade_ring_all_gather(rt):
     for r in range(n):
         for b in range(nb):
             expect(f"rank {rt.rank} row {r}/{b}", gather[r * nb + b], _vals(r, 0, b))
+
+
+# --- 13. the host polls Launch.done instead of waiting -------------------------------------------
+
+def _square_kernel(ctx, src, dst):
+    k = ctx.block_idx
+    t = ctx.tile((1, COLS), np.float32)
+    TLOAD(t, _row(src + k * COLS))
+    pipe_barrier(PIPE_ALL)
+    t.array[0, :] = t.array[0] * t.array[0]
+    TSTORE(_row(dst + k * COLS), t)
+    pipe_barrier(PIPE_ALL)
+
+
+@program(nranks=2, blocks=2)
+def host_polls_launch_done(rt):
+    """Two stream launches; the host polls their ``done`` (sleeping a little between polls)
+    instead of waiting, then reads the results and refills the inputs for a second round."""
+    import time
+
+    nb = rt.config.blocks
+    a, b, qa, qb = (rt.alloc((nb, COLS), np.float32) for _ in range(4))
+    s1, s2 = rt.stream(), rt.stream()
+    for it in range(2):
+        for k in range(nb):
+            a[k] = _vals(rt.rank, it, k) % 7
+            b[k] = _vals(rt.rank, it + 5, k) % 5
+        la = rt.launch(_square_kernel, args=(a.ptr, qa.ptr), stream=s1)
+        lb = rt.launch(_square_kernel, args=(b.ptr, qb.ptr), stream=s2)
+        while not (la.done and lb.done):
+            time.sleep(0.0005)
+        for k in range(nb):
+            expect(f"rank {rt.rank} it {it} a{k}", qa[k], (_vals(rt.rank, it, k) % 7) ** 2)
+            expect(f"rank {rt.rank} it {it} b{k}", qb[k], (_vals(rt.rank, it + 5, k) % 5) ** 2)
+    rt.synchronize()

@@ -20,7 +20,8 @@ Happens-before edges (see :mod:`.clocks` for the components):
 * A launch's blocks start after their host's clock; the host continues after all of them
   (the kernel's end drains and fences); ``rt.barrier()`` joins every host's clock. A stream
   launch starts after the host's clock at its issue and after its stream's previous launch;
-  the host acquires its end only at ``synchronize()`` / ``Launch.wait()``.
+  the host acquires its end only at ``synchronize()`` / ``Launch.wait()`` (or a
+  ``Launch.done`` that returned True).
 * ``SYNCALL`` (hard and soft): every participant's clock at its arrival joins, and each
   acquires the join when it leaves.
 * Scalar atomics on an int32 word (``gm_atomic_store``, ``gm_atomic_add``, ``st_atomic``)
@@ -529,6 +530,9 @@ class RaceRankModel(RankModel):
     def host_wait(self, site: Any, value: int, cmp: int) -> None:
         self.inner.host_wait(site, value, cmp)
 
+    def launch_poll(self, launch: Any) -> bool:
+        return self.inner.launch_poll(launch)
+
     def close(self) -> None:
         # a later run in this process (a pool's) must not feed a closed model
         for obs, each in ((self._host_write, SymmetricArray.observers),
@@ -791,7 +795,8 @@ class RaceBlockModel(BlockModel):
             self._record(("gm", g.ptr.rank), lo, hi, gflags, pc.comp, pc.snap, pc.name, op,
                          pc.v, site)
         nbytes = min(g.rows, tile.rows) * tile.cols * tile.array.itemsize
-        self._record(("ub", self.rank, self.block_idx, id(tile)), 0, nbytes, WRITE if load else 0,
+        off = tile.uoff  # (a view's bytes in its tile's)
+        self._record(("ub", self.rank, self.block_idx, tile.uid), off, off + nbytes, WRITE if load else 0,
                      pc.comp, pc.snap, pc.name, op, pc.v, site)
         self.flush_some()
 
