@@ -297,7 +297,7 @@ def async_copy_not_waited(rt):
 # --- a bounded poll that gives up and reads anyway --------------------------------------------------
 
 def _giveup_kernel(ctx, inbox, out, sig):
-    me, n = ctx.rank, ctx.nranks
+    me = ctx.rank
     t = ctx.tile((1, C), np.float32)
     if me == 0:
         t.array[0, :] = _v(0, 6)
@@ -315,7 +315,7 @@ def _giveup_kernel(ctx, inbox, out, sig):
     TWAIT(Signal(sig), 1, WaitCmp.GE)
 
 
-@bug()
+@bug(modes=("eager", "hazard", "schedule-random"))  # PCT runs rank 0 first: the poll sees it
 def poll_gives_up_then_reads(rt):
     """A bounded TTEST poll that gives up, and the data read anyway."""
     inbox, out = rt.alloc((C,), np.float32), rt.alloc((C,), np.float32)

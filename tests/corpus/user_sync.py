@@ -20,6 +20,7 @@ from shmcomm.comm import (
     GlobalTensor,
     NotifyOp,
     Signal,
+    Signal2D,
     WaitCmp,
     gm_atomic_add,
     gm_atomic_store,
@@ -361,7 +362,7 @@ def pingpong_pull_events(rt):
 # --- 8. a hand-made ReduceScatter + AllGather with vector adds ------------------------------------
 
 def _allreduce_kernel(ctx, x, share, full, sigs):
-    me, n, b, nb = ctx.rank, ctx.nranks, ctx.block_idx, ctx.block_num
+    me, n, b = ctx.rank, ctx.nranks, ctx.block_idx
     if b != 0:
         return
     acc = ctx.tile((1, COLS), np.float32)
@@ -494,7 +495,7 @@ def async_credit_ring_test_then_wait(rt):
 
 
 def _async_gather_kernel(ctx, buf, out):
-    me, n, b, nb = ctx.rank, ctx.nranks, ctx.block_idx, ctx.block_num
+    _, n, b, nb = ctx.rank, ctx.nranks, ctx.block_idx, ctx.block_num
     s = BuildAsyncSession(ctx)
     ev = None
     for r in range(b, n, nb):
@@ -740,3 +741,71 @@ def host_polls_launch_done(rt):
             expect(f"rank {rt.rank} it {it} a{k}", qa[k], (_vals(rt.rank, it, k) % 7) ** 2)
             expect(f"rank {rt.rank} it {it} b{k}", qb[k], (_vals(rt.rank, it + 5, k) % 5) ** 2)
     rt.synchronize()
+
+
+# --- 14. host code that signals a running kernel, and waits for one -------------------------------
+
+def _fed_kernel(ctx, buf, out, sig):
+    b = ctx.block_idx
+    t = ctx.tile((1, COLS), np.float32)
+    for k in range(2):
+        TWAIT(Signal(sig + b * WPL), k + 1, WaitCmp.GE)  # the host filled my row and said so
+        TLOAD(t, _row(buf + (k * ctx.block_num + b) * COLS))
+        pipe_barrier(PIPE_ALL)
+        TSTORE(_row(out + (k * ctx.block_num + b) * COLS), t)
+        pipe_barrier(PIPE_ALL)
+
+
+@program(nranks=2, blocks=2)
+def host_feeds_running_stream_kernel(rt):
+    """A stream kernel waits on signal words; meanwhile the host fills each block's row and
+    then raises its word with a plain store into rt.signals (round 1) or a TNOTIFY from host
+    code (round 2); the host synchronizes and checks the copies."""
+    nb = rt.config.blocks
+    buf = rt.alloc((2, nb, COLS), np.float32)
+    out = rt.alloc((2, nb, COLS), np.float32)
+    sig = rt.signal_region("host-feeds", nb * WPL)
+    s = rt.stream()
+    rt.launch(_fed_kernel, args=(buf.ptr, out.ptr, sig), stream=s)
+    for b in range(nb):
+        buf[0, b] = _vals(rt.rank, 0, b)
+        rt.signals[sig.offset // 4 + b * WPL] = 1
+    for b in range(nb):
+        buf[1, b] = _vals(rt.rank, 1, b)
+        TNOTIFY(Signal(sig + b * WPL), 1, NotifyOp.AtomicAdd)
+    s.synchronize()
+    for k in range(2):
+        for b in range(nb):
+            expect(f"rank {rt.rank} round {k} block {b}", out[k, b], _vals(rt.rank, k, b))
+
+
+def _progress_kernel(ctx, buf, sig):
+    b = ctx.block_idx
+    t = ctx.tile((1, COLS), np.float32)
+    for k in range(2):
+        pipe_barrier(PIPE_ALL)
+        t.array[0, :] = _vals(ctx.rank, k, b)
+        TSTORE(_row(buf + (k * ctx.block_num + b) * COLS), t)
+        pipe_barrier(PIPE_ALL)  # the host of this rank reads it: the drain is the release
+        TNOTIFY(Signal(sig + b * WPL), 1, NotifyOp.AtomicAdd)
+
+
+@program(nranks=2, blocks=2)
+def host_waits_on_running_kernel(rt):
+    """The host of a rank follows a running stream kernel's progress: a TWAIT in host code for
+    the first round of every block, a TTEST poll for the second, reading each round's rows as
+    soon as they are signalled (before synchronize)."""
+    nb = rt.config.blocks
+    buf = rt.alloc((2, nb, COLS), np.float32)
+    sig = rt.signal_region("host-waits", nb * WPL)
+    s = rt.stream()
+    rt.launch(_progress_kernel, args=(buf.ptr, sig), stream=s)
+    every = Signal2D(sig, nb, 1, row_stride=WPL)  # one word per block, a line apart
+    TWAIT(every, 1, WaitCmp.GE)
+    for b in range(nb):
+        expect(f"rank {rt.rank} round 0 block {b}", buf[0, b], _vals(rt.rank, 0, b))
+    while not TTEST(every, 2, WaitCmp.GE):
+        pass
+    for b in range(nb):
+        expect(f"rank {rt.rank} round 1 block {b}", buf[1, b], _vals(rt.rank, 1, b))
+    s.synchronize()
