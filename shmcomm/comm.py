@@ -407,7 +407,13 @@ def _twait_sweep(sig: GlobalTensor, value: int, cmp: int) -> None:
                 TWAIT(slab, value, cmp)
                 break
         else:
-            return
+            break
+    if _hooked[0] and _hooks() is not None:
+        # the sweep that saw every element hold read each of them: the observers see those
+        # reads as waits that return at once (the race detector acquires every word's clock;
+        # a slab that held on the first sweep was never waited for above)
+        for slab in slabs:
+            TWAIT(slab, value, cmp)
 
 
 def TTEST(sig: Signal | Signal2D, value: int, cmp: WaitCmp | int, *events: Any) -> bool:

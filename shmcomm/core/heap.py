@@ -30,8 +30,14 @@ class SymmetricArray(np.ndarray):
     observers: list[Any] = []
     # each called as observer(array, key) when the host reads the array (the race detector)
     read_observers: list[Any] = []
+    # each called as observer(array, key) just before ``x[key] = ...`` (the race detector: a
+    # store into a signal word releases the host's clock before a waiter can see the value)
+    pre_observers: list[Any] = []
 
     def __setitem__(self, key: Any, value: Any) -> None:
+        if SymmetricArray.pre_observers:
+            for obs in SymmetricArray.pre_observers:
+                obs(self, key)
         super().__setitem__(key, value)
         if SymmetricArray.observers:
             for obs in SymmetricArray.observers:

@@ -266,6 +266,11 @@ class RankModel:
     def host_wait(self, site: Any, value: int, cmp: int) -> None:
         """The host is about to wait (``rt.barrier``) until ``site``'s words ``<cmp> value``."""
 
+    def launch_poll(self, launch: Any) -> bool:
+        """The host asks whether ``launch`` (started) has ended (``Launch.done``): whether every
+        one of its blocks did. A model that runs one agent at a time lets the blocks run here."""
+        return not any(t.is_alive() for t in launch.threads)
+
     def close(self) -> None:
         """The host function returned or raised (after the run's abort flag, if it failed): the
         rank's last act in the run."""

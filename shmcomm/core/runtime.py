@@ -27,6 +27,7 @@ from ..types import WaitCmp
 from . import control as C
 from . import threads as block_threads
 from .agent import FENCED, HOOKED, SET_READ_ADD, Agent, bind
+from .agent import _tls as _agent_tls
 from .gm import GMPtr, Windows, as_dtype
 from .heap import SymmetricArray, SymmetricHeap
 from .model import RankModel
@@ -435,7 +436,23 @@ class Launch:
 
     @property
     def done(self) -> bool:
-        return self.started and not any(t.is_alive() for t in self.threads)
+        """Whether every block of the launch ended (``aclrtQueryStream``). Read by the host, a
+        ``True`` joins the launch as ``wait()`` does (what its blocks did happens before the
+        host's next step; a failure is recorded and fails the run, and ``wait()`` /
+        ``synchronize()`` raise it), and a ``False`` is a poll (schedule mode lets the blocks
+        run, so a loop on ``done`` ends)."""
+        rt = self.rt
+        if not self.started:
+            return False
+        if getattr(_agent_tls, "agent", None) is not rt.host_agent:
+            return not any(t.is_alive() for t in self.threads)  # (repr, other threads)
+        if not self._ended and not rt.model.launch_poll(self):
+            return False
+        try:
+            self.wait()  # every block ended: this joins them at once
+        except KernelError:
+            pass  # recorded: the run fails with it
+        return True
 
     def start(self) -> None:
         """Take slots, bind the model and start the blocks (returns at once)."""
@@ -536,7 +553,8 @@ class Launch:
 
     def __repr__(self) -> str:
         name = getattr(self.kernel, "__name__", "kernel")
-        state = "done" if self.done else ("running" if self.started else "queued")
+        ended = self.started and not any(t.is_alive() for t in self.threads)
+        state = "done" if ended else ("running" if self.started else "queued")
         return f"<Launch {name} x{self.blocks} blocks on rank {self.rt.rank}: {state}>"
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
 
 from ..errors import ArgumentError
 from .gm import as_dtype, check_shape
+
+_UIDS = itertools.count(1)  # Tile.uid
 
 
 def tile_shape(shape: Any) -> tuple[int, int]:
@@ -42,7 +45,8 @@ class Tile:
     numpy buffer (block-local memory, never shared with other blocks).
     """
 
-    __slots__ = ("array", "rows", "cols", "dtype", "valid", "valid_row", "valid_col", "ub_offset")
+    __slots__ = ("array", "rows", "cols", "dtype", "valid", "valid_row", "valid_col", "ub_offset",
+                 "uid", "uoff")
     array: np.ndarray
     rows: int
     cols: int
@@ -51,6 +55,11 @@ class Tile:
     valid_row: int
     valid_col: int
     ub_offset: int
+    # the tile's memory for the race detector: ``uid`` is unique in the process (``id()`` is
+    # not: a tile freed at a kernel's end gives its id to one of another launch's blocks) and a
+    # view (``rows_view``) shares its tile's, at byte ``uoff``
+    uid: int
+    uoff: int
 
     def __init__(self, shape: Any, dtype: Any, valid: Any = None, array: np.ndarray | None = None,
                  ub_offset: int = -1) -> None:
@@ -62,6 +71,8 @@ class Tile:
         self.valid_row, self.valid_col = (
             shape if valid is None else check_valid(valid, shape[0], shape[1], "tile"))
         self.ub_offset = ub_offset
+        self.uid = next(_UIDS)
+        self.uoff = 0
 
     def GetValidRow(self) -> int:
         return self.valid_row
@@ -80,6 +91,7 @@ class Tile:
         t = Tile((nrows, self.cols), self.dtype, array=self.array[r0:r0 + nrows],
                  ub_offset=-1 if self.ub_offset < 0 else
                  self.ub_offset + r0 * self.cols * self.dtype.itemsize)
+        t.uid, t.uoff = self.uid, self.uoff + r0 * self.cols * self.dtype.itemsize
         return t
 
     @property

@@ -140,21 +140,31 @@ def _state(ctx: DeviceContext, caller: str) -> _BlockState:
     return s
 
 
-def _tiles(ctx: DeviceContext, s: _BlockState, dtype: np.dtype, tile_elems: int | None) -> tuple:
-    """Two staging tiles ``(acc, recv)`` of ``1 x cols``, made once per block and dtype."""
+def _tiles(ctx: DeviceContext, s: _BlockState, dtype: np.dtype, tile_elems: int | None,
+           n: int) -> tuple:
+    """Two staging tiles ``(acc, recv)`` of ``1 x cols``, made once per block and dtype. By
+    default as large as this call's ``n`` elements need, up to ``TILE_BYTES``: the UB they take
+    is gone for the rest of the kernel, so a call on a small vector leaves the user's own tiles
+    room (a later call on more data makes larger ones while the UB has room)."""
     key = (dtype.str, tile_elems or 0)
     t = s.tiles.get(key)
-    if t is None:
-        if tile_elems is None:
-            left = ctx.rt.config.ub_bytes - ctx._agent.ub_used
-            nbytes = min(TILE_BYTES, left // 2 // 64 * 64)
-            if nbytes < MIN_TILE_BYTES:
-                raise ArgumentError(f"collective: only {left} bytes of UB are left in this block "
-                                    "for the staging tiles; pass tile_elems or free the UB")
-            tile_elems = nbytes // dtype.itemsize
-        elif isinstance(tile_elems, bool) or not isinstance(tile_elems, int) or tile_elems < 1:
-            raise ArgumentError(f"collective: tile_elems must be an int >= 1, got {tile_elems!r}")
-        t = s.tiles[key] = (ctx.tile((1, tile_elems), dtype), ctx.tile((1, tile_elems), dtype))
+    if tile_elems is None:
+        need = min(TILE_BYTES, max(64, -(-n * dtype.itemsize // 64) * 64))
+        if t is not None and t[0].cols * dtype.itemsize >= need:
+            return t
+        left = ctx.rt.config.ub_bytes - ctx._agent.ub_used
+        nbytes = min(need, left // 2 // 64 * 64)
+        if t is not None and nbytes <= t[0].cols * dtype.itemsize:
+            return t  # no room for larger ones: the ones made before still work (more chunks)
+        if nbytes < min(need, MIN_TILE_BYTES):
+            raise ArgumentError(f"collective: only {left} bytes of UB are left in this block "
+                                "for the staging tiles; pass tile_elems or free the UB")
+        tile_elems = max(1, nbytes // dtype.itemsize)
+    elif t is not None:
+        return t
+    elif isinstance(tile_elems, bool) or not isinstance(tile_elems, int) or tile_elems < 1:
+        raise ArgumentError(f"collective: tile_elems must be an int >= 1, got {tile_elems!r}")
+    t = s.tiles[key] = (ctx.tile((1, tile_elems), dtype), ctx.tile((1, tile_elems), dtype))
     return t
 
 
@@ -237,7 +247,7 @@ def reduce_scatter(ctx: DeviceContext, src: GMPtr, dst: GMPtr, n: int, op: Any =
     op = reduce_op(op)
     _check_args("reduce_scatter", src, dst, n, dst_len=max_share(n, ctx.nranks))
     s = _state(ctx, "reduce_scatter")
-    tiles = _tiles(ctx, s, src.dtype, tile_elems)
+    tiles = _tiles(ctx, s, src.dtype, tile_elems, n)
     lo, _ = share_bounds(n, ctx.nranks, ctx.rank)
     plo, phi = part_bounds(ctx, n, ctx.rank)
     e = sync_enter(s)
@@ -249,7 +259,7 @@ def all_gather(ctx: DeviceContext, src: GMPtr, dst: GMPtr, n: int, tile_elems: i
     """AllGather into ``n`` elements of ``dst``: my share comes from ``src[0:hi-lo]``."""
     _check_args("all_gather", src, dst, n, src_len=max_share(n, ctx.nranks))
     s = _state(ctx, "all_gather")
-    tiles = _tiles(ctx, s, src.dtype, tile_elems)
+    tiles = _tiles(ctx, s, src.dtype, tile_elems, n)
     lo, _ = share_bounds(n, ctx.nranks, ctx.rank)
     plo, phi = part_bounds(ctx, n, ctx.rank)
     e = sync_enter(s)
@@ -266,7 +276,7 @@ def all_reduce(ctx: DeviceContext, src: GMPtr, dst: GMPtr, n: int, op: Any = Red
         raise ArgumentError("all_reduce: src and dst overlap partially; pass the same pointer "
                             "(in place) or disjoint buffers")
     s = _state(ctx, "all_reduce")
-    tiles = _tiles(ctx, s, src.dtype, tile_elems)
+    tiles = _tiles(ctx, s, src.dtype, tile_elems, n)
     plo, phi = part_bounds(ctx, n, ctx.rank)
     e = sync_enter(s)
     rs_reduce_part(ctx, src, dst + plo, plo, phi, op, tiles)

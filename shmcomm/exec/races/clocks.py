@@ -190,6 +190,16 @@ class WordClocks:
             lock.release()
         return (comp - 1, epoch) if comp and clock[comp - 1] < epoch else None
 
+    def store_release(self, slot: int, clock: np.ndarray) -> None:
+        """A plain host store into the word (``rt.signals[i] = v``): like a ``Set``, the word's
+        clock becomes ``clock`` (a waiter that sees the value learns what the host did
+        before); ``joined`` (the notifies a host store must not race) is left alone."""
+        lock = self._lock(slot)
+        try:
+            self.clocks[slot][:] = clock
+        finally:
+            lock.release()
+
     def _lock(self, slot: int) -> Any:
         """The lock of ``slot``'s clock, acquired (the hot paths skip the context manager)."""
         lock = self.locks[slot % _STRIPES]

@@ -20,7 +20,8 @@ Happens-before edges (see :mod:`.clocks` for the components):
 * A launch's blocks start after their host's clock; the host continues after all of them
   (the kernel's end drains and fences); ``rt.barrier()`` joins every host's clock. A stream
   launch starts after the host's clock at its issue and after its stream's previous launch;
-  the host acquires its end only at ``synchronize()`` / ``Launch.wait()``.
+  the host acquires its end only at ``synchronize()`` / ``Launch.wait()`` (or a
+  ``Launch.done`` that returned True).
 * ``SYNCALL`` (hard and soft): every participant's clock at its arrival joins, and each
   acquires the join when it leaves.
 * Scalar atomics on an int32 word (``gm_atomic_store``, ``gm_atomic_add``, ``st_atomic``)
@@ -51,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...config import MAX_BLOCKS, Config
+from ...core.agent import HOOKED
 from ...core.agent import _tls as _agent_tls
 from ...core.gm import I32
 from ...core.heap import SymmetricArray
@@ -311,8 +313,13 @@ class RaceRankModel(RankModel):
         self.host_snaps: dict[int, np.ndarray] = {}
         self.host_records: list[tuple] = []
         self.signal_races: set[tuple] = set()  # (word, kind) of host-store races reported
+        self.host_tested: list[tuple[int, int]] = []  # words a host TTEST / gm_load read
         SymmetricArray.observers.append(self._host_write)
         SymmetricArray.read_observers.append(self._host_read)
+        SymmetricArray.pre_observers.append(self._host_pre_write)
+        # the host's own TNOTIFY / TWAIT / TTEST (host code may call them) synchronize too
+        rt.host_agent.hooks = _HostHooks(self, rt.host_agent.hooks)
+        HOOKED[0] = True
 
     @property
     def concurrent_launches(self) -> bool:  # type: ignore[override]
@@ -531,10 +538,14 @@ class RaceRankModel(RankModel):
     def host_wait(self, site: Any, value: int, cmp: int) -> None:
         self.inner.host_wait(site, value, cmp)
 
+    def launch_poll(self, launch: Any) -> bool:
+        return self.inner.launch_poll(launch)
+
     def close(self) -> None:
         # a later run in this process (a pool's) must not feed a closed model
         for obs, each in ((self._host_write, SymmetricArray.observers),
-                          (self._host_read, SymmetricArray.read_observers)):
+                          (self._host_read, SymmetricArray.read_observers),
+                          (self._host_pre_write, SymmetricArray.pre_observers)):
             if obs in each:
                 each.remove(obs)
         self._flush_host()  # the host's accesses after its last launch or barrier
@@ -563,6 +574,58 @@ class RaceRankModel(RankModel):
             self.clocks.acquire(slot, self.clock)
             self.host_snap = None
 
+    def _host_pre_write(self, arr: SymmetricArray, key: Any) -> None:
+        """The host is about to store into an int32 array: a store into a signal word (one
+        element, or words some notify made signals) releases the host's clock into the word,
+        before a waiter can see the value (host-granted credits, a flag the host raises for a
+        running stream kernel after filling its data)."""
+        if arr.dtype != I32:
+            return
+        where = self._host_range(arr, key)
+        if where is None:
+            return
+        rank, lo, hi = where
+        if hi - lo == 4 and lo < self.rt.config.signal_bytes:  # a word of the signal matrix
+            slots = [self.clocks.slot(rank, lo)]
+        else:
+            find = self.clocks.find
+            slots = [s for s in (find(rank, off) for off in range(lo, hi, 4)) if s is not None]
+        if not slots:
+            return
+        self._host_settle()
+        for s in slots:
+            self.clocks.store_release(s, self.clock)
+        self.clock[self.hc] += 1  # the store itself is recorded after it: covered by the release
+        self.host_snap = None
+
+    def _host_settle(self) -> None:
+        """Acquire the words the host's TTESTs / gm_loads read since its last step."""
+        tested, self.host_tested = self.host_tested, []
+        for rank, off in tested:
+            s = self.clocks.find(rank, off)
+            if s is not None and self.clocks.acquire(s, self.clock):
+                self.host_snap = None
+
+    def host_notify(self, sig: Any, op: int) -> None:
+        """The host's TNOTIFY (or scalar atomic store / add): release its clock into the word."""
+        self._host_settle()
+        p = sig.ptr
+        self.clocks.release(self.clocks.slot(p.rank, p.offset), self.clock, bool(op))
+        self.clock[self.hc] += 1
+        self.host_snap = None
+
+    def host_acquire(self, words: list[tuple[int, int]], now: bool) -> None:
+        """The host's TWAIT returned (``now``) or its TTEST / gm_load read ``words`` (acquired
+        at its next step, after the read: the value it saw may come from a later notify)."""
+        self._host_settle()
+        if not now:
+            self.host_tested.extend(words)
+            return
+        for rank, off in words:
+            s = self.clocks.find(rank, off)
+            if s is not None and self.clocks.acquire(s, self.clock):
+                self.host_snap = None
+
     def _host_write(self, arr: SymmetricArray, key: Any) -> None:
         """The host stored into a symmetric array (``x[key] = ...``): a write by the host."""
         where = self._host_range(arr, key)
@@ -584,6 +647,8 @@ class RaceRankModel(RankModel):
 
     def _host_record(self, where: tuple[int, int, int], flags: int, op: str, site: str) -> None:
         """One access of the host to ``(rank, first byte, end byte)``, at its clock now."""
+        if self.host_tested:
+            self._host_settle()
         if self.host_snap is None:
             self.host_snap = next(self.snap_ids)
             self.host_snaps[self.host_snap] = self.clock.copy()
@@ -608,6 +673,8 @@ class RaceRankModel(RankModel):
                         f"{rank}: {text}")], None, "race")
 
     def _flush_host(self) -> None:
+        if self.host_tested:
+            self._host_settle()
         recs, self.host_records = self.host_records, []
         snaps, self.host_snaps = self.host_snaps, {}
         self.host_snap = None
@@ -641,6 +708,72 @@ class RaceRankModel(RankModel):
             self.conn.send(batch)
         except (BrokenPipeError, OSError):
             pass  # the launcher is gone: the run is over anyway
+
+
+def _words(sig: Any) -> list[tuple[int, int]]:
+    """``(rank, byte offset)`` of every word of a Signal / Signal2D."""
+    p = sig.ptr
+    if hasattr(sig, "row_stride"):  # a Signal2D
+        return [(p.rank, p.offset + 4 * (r * sig.row_stride + c))
+                for r in range(sig.rows) for c in range(sig.cols)]
+    return [(p.rank, p.offset)]
+
+
+class _HostHooks:
+    """The host agent's hooks under the detector: a TNOTIFY in host code releases the host's
+    clock into the word, a TWAIT that returned and a TTEST acquire the words' clocks (as a
+    block's do), and so do the host's scalar atomics and int32 gm_loads; every call then goes
+    on to the model's own host hooks (schedule mode's turns), if any."""
+
+    def __init__(self, rm: RaceRankModel, inner: Any) -> None:
+        self.rm, self.inner = rm, inner
+
+    def __getattr__(self, name: str) -> Any:  # the inner hooks' others (copy_begin, ...)
+        inner = self.__dict__.get("inner")
+        if inner is None:
+            return _ignore
+        return getattr(inner, name)
+
+    def notify(self, sig: Any, value: int, op: int) -> None:
+        if self.inner is not None:
+            self.inner.notify(sig, value, op)
+        self.rm.host_notify(sig, op)
+
+    def wait(self, sig: Any, value: int, cmp: int) -> None:
+        if self.inner is not None:
+            self.inner.wait(sig, value, cmp)
+
+    def waited(self, sig: Any, value: int, cmp: int) -> None:
+        self.rm.host_acquire(_words(sig), True)
+        if self.inner is not None:
+            self.inner.waited(sig, value, cmp)
+
+    def test(self, sig: Any, value: int, cmp: int) -> None:
+        if self.inner is not None:
+            self.inner.test(sig, value, cmp)
+        self.rm.host_acquire(_words(sig), False)
+
+    def gm_access(self, op: str, ptr: Any, nbytes: int, write: bool, atomic: bool) -> None:
+        if self.inner is not None and hasattr(self.inner, "gm_access"):
+            self.inner.gm_access(op, ptr, nbytes, write, atomic)
+        if ptr.dtype == I32:
+            if write and atomic:
+                self.rm.host_notify(_Word(ptr), 0)
+            if not write or op != "gm_atomic_store":
+                self.rm.host_acquire([(ptr.rank, ptr.offset)], False)
+
+
+class _Word:
+    """A scalar atomic's word, as a notify's signal."""
+
+    __slots__ = ("ptr",)
+
+    def __init__(self, ptr: Any) -> None:
+        self.ptr = ptr
+
+
+def _ignore(*args: Any, **kw: Any) -> None:
+    return None
 
 
 _OP_NAMES: dict[tuple[str, str], str] = {}
@@ -791,7 +924,8 @@ class RaceBlockModel(BlockModel):
             self._record(("gm", g.ptr.rank), lo, hi, gflags, pc.comp, pc.snap, pc.name, op,
                          pc.v, site)
         nbytes = min(g.rows, tile.rows) * tile.cols * tile.array.itemsize
-        self._record(("ub", self.rank, self.block_idx, id(tile)), 0, nbytes, WRITE if load else 0,
+        off = tile.uoff  # (a view's bytes in its tile's)
+        self._record(("ub", self.rank, self.block_idx, tile.uid), off, off + nbytes, WRITE if load else 0,
                      pc.comp, pc.snap, pc.name, op, pc.v, site)
         self.flush_some()
 
@@ -934,7 +1068,7 @@ class RaceBlockModel(BlockModel):
     def _slots(self, sig: Any) -> list[int]:
         p = sig.ptr
         slot = self.clocks.slot
-        if type(sig).__name__ == "Signal2D":
+        if hasattr(sig, "row_stride"):  # a Signal2D
             return [slot(p.rank, p.offset + 4 * (r * sig.row_stride + c))
                     for r in range(sig.rows) for c in range(sig.cols)]
         return [slot(p.rank, p.offset)]

@@ -32,7 +32,7 @@ _PRUNE_EVERY = 256  # records added between two prunings
 class Access(NamedTuple):
     """One access record (see the module docstring)."""
 
-    win: tuple  # ("gm", rank) or ("ub", rank, block, tile id)
+    win: tuple  # ("gm", rank) or ("ub", rank, block, tile uid)
     lo: int
     hi: int
     flags: int

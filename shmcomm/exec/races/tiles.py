@@ -21,9 +21,10 @@ def _ranges(tile: Any, rows: int, cols: int) -> list[tuple[int, int]]:
     rows)."""
     size = tile.array.itemsize
     row = tile.cols * size
+    off = tile.uoff  # (a view's bytes in its tile's)
     if cols >= tile.cols:
-        return [(0, rows * row)]
-    return [(r * row, r * row + cols * size) for r in range(rows)]
+        return [(off, off + rows * row)]
+    return [(off + r * row, off + r * row + cols * size) for r in range(rows)]
 
 
 def record_vector(model: Any, op: Any) -> None:
@@ -40,6 +41,6 @@ def record_vector(model: Any, op: Any) -> None:
     accesses = [(t, r, c, 0) for t, (r, c) in op.srcs] + [(op.dst, *op.region, WRITE)]
     for tile, rows, cols, flags in accesses:
         for lo, hi in _ranges(tile, rows, cols):
-            model._record((*key, id(tile)), lo, hi, flags, pc.comp, pc.snap, pc.name, op.name,
+            model._record((*key, tile.uid), lo, hi, flags, pc.comp, pc.snap, pc.name, op.name,
                           pc.v, site)
     model.flush_some()

@@ -448,6 +448,16 @@ class ScheduleRankModel(RankModel):
     def host_wait(self, site: Any, value: int, cmp: int) -> None:
         wait_turns(self.sched, self.host, OP["rt.barrier"], site, value, cmp)
 
+    def launch_poll(self, launch: Any) -> bool:
+        """Ended when the scheduler saw each of its blocks end (not when their threads exit:
+        that timing is not the schedule's); else a poll that yields the turn, so that a host
+        looping on ``Launch.done`` lets the launch run."""
+        state = self.sched.sh.state
+        if all(state[agent_id(self.rt.rank, a.slot)] == DONE for a in launch.agents):
+            return True
+        self.sched.switch(self.host, OP["launch poll"], RUNNABLE, yielded=True)
+        return False
+
     def close(self) -> None:
         self.sem.close()
         self.watch.stop()

@@ -58,7 +58,7 @@ STATE_NAMES = ("unregistered", "runnable", "blocked", "joining", "draining", "do
 OPS = ("start", "TNOTIFY", "TWAIT", "TTEST", "TLOAD", "TSTORE", "set_flag", "wait_flag",
        "pipe_barrier", "dsb", "dcci", "gm_access", "drain", "block start", "launch join",
        "rt.barrier", "host start", "host end", "block end", "SYNCALL", "TPUT_ASYNC",
-       "AsyncEvent.Wait", "AsyncEvent.Test")
+       "AsyncEvent.Wait", "AsyncEvent.Test", "launch poll")
 OP = {name: i for i, name in enumerate(OPS)}
 
 # header words
