@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 
 import psutil
@@ -27,6 +28,22 @@ def _ours_or_orphaned(name: str) -> bool:
     except (IndexError, ValueError):
         return True
     return pid == os.getpid() or not psutil.pid_exists(pid)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def kept_files_in_pytest_tmp(tmp_path_factory):
+    """The stress harness keeps failing schedules in a new directory under the temp dir for the
+    user to replay; the tests' (and their subprocesses') go to pytest's own temp tree instead of
+    piling up in /tmp."""
+    where = str(tmp_path_factory.mktemp("kept"))
+    old_env, old_dir = os.environ.get("TMPDIR"), tempfile.tempdir
+    os.environ["TMPDIR"], tempfile.tempdir = where, where
+    yield
+    tempfile.tempdir = old_dir
+    if old_env is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = old_env
 
 
 @pytest.fixture(autouse=True)
