@@ -65,13 +65,21 @@ INTERLEAVING_BUGS = {"set_flag_reuse", "phase_blind_slot", "cumulative_counter"}
 @pytest.mark.parametrize("name,nranks,blocks,size", RACE_BUGS)
 def test_every_race_bug_of_the_catalogue_is_reported_in_eager_mode(name, nranks, blocks, size):
     tries = 3 if name in INTERLEAVING_BUGS else 1
-    for seed in range(tries):
+    seed = wrong = 0
+    while seed < tries + wrong:
         try:
             shmcomm.run(ENTRIES[name].host, nranks=nranks, blocks=blocks, args=(size,),
                         seed=seed, **RUN)
         except shmcomm.RaceReport as exc:
             err = exc
             break
+        except shmcomm.RunError:
+            # caught as wrong data before the racing access happened (the reader saw stale
+            # bytes and the abort stopped the writer ahead of its store): the bug was found, but
+            # this test wants the race report, so such a run is retried (twice at most)
+            wrong += 1
+            assert wrong <= 2, f"{name}: {wrong} runs failed without a race report"
+        seed += 1
     else:
         pytest.fail(f"{name}: no race reported in {tries} run(s)")
     assert err.failures[0].kind == "race"
