@@ -620,7 +620,9 @@ class Bench:
                 r, br = self.baseline(impl, n, b, kind), self.baseline(base, n, b, kind)
                 if r is not None and br is not None:
                     a, z = _bench.Stats.of(r.us), _bench.Stats.of(br.us)
-                    judged = _bench.stability(a, z, load=max(r.loadavg, br.loadavg))
+                    # judged on the load before the benchmark: a row's own ranks raise the
+                    # load average of its rounds, which says nothing about other work
+                    judged = _bench.stability(a, z)
                     res.append({"barrier": impl, "baseline": base, "nranks": n, "blocks": b,
                                 "section": kind, "us": r.stats["median"],
                                 "baseline_us": br.stats["median"], "loadavg": r.loadavg,
