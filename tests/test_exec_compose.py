@@ -24,13 +24,16 @@ import pytest
 import shmcomm
 from shmcomm.comm import TNOTIFY, TPUT, TWAIT, GetRemotePtr, GlobalTensor, NotifyOp, Signal, WaitCmp
 from shmcomm.config import Config
-from shmcomm.core.model import RankModel, RunModel
+from shmcomm.core.model import BlockModel, RankModel, RunModel
 from shmcomm.errors import ArgumentError, Failure
 from shmcomm.exec import Execution, compose, model_for
 from shmcomm.exec.compose import reads
-from shmcomm.exec.eager import EagerBlockModel
+from shmcomm.exec.eager import EagerBlockModel, TracedEagerBlockModel
+from shmcomm.exec.hazard.model import HazardBlockModel
 from shmcomm.exec.races import RaceDetector
+from shmcomm.exec.races.detector import RaceBlockModel
 from shmcomm.exec.schedule import ScheduleMode
+from shmcomm.exec.schedule.model import ScheduleBlockModel
 from shmcomm.launch import mpi, pool, supervisor
 from shmcomm.launch.supervisor import _Launcher
 from shmcomm.pipe import DSB_DDR, PIPE_ALL, dsb, pipe_barrier
@@ -215,6 +218,27 @@ def test_launcher_probes_no_model_attribute():
     assert issubclass(RaceDetector, RunModel) and issubclass(ScheduleMode, RunModel)
     with pytest.raises(ArgumentError, match="^model: a RunModel"):
         _Launcher(Config(nranks=2), host_put_notify, (), model=lambda rt: None)
+
+
+def _defined(cls: type) -> set[str]:
+    """The block protocol's names that ``cls`` (or a class between it and BlockModel) defines."""
+    names: set[str] = set()
+    for k in cls.__mro__[:cls.__mro__.index(BlockModel)]:
+        names |= set(vars(k))
+    return names & {n for n in vars(BlockModel) if not n.startswith("__")}
+
+
+def test_wrapping_block_models_forward_everything_a_model_below_defines():
+    """An interleaving or an observer that left a method to BlockModel's default would run the
+    default instead of the model below it: the semantics would change under observation (the
+    detector once skipped hazard's TNOTIFY drain, which lets queued copies reach their due
+    time). ``acts_on_fences`` is the observer's own: its clocks need every barrier and dsb."""
+    below = [HazardBlockModel, EagerBlockModel, TracedEagerBlockModel]
+    for wrapper, inner in ((ScheduleBlockModel, below),
+                           (RaceBlockModel, [*below, ScheduleBlockModel])):
+        for cls in inner:
+            missing = _defined(cls) - _defined(wrapper) - {"acts_on_fences"}
+            assert not missing, f"{wrapper.__name__} leaves {sorted(missing)} of {cls.__name__}"
 
 
 MAGIC = 0x5EED
