@@ -36,14 +36,10 @@ def kept_files_in_pytest_tmp(tmp_path_factory):
     user to replay; the tests' (and their subprocesses') go to pytest's own temp tree instead of
     piling up in /tmp."""
     where = str(tmp_path_factory.mktemp("kept"))
-    old_env, old_dir = os.environ.get("TMPDIR"), tempfile.tempdir
-    os.environ["TMPDIR"], tempfile.tempdir = where, where
-    yield
-    tempfile.tempdir = old_dir
-    if old_env is None:
-        os.environ.pop("TMPDIR", None)
-    else:
-        os.environ["TMPDIR"] = old_env
+    with pytest.MonkeyPatch.context() as mp:  # (the monkeypatch fixture is per test)
+        mp.setenv("TMPDIR", where)
+        mp.setattr(tempfile, "tempdir", where)
+        yield
 
 
 @pytest.fixture(autouse=True)
