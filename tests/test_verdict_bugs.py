@@ -18,7 +18,11 @@ import shmcomm
 pytestmark = pytest.mark.timeout(120)
 
 RUN = dict(detect_races=True, timeout=30, wait_timeout=5, deadlock_grace=0.5)
-SEEDS = (1, 2)  # a bug is caught when a run of either seed fails
+# a bug is caught when a run of any seed fails; the first failing seed ends the test. Outside
+# schedule mode whether a run shows the bug is the OS's timing (a loaded box may start the
+# writer's rank well before the reader's): more seeds, so a miss on all of them is rare
+SEEDS = (1, 2)
+FREE_SEEDS = (1, 2, 3, 4, 5, 6)
 
 
 def _cells():
@@ -38,7 +42,7 @@ def test_there_are_bug_variants():
 def test_bug_variant_is_caught(name, mode):
     host, nranks, blocks, _ = BUGS[name]
     outcomes = []
-    for seed in SEEDS:
+    for seed in SEEDS if mode.startswith("schedule") else FREE_SEEDS:
         try:
             shmcomm.run(host, nranks=nranks, blocks=blocks, seed=seed, **MODES[mode], **RUN)
         except shmcomm.RunError:
