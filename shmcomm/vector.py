@@ -31,7 +31,6 @@ from typing import Any
 import numpy as np
 
 from .core import agent as _agent
-from .core.gm import BF16
 from .core.tile import Tile, VectorOp
 from .errors import ArgumentError
 from .pipe import RECORD, RecordEvent
@@ -44,9 +43,11 @@ __all__ = [
     "RoundMode",
 ]
 
-_FLOATS = frozenset(np.dtype(n) for n in ("float16", "float32"))
-_ARITH = _FLOATS | {np.dtype(n) for n in ("int16", "int32")} | {BF16}
-_ABS = _FLOATS | {np.dtype(n) for n in ("int16", "int32")}
+# dtypes by name (bfloat16's dtype comes from a package imported on first use; a tile's dtype
+# passed shmcomm's check, so its name says which it is)
+_FLOATS = frozenset(("float16", "float32"))
+_ARITH = _FLOATS | {"int16", "int32", "bfloat16"}
+_ABS = _FLOATS | {"int16", "int32"}
 
 
 def _tile(op: str, name: str, t: Any) -> Tile:
@@ -66,8 +67,8 @@ def _dtypes(op: str, dst: Tile, srcs: tuple[Tile, ...], allowed: frozenset) -> N
             name = "src" if len(srcs) == 1 else f"src{i}"
             raise ArgumentError(f"{op}: {name} dtype {t.dtype} differs from dst's {d} "
                                 "(TCVT converts)")
-    if d not in allowed:
-        names = ", ".join(sorted(a.name for a in allowed))
+    if d.name not in allowed:
+        names = ", ".join(sorted(allowed))
         raise ArgumentError(f"{op}: dtype must be one of {names}, got {d}")
 
 

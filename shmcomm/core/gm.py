@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from ..errors import ArgumentError
@@ -33,28 +32,38 @@ from .regions import SignalRegions
 
 ALIGN = 64  # cache line: allocations and the signal matrix start on one
 
-# dtypes a GM pointer may carry: PTO's data types that numpy has, and bfloat16 (numpy has none;
-# ml_dtypes, the JAX project's package, gives numpy a real bfloat16 with its ufuncs)
-BF16 = np.dtype(ml_dtypes.bfloat16)
-DTYPES = tuple(
+# dtypes a GM pointer may carry: PTO's data types that numpy has, and bfloat16
+NUMPY_DTYPES = tuple(
     np.dtype(t)
     for t in (np.float32, np.float16, np.int32, np.int16, np.int8, np.uint8, np.uint16, np.uint32,
               np.int64, np.uint64, np.float64)
-) + (BF16,)
+)
+DTYPE_NAMES = tuple(d.name for d in NUMPY_DTYPES) + ("bfloat16",)
 I32 = np.dtype(np.int32)
+
+
+def bfloat16() -> np.dtype:
+    """numpy's bfloat16 (numpy has none; ml_dtypes, the JAX project's package, gives it one with
+    its ufuncs). Imported on first use: ml_dtypes takes longer to import than numpy itself, and
+    every rank, CLI and test process would pay for it whether or not it names bfloat16."""
+    import ml_dtypes
+
+    return np.dtype(ml_dtypes.bfloat16)
 
 
 def as_dtype(dtype: Any, what: str = "dtype") -> np.dtype:
     """Normalize ``dtype`` and check that shmcomm supports it."""
     if isinstance(dtype, str) and dtype == "bfloat16":
-        return BF16
+        return bfloat16()
     try:
         dt = np.dtype(dtype)
     except TypeError:
         raise ArgumentError(f"{what} must be a numpy dtype, got {dtype!r}") from None
-    if dt not in DTYPES:
-        raise ArgumentError(f"{what} must be one of {', '.join(str(d) for d in DTYPES)}; got {dt}")
-    return dt
+    if dt in NUMPY_DTYPES:
+        return dt
+    if dt.name == "bfloat16" and dt == bfloat16():  # (a bfloat16 of another package is not)
+        return dt
+    raise ArgumentError(f"{what} must be one of {', '.join(DTYPE_NAMES)}; got {dt}")
 
 
 def check_shape(shape: Any, what: str, max_dims: int = 5) -> tuple[int, ...]:
@@ -194,7 +203,7 @@ class GMPtr:
         raise AttributeError(f"GMPtr is immutable: cannot delete {name!r}")
 
     def __new__(cls, windows: Windows, rank: int, offset: int, dtype: Any = np.int32) -> GMPtr:
-        dt = dtype if isinstance(dtype, np.dtype) and dtype in DTYPES else as_dtype(dtype)
+        dt = dtype if isinstance(dtype, np.dtype) and dtype in NUMPY_DTYPES else as_dtype(dtype)
         rank = windows.check_rank(rank)
         if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)):
             raise ArgumentError(f"pointer offset must be an int, got {offset!r}")
