@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 from pto_ring import CHUNKED_CASES, case_errors
 
-pytestmark = pytest.mark.timeout(900)
+# every case of one rank count and mode runs in one shmcomm.run, cached per worker: one worker
+# runs the whole file, so that run is not repeated on each
+pytestmark = [pytest.mark.timeout(900), pytest.mark.xdist_group("pto-tget")]
 
 f32, i32, u8 = np.float32, np.int32, np.uint8
 # (name, dtype, shape, tile, form, nranks) exactly as main.cpp's TEST(TGet, ...) list
