@@ -260,6 +260,25 @@ def test_xdist_splits_the_items(pytester):
     assert "2 workers" in res.stdout.str()
 
 
+def test_xdist_loadgroup_keeps_a_group_on_one_worker(pytester):
+    """The suite's own ``--dist loadgroup`` (the MPI tests share one worker, the PTO suites
+    their cached runs) works with the pytest that is installed: xdist renames a grouped item
+    through a private attribute, which some pytest releases no longer read."""
+    pytest.importorskip("xdist")
+    pytester.makepyfile(test_grouped="""
+        import pytest
+        pytestmark = pytest.mark.xdist_group("one")
+
+        @pytest.mark.parametrize("i", range(6))
+        def test_item(i):
+            pass
+    """)
+    res = pytester.runpytest_subprocess("-n", "2", "--dist", "loadgroup", "-v", "-p", "no:randomly")
+    res.assert_outcomes(passed=6)
+    workers = set(re.findall(r"\[(gw\d+)\] .*PASSED", res.stdout.str()))
+    assert len(workers) == 1, res.stdout.str()
+
+
 def test_a_hang_is_reported_with_every_ranks_stack_before_pytest_timeout(pytester):
     res = _user(pytester, "-k", "test_hang", timeout=90)
     res.assert_outcomes(failed=1)
