@@ -97,6 +97,39 @@ def test_exitfirst_stops_the_sweep_at_its_first_failure(pytester):
     assert "shmcomm stress: test_ring.py:host: 2 runs in" in res.stdout.str()
 
 
+KEYWORD_FOR_SIZE = """
+import shmcomm.testing
+
+
+def host(rt, n):
+    \"\"\"Its second parameter looks like the older host(rt, size), but the sweep fills it.\"\"\"
+    if rt.config.seed == 1:
+        raise AssertionError(f"seed 1 fails (n={n})")
+
+
+@shmcomm.testing.sweep(host, nranks=[2], blocks=[1], modes=["eager"], n=100, seeds=2)
+def test_host(shmcomm_sweep):
+    shmcomm_sweep()
+"""
+
+
+def test_a_keyword_in_the_size_parameters_place_gets_no_size(pytester):
+    """A host ``host(rt, n)`` swept with ``n=...`` takes no size: no ``size`` in its item id,
+    and both printed repro lines rerun the failure (the launch line once passed ``size=64`` as
+    well, which the host cannot take)."""
+    pytester.makepyfile(test_kw=KEYWORD_FOR_SIZE)
+    res = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", *_plugin_args())
+    res.assert_outcomes(failed=1)
+    out = res.stdout.str()
+    assert "test_host[eager-n2-b1-seeds0-1]" in out, out
+    for prefix in ("reproduce: ", "under launch: "):
+        argv = line_after(out, prefix)
+        assert "--size" not in argv and "size=64" not in " ".join(argv), argv
+        again = rerun(argv, cwd=pytester.path)
+        assert again.returncode == 1, (argv, again.stdout, again.stderr)
+        assert "seed 1 fails (n=100)" in again.stdout + again.stderr
+
+
 def test_check_rejects_bad_arguments():
     from shmcomm.errors import ArgumentError
     from shmcomm.testing import check

@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         error = opt.check_mode_options(("schedule",) if exhaustive else modes, ns.hazards)
         if error:
             return opt.usage_error(parser, error)
-        if ns.size and not takes_size(host):
+        if ns.size and not takes_size(host, kwargs):
             return opt.usage_error(parser, f"--size has no effect: {ns.program} takes no size "
                                            "parameter; drop --size or add size to the host")
         if "size" in kwargs:
@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         sizes = ns.size or (entry.sizes if entry else DEFAULT_SIZES)
         cfgs = configs(ns.nranks or (entry.nranks if entry else DEFAULT_NRANKS),
                        ns.blocks or (entry.blocks if entry else DEFAULT_BLOCKS),
-                       sizes if takes_size(host) else (0,), modes)  # 0: no size axis
+                       sizes if takes_size(host, kwargs) else (0,), modes)  # 0: no size axis
         runs = ns.runs if ns.runs is not None or ns.seconds is not None else DEFAULT_RUNS
         if settings.strategy.startswith("exhaustive"):
             return _exhaustive(host, cfgs, ns, settings, kwargs)
@@ -266,7 +266,7 @@ def _exhaustive(host, cfgs, ns: argparse.Namespace, settings: Settings,
     from .explore import explore
 
     bound = parse_strategy(settings.strategy)[1]
-    sized = takes_size(host)
+    sized = takes_size(host, kwargs)
     for nranks, blocks, size, _mode in dict.fromkeys((n, b, s, "schedule") for n, b, s, _m in cfgs):
         cfg = Config.from_kwargs(nranks=nranks, blocks=blocks, seed=ns.seed, mode="schedule",
                                  hazards=settings.hazards, **settings.config())

@@ -24,7 +24,7 @@ import re
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -245,10 +245,11 @@ def _with_size(host: Callable[..., Any]) -> bool:
     return takes_size(host)
 
 
-def takes_size(host: Callable[..., Any]) -> bool:
-    """Does ``host`` receive the sweep's size?"""
-    call, args = host_call(host, 0)
-    return bool(args) or isinstance(call, functools.partial)
+def takes_size(host: Callable[..., Any], kwargs: Mapping[str, Any] | None = None) -> bool:
+    """Does ``host`` receive the sweep's size, when it is also given ``kwargs`` (a keyword that
+    fills its second positional parameter leaves no place for the size)?"""
+    call, args = host_call(host, 0, dict(kwargs or {}))
+    return bool(args) or (isinstance(call, functools.partial) and "size" in call.keywords)
 
 
 # --- classification ------------------------------------------------------------------------------
@@ -435,7 +436,7 @@ def sweep(host: Callable[..., Any], cfgs: Sequence[tuple[int, int, int, str]], *
     if runs is None and seconds is None:
         runs = len(cfgs)
     settings = settings or Settings()
-    report = Report(program, kwargs=dict(kwargs or {}), sized=takes_size(host))
+    report = Report(program, kwargs=dict(kwargs or {}), sized=takes_size(host, kwargs))
     bar = _progress(program, runs, progress)
     pools = Pools() if pool else None
     t0 = time.perf_counter()

@@ -45,7 +45,7 @@ def repro_command(program: str, spec: RunSpec, settings: Settings,
     program up)."""
     if sized is None:
         host = _host_of(program)
-        sized = host is not None and takes_size(host)
+        sized = host is not None and takes_size(host, kwargs)
     values = run_values(spec, settings)
     args: list[tuple[str, Any]] = sorted((kwargs or {}).items())
     if command == "stress":

@@ -145,14 +145,15 @@ class Case:
 
 
 def plan(axes: Mapping[str, Any], host: Callable[..., Any] | None = None,
-         env: Mapping[str, str] | None = None, overrides: Mapping[str, Any] | None = None
-         ) -> tuple[list[Case], list[str]]:
+         env: Mapping[str, str] | None = None, overrides: Mapping[str, Any] | None = None,
+         kwargs: Mapping[str, Any] | None = None) -> tuple[list[Case], list[str]]:
     """The cases of a sweep and notes on what replaced the test's own axes.
 
     ``axes``: the test's ``nranks``, ``blocks``, ``modes`` (or one ``mode``), ``sizes``, ``seeds`` (runs per
     configuration), ``seed`` (the first) and ``chunk`` (seeds per item; default all); ``None``
     or missing = the default. ``SHMCOMM_NRANKS`` / ``_BLOCKS`` / ``_MODE`` / ``_SEED`` and then
-    ``overrides`` (the command line's) replace them.
+    ``overrides`` (the command line's) replace them. ``kwargs``: the host's own keywords (one
+    may take the place a size would have).
     """
     unknown = sorted(set(axes) - set(AXIS_KEYS))
     if unknown:
@@ -183,8 +184,9 @@ def plan(axes: Mapping[str, Any], host: Callable[..., Any] | None = None,
     if len(seeds) != 1 or len(seed) != 1:
         raise ArgumentError("seeds (runs per configuration) and seed (the first) are single ints")
     chunk = _ints("chunk", values.get("chunk", seeds[0]))[0]
-    sized = values.get("sizes") is not None or (host is not None and takes_size(host))
-    if values.get("sizes") is not None and host is not None and not takes_size(host):
+    takes = host is not None and takes_size(host, kwargs)
+    sized = values.get("sizes") is not None or takes
+    if values.get("sizes") is not None and host is not None and not takes:
         raise ArgumentError("sizes has no effect: the host takes no size parameter")
     sizes = _ints("sizes", values.get("sizes", DEFAULT_SIZE)) if sized else (0,)
     cases = []
@@ -325,7 +327,7 @@ def sweep_all(host: Callable[..., Any], axes: Mapping[str, Any], own: Mapping[st
               deadline: float | None = None) -> Report:
     """The whole sweep in one go (:func:`check`, and a test calling ``shmcomm_sweep`` without
     the marker): run ``i`` takes configuration ``i mod len(configs)`` and seed ``seed + i``."""
-    cases, notes = plan(axes, host, env, overrides)
+    cases, notes = plan(axes, host, env, overrides, kwargs)
     modes = {c.mode for c in cases}
     if own.get("hazards") is not None and not any(reads(m, "hazards") for m in modes):
         raise ArgumentError("hazards has no effect without hazard or schedule mode in modes")

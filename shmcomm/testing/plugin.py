@@ -167,10 +167,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     marker = metafunc.definition.get_closest_marker(MARKER)
     if marker is None or "shmcomm_case" not in metafunc.fixturenames:
         return
-    host, axes, _own, _kwargs = _split(marker)
+    host, axes, _own, kwargs = _split(marker)
     ini, cli = _axis_layers(metafunc.config)
     try:
-        cases, _notes = plan({**ini, **axes}, host, overrides=cli)
+        cases, _notes = plan({**ini, **axes}, host, overrides=cli, kwargs=kwargs)
     except ArgumentError as exc:
         raise pytest.UsageError(f"{metafunc.definition.nodeid}: {exc}") from None
     metafunc.parametrize("shmcomm_case", cases, ids=[c.id for c in cases], indirect=True)
