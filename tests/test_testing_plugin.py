@@ -101,22 +101,28 @@ KEYWORD_FOR_SIZE = """
 import shmcomm.testing
 
 
-def host(rt, n):
+def double(x):
+    return 2 * x
+
+
+def host(rt, n, fn):
     \"\"\"Its second parameter looks like the older host(rt, size), but the sweep fills it.\"\"\"
     if rt.config.seed == 1:
-        raise AssertionError(f"seed 1 fails (n={n})")
+        raise AssertionError(f"seed 1 fails (n={fn(n)})")
 
 
-@shmcomm.testing.sweep(host, nranks=[2], blocks=[1], modes=["eager"], n=100, seeds=2)
+@shmcomm.testing.sweep(host, nranks=[2], blocks=[1], modes=["eager"], n=100, fn=double, seeds=2)
 def test_host(shmcomm_sweep):
     shmcomm_sweep()
 """
 
 
 def test_a_keyword_in_the_size_parameters_place_gets_no_size(pytester):
-    """A host ``host(rt, n)`` swept with ``n=...`` takes no size: no ``size`` in its item id,
-    and both printed repro lines rerun the failure (the launch line once passed ``size=64`` as
-    well, which the host cannot take)."""
+    """A host ``host(rt, n, fn)`` swept with ``n=...`` takes no size: no ``size`` in its item
+    id, and both printed repro lines rerun the failure (the launch line once passed ``size=64``
+    as well, which the host cannot take). The module-level function ``fn`` is passed by name:
+    writing the report must not load the test file again (that replaced the module the
+    function is looked up in, and the lines said fn could not be passed)."""
     pytester.makepyfile(test_kw=KEYWORD_FOR_SIZE)
     res = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", *_plugin_args())
     res.assert_outcomes(failed=1)
@@ -125,9 +131,10 @@ def test_a_keyword_in_the_size_parameters_place_gets_no_size(pytester):
     for prefix in ("reproduce: ", "under launch: "):
         argv = line_after(out, prefix)
         assert "--size" not in argv and "size=64" not in " ".join(argv), argv
+        assert "fn=@test_kw:double" in argv, argv
         again = rerun(argv, cwd=pytester.path)
         assert again.returncode == 1, (argv, again.stdout, again.stderr)
-        assert "seed 1 fails (n=100)" in again.stdout + again.stderr
+        assert "seed 1 fails (n=200)" in again.stdout + again.stderr
 
 
 def test_check_rejects_bad_arguments():

@@ -119,7 +119,7 @@ def format_report(report: Report, settings: Settings) -> str:
         if first.trace:
             lines.append(f"  trace kept: {first.trace}")
         lines.append("reproduce: " + repro_command(report.program, first.spec, settings,
-                                                   report.kwargs))
+                                                   report.kwargs, sized=report.sized))
         lines.append("  or once, under launch: " + repro_command(
             report.program, first.spec, settings, report.kwargs, "launch", report.sized))
         if first.schedule:
