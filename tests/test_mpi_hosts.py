@@ -13,6 +13,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import psutil
@@ -217,6 +218,38 @@ def test_cleanup_removes_mpich_files_no_process_maps(tmp_path):
     assert entries[stale.name].removed and not stale.exists(), entries[stale.name]
     assert entries[live.name].status == LIVE and live.exists(), entries[live.name]
     assert f"pid {mapper.pid}" in entries[live.name].why
+
+
+def test_cleanup_removes_mpiexecs_topology_file_once_its_mpiexec_is_gone():
+    """An aborted job leaves mpiexec's /tmp/hydra_hwloc_xmlfile_*: cleanup keeps it while an
+    mpiexec that started before it runs (it may be that job's) and removes it once none does;
+    an mpiexec started later (another job) is no reason to keep it."""
+    from shmcomm.launch.cleanup import HYDRA_DIR, HYDRA_PREFIX, LIVE, cleanup
+
+    job = subprocess.Popen([find_mpiexec(), "-n", "1", sys.executable, "-c",
+                            "print('up', flush=True); import time; time.sleep(120)"],
+                           stdout=subprocess.PIPE, text=True, start_new_session=True)
+    fd, path = tempfile.mkstemp(prefix=HYDRA_PREFIX, dir=HYDRA_DIR)
+    os.close(fd)
+    name = os.path.basename(path)
+    try:
+        assert job.stdout.readline().strip() == "up"
+        made = psutil.Process(job.pid).create_time() + 0.5  # as if this mpiexec made it
+        os.utime(path, (made, made))
+        time.sleep(max(0.0, made + 1.1 - time.time()))  # past "made just now"
+        kept = {e.name: e for e in cleanup()}[name]
+        assert kept.status == LIVE and os.path.exists(path), kept
+        assert "mpiexec pid" in kept.why and str(job.pid) in kept.why, kept
+    finally:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+    deadline = time.time() + 60
+    while True:  # another test's mpiexec that started just before ours may still run
+        gone = {e.name: e for e in cleanup()}[name]
+        if gone.removed or gone.status != LIVE or time.time() > deadline:
+            break
+        time.sleep(0.2)
+    assert gone.removed and not os.path.exists(path), gone
 
 
 # -- (b) a real multi-host job on one machine ----------------------------------------------------

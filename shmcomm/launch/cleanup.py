@@ -15,6 +15,11 @@ killed before MPI unlinks them) carry no pid: such a file is **stale** when no p
 (every ``/proc/<pid>/maps`` read) and it is older than a second; **live** while some process maps
 it; **unknown** (left alone) while a process's maps cannot be read.
 
+MPICH's ``mpiexec`` writes the machine's topology to ``/tmp/hydra_hwloc_xmlfile_*`` and deletes
+it when the job ends, but not when the job is aborted (a failing shmcomm rank aborts it). Such
+a file is **stale** when no ``mpiexec`` of this user that started before it (so may have made
+it) is running, and it is older than a second; **live** while such an ``mpiexec`` runs.
+
 Segments of other users are listed but left alone (``/dev/shm`` is sticky: only the owner may
 unlink). Exit status 0, or 1 if a stale segment could not be removed.
 """
@@ -56,6 +61,9 @@ class Entry:
 
 
 MPI_PREFIX = "mpich_shm_"  # MPICH's shared-memory files (the mpi transport's windows)
+HYDRA_PREFIX = "hydra_hwloc_xmlfile_"  # mpiexec's topology file, in /tmp whatever TMPDIR says
+HYDRA_DIR = "/tmp"
+HYDRA_PROCS = frozenset({"mpiexec", "mpiexec.hydra", "mpirun"})  # the file's makers
 
 
 def _mpi_mappers(path: str) -> tuple[list[int], list[int]]:
@@ -93,12 +101,47 @@ def _classify_mpi(name: str, st: os.stat_result, shm_dir: str) -> Entry:
     return Entry(name, STALE, None, st.st_size, "an MPI file no process maps (its job is gone)")
 
 
+def _hydra_makers(made: float) -> list[int]:
+    """The pids of this user's running ``mpiexec`` processes that started before ``made`` (a
+    later one cannot have made a file of that time)."""
+    uid = os.getuid()
+    pids = []
+    for proc in psutil.process_iter(["name", "uids", "create_time"]):
+        try:
+            if (proc.info["name"] in HYDRA_PROCS and proc.info["uids"].real == uid
+                    and proc.info["create_time"] <= made + START_SLACK_S):
+                pids.append(proc.pid)
+        except (psutil.Error, AttributeError, TypeError):
+            continue
+    return pids
+
+
+def _classify_hydra(name: str, st: os.stat_result) -> Entry:
+    if st.st_uid != os.getuid():
+        return Entry(name, FOREIGN, None, st.st_size, f"owned by uid {st.st_uid}; left alone")
+    import time
+
+    made = min(st.st_mtime, st.st_ctime)
+    if time.time() - made < START_SLACK_S:
+        return Entry(name, LIVE, None, st.st_size, "an mpiexec topology file made just now")
+    makers = _hydra_makers(made)
+    if makers:
+        return Entry(name, LIVE, makers[0], st.st_size, "an mpiexec topology file; mpiexec "
+                     f"pid {', '.join(map(str, makers[:4]))} runs and may have made it")
+    return Entry(name, STALE, None, st.st_size,
+                 "an mpiexec topology file of an aborted job (no mpiexec runs)")
+
+
 def classify(name: str, shm_dir: str = SHM_DIR) -> Entry | None:
-    """What ``name`` (a file name in ``shm_dir``) is; ``None`` if it vanished meanwhile."""
+    """What ``name`` (a file name in ``shm_dir``; an mpiexec topology file is in
+    ``HYDRA_DIR``) is; ``None`` if it vanished meanwhile."""
+    hydra = name.startswith(HYDRA_PREFIX)
     try:
-        st = os.stat(os.path.join(shm_dir, name))
+        st = os.stat(os.path.join(HYDRA_DIR if hydra else shm_dir, name))
     except FileNotFoundError:
         return None
+    if hydra:
+        return _classify_hydra(name, st)
     if name.startswith(MPI_PREFIX):
         return _classify_mpi(name, st, shm_dir)
     m = NAME_RE.match(name)
@@ -123,18 +166,25 @@ def classify(name: str, shm_dir: str = SHM_DIR) -> Entry | None:
     return Entry(name, LIVE, pid, st.st_size, f"creator pid {pid} ({_proc_name(proc)}) is running")
 
 
-def scan(shm_dir: str = SHM_DIR) -> list[Entry]:
-    """Every ``shmcomm.*`` and ``mpich_shm_*`` name in ``shm_dir``, classified, sorted by name."""
+def scan(shm_dir: str = SHM_DIR, hydra: bool = True) -> list[Entry]:
+    """Every ``shmcomm.*`` and ``mpich_shm_*`` name in ``shm_dir`` and (``hydra``) every
+    ``hydra_hwloc_xmlfile_*`` in ``HYDRA_DIR``, classified, sorted by name."""
+    names = _names(shm_dir, (PREFIX, MPI_PREFIX)) + (
+        _names(HYDRA_DIR, (HYDRA_PREFIX,)) if hydra else [])
+    return [e for e in (classify(n, shm_dir) for n in sorted(names)) if e is not None]
+
+
+def _names(folder: str, prefixes: tuple[str, ...]) -> list[str]:
     try:
-        names = sorted(n for n in os.listdir(shm_dir) if n.startswith((PREFIX, MPI_PREFIX)))
+        return [n for n in os.listdir(folder) if n.startswith(prefixes)]
     except FileNotFoundError:
         return []
-    return [e for e in (classify(n, shm_dir) for n in names) if e is not None]
 
 
-def cleanup(dry_run: bool = False, shm_dir: str = SHM_DIR) -> list[Entry]:
-    """Scan and remove the stale segments (none with ``dry_run``); return every entry found."""
-    entries = scan(shm_dir)
+def cleanup(dry_run: bool = False, shm_dir: str = SHM_DIR, hydra: bool = True) -> list[Entry]:
+    """Scan and remove the stale segments and files (none with ``dry_run``; mpiexec's topology
+    files only with ``hydra``); return every entry found."""
+    entries = scan(shm_dir, hydra)
     if dry_run:
         return entries
     for e in entries:
@@ -148,7 +198,9 @@ def cleanup(dry_run: bool = False, shm_dir: str = SHM_DIR) -> list[Entry]:
             e.status, e.why = again.status, again.why
             continue
         try:
-            if shm_dir == SHM_DIR:
+            if e.name.startswith(HYDRA_PREFIX):
+                os.unlink(os.path.join(HYDRA_DIR, e.name))
+            elif shm_dir == SHM_DIR:
                 posix_ipc.unlink_shared_memory("/" + e.name)
             else:
                 os.unlink(os.path.join(shm_dir, e.name))
@@ -187,7 +239,9 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
 
     p = parser(prog or prog_name("cleanup"),
                "List and remove shmcomm shared-memory segments left in /dev/shm by runs "
-               "whose creating process is dead. Segments of live runs are never touched.",
+               "whose creating process is dead, MPICH's files no process maps, and the "
+               "topology files mpiexec leaves in /tmp when a job is aborted. Segments of live "
+               "runs are never touched.",
                "exit status: 0 success, 1 a stale segment could not be removed, 2 usage error, "
                "130 / 143 interrupted by SIGINT / SIGTERM")
     p.add_argument("--dry-run", "-n", action="store_true",
