@@ -220,10 +220,11 @@ def test_cleanup_removes_mpich_files_no_process_maps(tmp_path):
     assert f"pid {mapper.pid}" in entries[live.name].why
 
 
-def test_cleanup_removes_mpiexecs_topology_file_once_its_mpiexec_is_gone():
+def test_cleanup_removes_mpiexecs_topology_file_once_its_mpiexec_is_gone(tmp_path):
     """An aborted job leaves mpiexec's /tmp/hydra_hwloc_xmlfile_*: cleanup keeps it while an
     mpiexec that started before it runs (it may be that job's) and removes it once none does;
-    an mpiexec started later (another job) is no reason to keep it."""
+    an mpiexec started later (another job) is no reason to keep it. (An empty shm_dir: the
+    real /dev/shm is the other cleanup tests' business.)"""
     from shmcomm.launch.cleanup import HYDRA_DIR, HYDRA_PREFIX, LIVE, cleanup
 
     job = subprocess.Popen([find_mpiexec(), "-n", "1", sys.executable, "-c",
@@ -237,7 +238,7 @@ def test_cleanup_removes_mpiexecs_topology_file_once_its_mpiexec_is_gone():
         made = psutil.Process(job.pid).create_time() + 0.5  # as if this mpiexec made it
         os.utime(path, (made, made))
         time.sleep(max(0.0, made + 1.1 - time.time()))  # past "made just now"
-        kept = {e.name: e for e in cleanup()}[name]
+        kept = {e.name: e for e in cleanup(shm_dir=str(tmp_path))}[name]
         assert kept.status == LIVE and os.path.exists(path), kept
         assert "mpiexec pid" in kept.why and str(job.pid) in kept.why, kept
     finally:
@@ -245,7 +246,7 @@ def test_cleanup_removes_mpiexecs_topology_file_once_its_mpiexec_is_gone():
         job.wait()
     deadline = time.time() + 60
     while True:  # another test's mpiexec that started just before ours may still run
-        gone = {e.name: e for e in cleanup()}[name]
+        gone = {e.name: e for e in cleanup(shm_dir=str(tmp_path))}[name]
         if gone.removed or gone.status != LIVE or time.time() > deadline:
             break
         time.sleep(0.2)
