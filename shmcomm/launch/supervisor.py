@@ -18,6 +18,7 @@ Ranks that do not stop within ``STOP_GRACE_S`` of an abort are killed. Ranks get
 from __future__ import annotations
 
 import faulthandler
+import gc
 import io
 import os
 import pickle
@@ -673,6 +674,10 @@ def rank_process_setup(parent: int) -> bool:
         return False
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher handles Ctrl-C for everyone
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # what the launcher made before the fork (modules, numpy) never becomes this process's
+    # garbage: out of the collector's generations, a collection walks only what the rank makes
+    # (a full one walked every inherited object: ~6 ms, and a write to each one's page)
+    gc.freeze()
     return True
 
 
