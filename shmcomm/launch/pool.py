@@ -369,32 +369,34 @@ def _how(status: int | None) -> str:
     return f"exited with status {os.WEXITSTATUS(status)}"
 
 
-def _dict_version_reader() -> Callable[[dict], int] | None:
+def _dict_version_reader() -> Callable[[dict], Any] | None:
     """A reader of a dict's modification stamp (CPython's ``ma_version_tag``, PEP 509: a new
     value at every change of the dict), or ``None`` where this interpreter's dicts do not show
-    one where it is looked for. Checked on sample dicts before it is trusted; without it every
-    check compares every attribute."""
+    one where it is looked for. The reader gives the stamp's cell (its ``value`` reads it;
+    made once per dict: a dict object never moves while it lives). Checked on
+    sample dicts before it is trusted; without it every check compares every attribute."""
     if sys.implementation.name != "cpython" or sys.version_info >= (3, 14):
         return None
     used_at, tag_at = 2 * ctypes.sizeof(ctypes.c_void_p), 3 * ctypes.sizeof(ctypes.c_void_p)
 
-    def version(d: dict) -> int:
-        return ctypes.c_uint64.from_address(id(d) + tag_at).value
+    def stamp(d: dict) -> Any:
+        return ctypes.c_uint64.from_address(id(d) + tag_at)
 
     sample: dict[str, int] = {}
     try:
+        cell = stamp(sample)
         for n in range(5):
-            before = version(sample)
+            before = cell.value
             sample[f"k{n}"] = n
             if ctypes.c_ssize_t.from_address(id(sample) + used_at).value != len(sample):
                 return None
-            after = version(sample)
+            after = cell.value
             sample[f"k{n}"] = n + 1  # a rebinding is a change too
-            if not before != after != version(sample) or version(sample) != version(sample):
+            if not before != after != cell.value or cell.value != cell.value:
                 return None
     except Exception:  # noqa: BLE001 -- any surprise: no stamps
         return None
-    return version
+    return stamp
 
 
 _VERSION = _dict_version_reader()
@@ -402,16 +404,17 @@ _VERSION = _dict_version_reader()
 
 def _module_state() -> dict[str, list[Any]]:
     """Every loaded module's public attributes (names and values) as the pool's process
-    started, with its dict's modification stamp. Private ones (``_name``) do not count:
-    libraries rebind their own private state as they run (hypothesis's gc timers, threading's
-    counters), which is no patch."""
+    started, with its dict's modification stamp and the stamp's cell. Private ones (``_name``)
+    do not count: libraries rebind their own private state as they run (hypothesis's gc timers,
+    threading's counters), which is no patch."""
     state = {}
     for name, mod in list(sys.modules.items()):
         d = getattr(mod, "__dict__", None)
         if isinstance(d, dict):
             keys = tuple(k for k in d if isinstance(k, str) and not k.startswith("_"))
+            cell = _VERSION(d) if _VERSION else None  # d stays referenced: the cell reads it
             state[name] = [mod, keys, tuple(d[k] for k in keys),
-                           _VERSION(d) if _VERSION else None]
+                           cell.value if cell is not None else None, cell, d]
     return state
 
 
@@ -421,17 +424,16 @@ def _patched(state: dict[str, list[Any]]) -> list[str]:
     every rank: a module whose dict has not changed since it was last found clean (its stamp)
     is skipped without touching its values."""
     out = []
-    version = _VERSION
     for name, entry in state.items():
-        mod, keys, values, stamp = entry
+        mod, keys, values, stamp, cell, d0 = entry
         d = mod.__dict__
-        if version is not None:
-            now = version(d)
+        if cell is not None and d is d0:
+            now = cell.value
             if now == stamp:
                 continue
         try:
             if tuple(map(d.get, keys, itertools.repeat(_MISSING))) == values:
-                if version is not None:
+                if cell is not None and d is d0:
                     entry[3] = now  # clean as of this stamp (only private names changed)
                 continue
         except Exception:  # noqa: BLE001,S110 -- a replaced value whose == raises: look closer
