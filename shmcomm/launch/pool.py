@@ -32,6 +32,7 @@ import sys
 import threading
 from collections.abc import Callable
 from multiprocessing.connection import Connection, Pipe
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 from ..config import Config
@@ -272,13 +273,14 @@ class _PoolRun(_Launcher):
         pool._reset(tops)
         self.model.use_pool(pool.races, None)  # the race detector: the pool's clocks and pipes
         self._prepare_model()
-        job = (self.config, self.host, self.args, self.model)
+        # pickled once for every rank (what Connection.send would do per rank)
+        job = ForkingPickler.dumps((self.config, self.host, self.args, self.model))
         for rank in range(pool.nranks):
             self.pids[rank] = pool.pids[rank]
             self.conns[pool.results[rank]] = rank
         for rank in range(pool.nranks):
             try:
-                pool.jobs[rank].send(job)
+                pool.jobs[rank].send_bytes(job)
             except OSError as exc:  # it died after the check: its status names how
                 status = None
                 try:
