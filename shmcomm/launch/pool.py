@@ -44,7 +44,7 @@ from ..exec.compose import max_shared_bytes, pool_state
 from ..transports.shm import ShmTransport
 from .descendants import RunProcesses
 from .launchers import external_launcher
-from .supervisor import _Launcher, fork_rank, rank_process_setup, serve_run
+from .supervisor import _Launcher, fork_rank, rank_process_setup, serve_run, start_order
 
 _FIXED = ("nranks", "signal_bytes", "heap_bytes")
 
@@ -278,7 +278,7 @@ class _PoolRun(_Launcher):
         for rank in range(pool.nranks):
             self.pids[rank] = pool.pids[rank]
             self.conns[pool.results[rank]] = rank
-        for rank in range(pool.nranks):
+        for rank in start_order(pool.nranks, self.model.first_rank):
             try:
                 pool.jobs[rank].send_bytes(job)
             except OSError as exc:  # it died after the check: its status names how

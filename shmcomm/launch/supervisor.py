@@ -239,7 +239,7 @@ class _Launcher:
                 raise ShmcommError(
                     f"cannot start rank {rank}: no file for its stack dumps: {exc} (raise the "
                     "open-files limit, ulimit -n, or lower nranks)") from None
-        for rank in range(cfg.nranks):
+        for rank in start_order(cfg.nranks, self.model.first_rank):
             self._spawn(rank)
 
     def _processes(self) -> RunProcesses:
@@ -626,6 +626,14 @@ def _failure_from(rank: int, payload: Any) -> Failure:
 
 
 # --- the rank process ---------------------------------------------------------------------------
+
+def start_order(nranks: int, first: int | None) -> list[int]:
+    """The order the ranks start in: rank ``first`` (the one the run needs first), then the
+    others in rank order."""
+    if first is None or not 0 <= first < nranks:
+        return list(range(nranks))
+    return [first, *(r for r in range(nranks) if r != first)]
+
 
 def fork_rank(body: Callable[[], int], close: list[Connection]) -> int:
     """Fork a rank process that closes ``close`` (the parent's ends) and exits with ``body()``'s
