@@ -24,12 +24,14 @@ from __future__ import annotations
 import ctypes
 import functools
 import itertools
+import operator
 import os
 import pickle
 import queue
 import signal
 import sys
 import threading
+import types
 from collections.abc import Callable
 from multiprocessing.connection import Connection, Pipe
 from multiprocessing.reduction import ForkingPickler
@@ -331,7 +333,7 @@ def _serve(rank: int, parent: int, transport: ShmTransport, ctl: C.Control, jobs
     procs.enter()
     if not rank_process_setup(parent):
         return 1
-    modules = _module_state()
+    modules = _ModuleState()
     observers = list(SymmetricArray.observers)
     read_observers = list(SymmetricArray.read_observers)
     while True:
@@ -404,29 +406,48 @@ def _dict_version_reader() -> Callable[[dict], Any] | None:
 _VERSION = _dict_version_reader()
 
 
-def _module_state() -> dict[str, list[Any]]:
+class _ModuleState:
     """Every loaded module's public attributes (names and values) as the pool's process
-    started, with its dict's modification stamp and the stamp's cell. Private ones (``_name``)
-    do not count: libraries rebind their own private state as they run (hypothesis's gc timers,
-    threading's counters), which is no patch."""
-    state = {}
-    for name, mod in list(sys.modules.items()):
-        d = getattr(mod, "__dict__", None)
-        if isinstance(d, dict):
-            keys = tuple(k for k in d if isinstance(k, str) and not k.startswith("_"))
-            cell = _VERSION(d) if _VERSION else None  # d stays referenced: the cell reads it
-            state[name] = [mod, keys, tuple(d[k] for k in keys),
-                           cell.value if cell is not None else None, cell, d]
-    return state
+    started, with its dict's modification stamp and the stamp's cell (``entries``: name ->
+    [module, names, values, stamp, cell, dict]). Private ones (``_name``) do not count:
+    libraries rebind their own private state as they run (hypothesis's gc timers, threading's
+    counters), which is no patch. ``cells`` and ``stamps``: those of the true module objects
+    (whose dict never changes identity), read in one pass first."""
+
+    __slots__ = ("entries", "cells", "stamps", "fast", "others")
+
+    def __init__(self) -> None:
+        self.entries: dict[str, list[Any]] = {}
+        for name, mod in list(sys.modules.items()):
+            d = getattr(mod, "__dict__", None)
+            if isinstance(d, dict):
+                keys = tuple(k for k in d if isinstance(k, str) and not k.startswith("_"))
+                cell = _VERSION(d) if _VERSION else None  # d stays referenced: the cell reads it
+                self.entries[name] = [mod, keys, tuple(d[k] for k in keys),
+                                      cell.value if cell is not None else None, cell, d]
+        # names whose stamps the first pass reads: modules proper (another object in
+        # sys.modules may hand out a new __dict__ each time: checked one by one)
+        self.fast = tuple(name for name, e in self.entries.items()
+                          if e[4] is not None and type(e[0]) is types.ModuleType)
+        self.cells = [self.entries[n][4] for n in self.fast]
+        self.stamps = [self.entries[n][3] for n in self.fast]
+        fast = set(self.fast)
+        self.others = tuple(n for n in self.entries if n not in fast)  # checked one by one
 
 
-def _patched(state: dict[str, list[Any]]) -> list[str]:
+_VALUE = operator.attrgetter("value")
+
+
+def _patched(state: _ModuleState) -> list[str]:
     """``module.attribute`` names whose value is no longer the object it was (a monkeypatch);
     attributes added since (lazy imports) do not count. Every run of a pool pays this check in
-    every rank: a module whose dict has not changed since it was last found clean (its stamp)
-    is skipped without touching its values."""
+    every rank: when no module's dict has changed since the modules were last found clean
+    (their stamps, read in one pass) the check ends there; else a module whose stamp has not
+    changed is skipped without touching its values."""
+    unchanged = bool(state.cells) and list(map(_VALUE, state.cells)) == state.stamps
     out = []
-    for name, entry in state.items():
+    for name in (state.others if unchanged else state.entries):
+        entry = state.entries[name]
         mod, keys, values, stamp, cell, d0 = entry
         d = mod.__dict__
         if cell is not None and d is d0:
@@ -442,6 +463,8 @@ def _patched(state: dict[str, list[Any]]) -> list[str]:
             pass
         out += [f"{name}.{k}" for k, v in zip(keys, values, strict=True)
                 if d.get(k, _MISSING) is not v]
+    if not unchanged:
+        state.stamps = [state.entries[n][3] for n in state.fast]
     return out
 
 
@@ -459,7 +482,7 @@ def _leftover_threads() -> list[str]:
     return [t.name for t in alive if t.is_alive()]
 
 
-def _checked_result(modules: dict, result: Any) -> Any:
+def _checked_result(modules: _ModuleState, result: Any) -> Any:
     """A passing run's ``result`` in a pool rank, after the host and every launch ended and the
     model closed (in schedule mode the rank no longer holds the turn: the checks keep no other
     agent waiting): whatever the run left in the process (a thread, a patched module) retires
