@@ -297,11 +297,14 @@ class RunModel:
       run's seed); ``set_trace(path)`` moves the trace a model writes itself;
     * ``use_pool(state, rank)``: on a pool, the state its ranks inherited at their fork (the
       race detector's clocks and pipes), given in the launcher (``rank`` None) before
-      ``prepare`` and in each rank process before the run.
+      ``prepare`` and in each rank process before the run;
+    * ``first_rank``: after ``prepare``, the rank the run needs first (a scheduled run's first
+      agent's), which the launcher starts before the others; ``None``: rank order.
     """
 
     shared_bytes = 0
     schedule: Any = None
+    first_rank: int | None = None
 
     def __init__(self, config: Config,
                  rank_model: Callable[[Any], RankModel] | None = None) -> None:

@@ -24,14 +24,17 @@ from __future__ import annotations
 import ctypes
 import functools
 import itertools
+import operator
 import os
 import pickle
 import queue
 import signal
 import sys
 import threading
+import types
 from collections.abc import Callable
 from multiprocessing.connection import Connection, Pipe
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 from ..config import Config
@@ -43,7 +46,7 @@ from ..exec.compose import max_shared_bytes, pool_state
 from ..transports.shm import ShmTransport
 from .descendants import RunProcesses
 from .launchers import external_launcher
-from .supervisor import _Launcher, fork_rank, rank_process_setup, serve_run
+from .supervisor import _Launcher, fork_rank, rank_process_setup, serve_run, start_order
 
 _FIXED = ("nranks", "signal_bytes", "heap_bytes")
 
@@ -272,13 +275,14 @@ class _PoolRun(_Launcher):
         pool._reset(tops)
         self.model.use_pool(pool.races, None)  # the race detector: the pool's clocks and pipes
         self._prepare_model()
-        job = (self.config, self.host, self.args, self.model)
+        # pickled once for every rank (what Connection.send would do per rank)
+        job = ForkingPickler.dumps((self.config, self.host, self.args, self.model))
         for rank in range(pool.nranks):
             self.pids[rank] = pool.pids[rank]
             self.conns[pool.results[rank]] = rank
-        for rank in range(pool.nranks):
+        for rank in start_order(pool.nranks, self.model.first_rank):
             try:
-                pool.jobs[rank].send(job)
+                pool.jobs[rank].send_bytes(job)
             except OSError as exc:  # it died after the check: its status names how
                 status = None
                 try:
@@ -329,7 +333,7 @@ def _serve(rank: int, parent: int, transport: ShmTransport, ctl: C.Control, jobs
     procs.enter()
     if not rank_process_setup(parent):
         return 1
-    modules = _module_state()
+    modules = _ModuleState()
     observers = list(SymmetricArray.observers)
     read_observers = list(SymmetricArray.read_observers)
     while True:
@@ -369,75 +373,98 @@ def _how(status: int | None) -> str:
     return f"exited with status {os.WEXITSTATUS(status)}"
 
 
-def _dict_version_reader() -> Callable[[dict], int] | None:
+def _dict_version_reader() -> Callable[[dict], Any] | None:
     """A reader of a dict's modification stamp (CPython's ``ma_version_tag``, PEP 509: a new
     value at every change of the dict), or ``None`` where this interpreter's dicts do not show
-    one where it is looked for. Checked on sample dicts before it is trusted; without it every
-    check compares every attribute."""
+    one where it is looked for. The reader gives the stamp's cell (its ``value`` reads it;
+    made once per dict: a dict object never moves while it lives). Checked on
+    sample dicts before it is trusted; without it every check compares every attribute."""
     if sys.implementation.name != "cpython" or sys.version_info >= (3, 14):
         return None
     used_at, tag_at = 2 * ctypes.sizeof(ctypes.c_void_p), 3 * ctypes.sizeof(ctypes.c_void_p)
 
-    def version(d: dict) -> int:
-        return ctypes.c_uint64.from_address(id(d) + tag_at).value
+    def stamp(d: dict) -> Any:
+        return ctypes.c_uint64.from_address(id(d) + tag_at)
 
     sample: dict[str, int] = {}
     try:
+        cell = stamp(sample)
         for n in range(5):
-            before = version(sample)
+            before = cell.value
             sample[f"k{n}"] = n
             if ctypes.c_ssize_t.from_address(id(sample) + used_at).value != len(sample):
                 return None
-            after = version(sample)
+            after = cell.value
             sample[f"k{n}"] = n + 1  # a rebinding is a change too
-            if not before != after != version(sample) or version(sample) != version(sample):
+            if not before != after != cell.value or cell.value != cell.value:
                 return None
     except Exception:  # noqa: BLE001 -- any surprise: no stamps
         return None
-    return version
+    return stamp
 
 
 _VERSION = _dict_version_reader()
 
 
-def _module_state() -> dict[str, list[Any]]:
+class _ModuleState:
     """Every loaded module's public attributes (names and values) as the pool's process
-    started, with its dict's modification stamp. Private ones (``_name``) do not count:
+    started, with its dict's modification stamp and the stamp's cell (``entries``: name ->
+    [module, names, values, stamp, cell, dict]). Private ones (``_name``) do not count:
     libraries rebind their own private state as they run (hypothesis's gc timers, threading's
-    counters), which is no patch."""
-    state = {}
-    for name, mod in list(sys.modules.items()):
-        d = getattr(mod, "__dict__", None)
-        if isinstance(d, dict):
-            keys = tuple(k for k in d if isinstance(k, str) and not k.startswith("_"))
-            state[name] = [mod, keys, tuple(d[k] for k in keys),
-                           _VERSION(d) if _VERSION else None]
-    return state
+    counters), which is no patch. ``cells`` and ``stamps``: those of the true module objects
+    (whose dict never changes identity), read in one pass first."""
+
+    __slots__ = ("entries", "cells", "stamps", "fast", "others")
+
+    def __init__(self) -> None:
+        self.entries: dict[str, list[Any]] = {}
+        for name, mod in list(sys.modules.items()):
+            d = getattr(mod, "__dict__", None)
+            if isinstance(d, dict):
+                keys = tuple(k for k in d if isinstance(k, str) and not k.startswith("_"))
+                cell = _VERSION(d) if _VERSION else None  # d stays referenced: the cell reads it
+                self.entries[name] = [mod, keys, tuple(d[k] for k in keys),
+                                      cell.value if cell is not None else None, cell, d]
+        # names whose stamps the first pass reads: modules proper (another object in
+        # sys.modules may hand out a new __dict__ each time: checked one by one)
+        self.fast = tuple(name for name, e in self.entries.items()
+                          if e[4] is not None and type(e[0]) is types.ModuleType)
+        self.cells = [self.entries[n][4] for n in self.fast]
+        self.stamps = [self.entries[n][3] for n in self.fast]
+        fast = set(self.fast)
+        self.others = tuple(n for n in self.entries if n not in fast)  # checked one by one
 
 
-def _patched(state: dict[str, list[Any]]) -> list[str]:
+_VALUE = operator.attrgetter("value")
+
+
+def _patched(state: _ModuleState) -> list[str]:
     """``module.attribute`` names whose value is no longer the object it was (a monkeypatch);
     attributes added since (lazy imports) do not count. Every run of a pool pays this check in
-    every rank: a module whose dict has not changed since it was last found clean (its stamp)
-    is skipped without touching its values."""
+    every rank: when no module's dict has changed since the modules were last found clean
+    (their stamps, read in one pass) the check ends there; else a module whose stamp has not
+    changed is skipped without touching its values."""
+    unchanged = bool(state.cells) and list(map(_VALUE, state.cells)) == state.stamps
     out = []
-    version = _VERSION
-    for name, entry in state.items():
-        mod, keys, values, stamp = entry
+    for name in (state.others if unchanged else state.entries):
+        entry = state.entries[name]
+        mod, keys, values, stamp, cell, d0 = entry
         d = mod.__dict__
-        if version is not None:
-            now = version(d)
+        if cell is not None and d is d0:
+            now = cell.value
             if now == stamp:
                 continue
         try:
             if tuple(map(d.get, keys, itertools.repeat(_MISSING))) == values:
-                if version is not None:
+                if cell is not None and d is d0:
                     entry[3] = now  # clean as of this stamp (only private names changed)
                 continue
         except Exception:  # noqa: BLE001,S110 -- a replaced value whose == raises: look closer
             pass
         out += [f"{name}.{k}" for k, v in zip(keys, values, strict=True)
                 if d.get(k, _MISSING) is not v]
+    if not unchanged:
+        state.stamps = [state.entries[n][3] for n in state.fast]
     return out
 
 
@@ -455,7 +482,7 @@ def _leftover_threads() -> list[str]:
     return [t.name for t in alive if t.is_alive()]
 
 
-def _checked_result(modules: dict, result: Any) -> Any:
+def _checked_result(modules: _ModuleState, result: Any) -> Any:
     """A passing run's ``result`` in a pool rank, after the host and every launch ended and the
     model closed (in schedule mode the rank no longer holds the turn: the checks keep no other
     agent waiting): whatever the run left in the process (a thread, a patched module) retires

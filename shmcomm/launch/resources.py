@@ -16,9 +16,7 @@ _OOM_FILES = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_
 def oom_kills() -> int | None:
     """How many processes the OOM killer has killed (this process's own cgroup's count where it
     can be read, else the system's); ``None`` when no count is readable."""
-    own = [os.path.join(d, "memory.events" if limit == "memory.max" else "memory.oom_control")
-           for d, limit, _ in own_memory_cgroups()]
-    for path in (*own, *_OOM_FILES):
+    for path in _oom_files():
         try:
             with open(path) as f:
                 for line in f:
@@ -28,6 +26,21 @@ def oom_kills() -> int | None:
         except (OSError, ValueError):
             continue
     return None
+
+
+def _oom_files() -> tuple[str, ...]:
+    """The files that may hold the count, best first: this process's cgroups' (found once per
+    process: every run reads the count before it starts its ranks, and finding them reads
+    /proc/self/cgroup and /proc/self/mounts), then the system's."""
+    pid = os.getpid()
+    if not _OOM_PATHS or _OOM_PATHS[0][0] != pid:
+        own = [os.path.join(d, "memory.events" if limit == "memory.max" else "memory.oom_control")
+               for d, limit, _ in own_memory_cgroups()]
+        _OOM_PATHS[:] = [(pid, (*own, *_OOM_FILES))]
+    return _OOM_PATHS[0][1]
+
+
+_OOM_PATHS: list[tuple[int, tuple[str, ...]]] = []  # (the process that found them, the files)
 
 
 def death_hint(sig: int, oom_before: int | None) -> str:

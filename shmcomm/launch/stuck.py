@@ -223,7 +223,9 @@ class StoppedWatch:
 
     def __init__(self) -> None:
         self.since: dict[int, float] = {}
-        self.checked = 0.0
+        # the first look is STOPPED_POLL_S into the run: a short run (a pool's) reads no /proc
+        # file of its ranks at all, where each run's first check read every rank's
+        self.checked = time.monotonic()
 
     def reset(self) -> None:
         """The launcher itself was stopped: judge afresh (Ctrl-Z stops the ranks with it)."""

@@ -169,10 +169,15 @@ class HazardBlockModel(BlockModel):
         self.vis = RemoteStores(self._apply) if "visibility" in models else None
         self.lines = LineModel(agent.rt.windows, self._clobber) if "lines" in models else None
         self.set_read_add = cfg.set_semantics == "read-add"
-        # jitter and idle draw from their own stream: how often a wait idles depends on timing
-        self.jitter = Jitter(random.Random(agent.rng.getrandbits(64))) if "jitter" in models else None
-        if not self.wall:
-            self.jitter = None  # (its stream drawn all the same: the seeds' other draws stay put)
+        # jitter and idle draw from their own stream: how often a wait idles depends on timing.
+        # On a step clock (a scheduled run) there is no jitter: its seed is drawn all the same
+        # (the seeds' other draws stay put), but no Jitter is made, whose 50 us switch interval
+        # only let the rank's starting and ending threads take the GIL from the turn's holder
+        self.jitter = None
+        if "jitter" in models:
+            jitter_seed = agent.rng.getrandbits(64)
+            if self.wall:
+                self.jitter = Jitter(random.Random(jitter_seed))
         self.tracer = block_tracer(agent)
         if self.tracer and not self.wall:  # stamped with steps: a replay gives the same trace
             self.tracer.use_clock(self._now)

@@ -136,6 +136,10 @@ class RaceDetector(RunModel):
     def schedule(self) -> Any:
         return self.inner.schedule
 
+    @property
+    def first_rank(self) -> int | None:  # type: ignore[override]
+        return self.inner.first_rank
+
     def prepare(self, ctl: Any) -> None:
         if self.clocks is None:  # a run of its own: the ranks inherit these at their fork
             self.clocks = WordClocks(self.layout)

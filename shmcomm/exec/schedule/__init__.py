@@ -90,6 +90,7 @@ class ScheduleMode(RunModel):
             sh.hdr[H_STEP] = 1
             sh.hdr[H_LAST] = first
             ctypes.c_int32.from_address(sh.go_addr(first)).value = 1  # no rank runs yet
+            self.first_rank = first // C.SLOTS  # its rank starts first: the others wait for it
         finally:
             sh.release()
 

@@ -40,6 +40,8 @@ Layout of the shared area (little-endian, 8-byte words unless said)::
 from __future__ import annotations
 
 import ctypes
+import functools
+import os
 import threading
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -81,6 +83,7 @@ EN_STEPS = 1 << 16  # steps whose enabled agents can be recorded
 EN_IDS = 1 << 20  # agent ids those records can hold
 _WAIT_S = 0.05  # a waiting agent re-checks the abort flag this often
 _CMP = CMP_FUNCS
+_SLOTS, _HOST = C.SLOTS, C.HOST_SLOT
 
 
 class ScheduleError(ShmcommError):
@@ -89,7 +92,7 @@ class ScheduleError(ShmcommError):
 
 def shared_bytes(nranks: int) -> int:
     """Bytes of the control segment's extra area that a run of ``nranks`` ranks needs."""
-    return Layout(nranks).size
+    return layout(nranks).size
 
 
 # the parts of the shared area: name, item format, items (an int, or "agents" x an int)
@@ -127,6 +130,12 @@ class Layout:
         self.rec_next = self.parts["rec_next"][0]
 
 
+@functools.lru_cache(maxsize=8)
+def layout(nranks: int) -> Layout:
+    """The layout of ``nranks`` ranks (made once: every run's launcher and ranks ask)."""
+    return Layout(nranks)
+
+
 class Shared:
     """Typed views of the shared area at ``base`` (memoryviews: fast scalar access), one
     attribute per part of ``_PARTS``."""
@@ -151,7 +160,7 @@ class Shared:
     en_ids: memoryview
 
     def __init__(self, base: int, nranks: int) -> None:
-        self.layout = lay = Layout(nranks)
+        self.layout = lay = layout(nranks)
         self.base = base
         self.raw = raw = memoryview((ctypes.c_char * lay.size).from_address(base)).cast("B")
         for name, (off, nbytes, fmt) in lay.parts.items():
@@ -222,13 +231,12 @@ class Scheduler:
 
     def __init__(self, ctl: C.Control, transport: Any, strategy: Any) -> None:
         self.ctl = ctl
-        self.sh = Shared(ctl.extra_base, ctl.nranks)
+        kept = _kept(ctl, transport)
+        self.sh = kept.sh
         self.transport = transport
         self.strategy = strategy
         self.abort = ctl.abort_cell
-        self._go: dict[int, Any] = {}
-        self._words: dict[tuple[int, int], Any] = {}
-        self._cells: dict[tuple[int, int], Any] = {}
+        self._go, self._turns, self._words, self._cells = kept.go, kept.turns, kept.words, kept.cells
         # agent id -> the thread it runs on (in this process): Python ident, kernel thread id
         self.threads: dict[int, tuple[int, int]] = {}
         # blocks that got the turn at their start and have not reached a point since: their
@@ -279,9 +287,12 @@ class Scheduler:
     def await_turn(self, aid: int, fresh: bool = False) -> None:
         """Sleep until ``aid`` holds the turn; raises :class:`Aborted` when the run aborts.
         ``fresh``: a block's start (its first point then takes no step of its own)."""
-        go = self._go_word(aid)
+        turn = self._turns.get(aid)
+        if turn is None:  # its go word, and a plain view of it
+            turn = self._turns[aid] = (self._go_word(aid),
+                                       ctypes.c_int32.from_address(self.sh.go_addr(aid)))
+        go, cell = turn
         self.threads[aid] = (threading.get_ident(), threading.get_native_id())
-        cell = ctypes.c_int32.from_address(self.sh.go_addr(aid))
         while cell.value == 0:
             if self.abort.value:
                 self._raise_aborted(aid)
@@ -397,7 +408,7 @@ class Scheduler:
         cells, cell_of = self._cells, self._cell
         ids = sh.live[:sh.hdr[H_LIVE]].tolist()
         out = []
-        live = None  # the live ids as a set, made once a joining host needs it
+        busy = None  # the ranks with a live block, made once a joining host needs it
         for a in ids:
             s = state[a]
             if s == RUNNABLE or s == DRAINING:
@@ -413,14 +424,15 @@ class Scheduler:
                 elif pending[a]:
                     out.append(a)  # only to retire its pending work (yielded: PCT runs it last)
             elif s == JOINING:  # a host joining its blocks (wrank JOIN_SLOTS: one launch's)
-                base = a - C.HOST_SLOT
                 if wrank[a] == JOIN_SLOTS:
-                    lo, hi = base + woff[a], base + woff[a] + wval[a]
-                else:
-                    lo, hi = base, a
-                if live is None:
-                    live = set(ids)
-                if live.isdisjoint(range(lo, hi)):
+                    lo = a - C.HOST_SLOT + woff[a]
+                    hi = lo + wval[a]
+                    if not any(lo <= x < hi for x in ids):
+                        out.append(a)
+                    continue
+                if busy is None:
+                    busy = {x // _SLOTS for x in ids if x % _SLOTS != _HOST}
+                if a // _SLOTS not in busy:
                     out.append(a)
         return out
 
@@ -488,6 +500,35 @@ class Scheduler:
         """Wake every live agent's turn futex (after an abort: they see it and stop)."""
         for a in self.sh.live_ids():
             self._go_word(a).wake()
+
+
+class _Kept:
+    """What a process's schedulers share from run to run: the views of the shared area and
+    the words of the turn and of waits (made once; a pool's rank serves many runs on the same
+    memory)."""
+
+    def __init__(self, ctl: C.Control, transport: Any) -> None:
+        self.transport = transport
+        self.sh = Shared(ctl.extra_base, ctl.nranks)
+        self.go: dict[int, Any] = {}
+        self.turns: dict[int, tuple[Any, Any]] = {}
+        self.words: dict[tuple[int, int], Any] = {}
+        self.cells: dict[tuple[int, int], Any] = {}
+
+
+_KEPT: dict[tuple[int, int, int], _Kept] = {}
+
+
+def _kept(ctl: C.Control, transport: Any) -> _Kept:
+    """This process's kept views and words for ``ctl``'s segment and ``transport``."""
+    key = (ctl.base, ctl.extra_base, ctl.nranks)
+    kept = _KEPT.get(key)
+    if kept is None or kept.transport is not transport:
+        kept = _KEPT[key] = _Kept(ctl, transport)
+    return kept
+
+
+os.register_at_fork(after_in_child=_KEPT.clear)  # a child's schedulers make their own
 
 
 def _never(_value: int) -> bool:

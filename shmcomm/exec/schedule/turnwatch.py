@@ -1,15 +1,16 @@
 """The turn watch: an agent that holds the turn too long outside the kernel API ends the run.
 
-Only the turn holder runs, so a block stuck between two scheduling points (in ``time.sleep``, on
-a ``threading.Lock``, in a loop that calls no instruction) stops the whole run, and every other
-agent sleeps on its turn. Each rank process runs one watch thread. While the step count does
-not move and the holder is one of this rank's agents, it adds up how long the holder's thread
-was asleep (its kernel state ``S`` or ``D``: a sleep, a lock, I/O) and how long it held the turn
-in all. Asleep for ``turn_timeout`` seconds, or holding the turn ``SPIN_FACTOR`` times that long
-(a loop with no instruction; a computation merely slowed by a loaded box gets that much longer),
-the watch writes the report (the holder, its Python stack from ``sys._current_frames``, the
-wait-for table), aborts the run and, once the other agents had a moment to stop, ends its own
-process, since the stuck thread will not return. Time the process spent stopped does not count.
+Only the turn holder runs, so a block stuck between two scheduling points (in ``time.sleep``, on a
+``threading.Lock``, in a loop that calls no instruction) stops the whole run, and every other
+agent sleeps on its turn. Each rank process runs one watch thread (kept from run to run in a
+pool's process, asleep between runs). While the step count does not move and the holder is one of
+this rank's agents, it adds up how long the holder's thread was asleep (its kernel state ``S`` or
+``D``: a sleep, a lock, I/O) and how long it held the turn in all. Asleep for ``turn_timeout``
+seconds, or holding the turn ``SPIN_FACTOR`` times that long (a loop with no instruction; a
+computation merely slowed by a loaded box gets that much longer), the watch writes the report (the
+holder, its Python stack from ``sys._current_frames``, the wait-for table), aborts the run and,
+once the other agents had a moment to stop, ends its own process, since the stuck thread will not
+return. Time the process spent stopped does not count.
 """
 
 from __future__ import annotations
@@ -42,46 +43,44 @@ def thread_asleep(tid: int) -> bool:
 
 
 class TurnWatch:
-    """The watch thread of one rank process (``start`` / ``stop``)."""
+    """The watch of one rank's run (``start`` / ``stop``), ticked by the process's watch thread."""
 
     def __init__(self, sched: Any, rank: int, limit: float) -> None:
         self.sched, self.rank, self.limit = sched, rank, limit
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"shmcomm-turnwatch-r{rank}",
-                                        daemon=True)
+        self.last_step, self.held, self.asleep = -1, 0.0, 0.0
+        self.prev = 0.0
 
     def start(self) -> None:
-        self._thread.start()
+        self.prev = time.monotonic()
+        _watcher().arm(self)
 
     def stop(self) -> None:
-        self._stop.set()
+        _watcher().disarm(self)
 
-    def _run(self) -> None:
+    def tick(self, now: float) -> bool:
+        """One look at the turn; ``False`` once this watch has nothing more to do."""
         sh, ctl = self.sched.sh, self.sched.ctl
         hdr = sh.hdr
-        last_step, held, asleep = -1, 0.0, 0.0
-        prev = time.monotonic()
-        while not self._stop.wait(TICK_S):
-            now = time.monotonic()
-            dt, prev = now - prev, now
-            if ctl.aborted() or hdr[H_STATUS] != ST_RUNNING:
-                return
-            step = hdr[H_STEP]
-            if step != last_step:
-                last_step, held, asleep = step, 0.0, 0.0
-                continue
-            holder = hdr[H_LAST]
-            if holder // C.SLOTS != self.rank or not hdr[H_LIVE] or sh.state[holder] == DONE:
-                continue
-            if dt > STALLED_S:
-                continue  # this process was stopped (or starved): not the holder's doing
-            thread = self.sched.threads.get(holder)
-            held += dt
-            if thread is not None and thread_asleep(thread[1]):
-                asleep += dt
-            if asleep > self.limit or held > SPIN_FACTOR * self.limit:
-                self._report(holder, held, asleep, thread)
-                return
+        dt, self.prev = now - self.prev, now
+        if ctl.aborted() or hdr[H_STATUS] != ST_RUNNING:
+            return False
+        step = hdr[H_STEP]
+        if step != self.last_step:
+            self.last_step, self.held, self.asleep = step, 0.0, 0.0
+            return True
+        holder = hdr[H_LAST]
+        if holder // C.SLOTS != self.rank or not hdr[H_LIVE] or sh.state[holder] == DONE:
+            return True
+        if dt > STALLED_S:
+            return True  # this process was stopped (or starved): not the holder's doing
+        thread = self.sched.threads.get(holder)
+        self.held += dt
+        if thread is not None and thread_asleep(thread[1]):
+            self.asleep += dt
+        if self.asleep > self.limit or self.held > SPIN_FACTOR * self.limit:
+            self._report(holder, self.held, self.asleep, thread)
+            return False
+        return True
 
     def _report(self, holder: int, held: float, asleep: float, thread: Any) -> None:
         sched = self.sched
@@ -106,3 +105,51 @@ class TurnWatch:
         time.sleep(EXIT_GRACE_S)
         sys.stderr.flush()
         os._exit(EXIT_STATUS)
+
+
+class _Watcher:
+    """The process's watch thread: started by the first run's watch and kept for the next runs
+    of a pool's process (a thread start per run cost the rank a context switch before its first
+    turn), asleep while no run is watched. A forked child starts its own."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.armed = threading.Event()
+        self.watch: TurnWatch | None = None
+        self.thread: threading.Thread | None = None
+
+    def arm(self, watch: TurnWatch) -> None:
+        with self.lock:
+            self.watch = watch
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._run, daemon=True,
+                                               name=f"shmcomm-turnwatch-r{watch.rank}")
+                self.thread.start()
+        self.armed.set()
+
+    def disarm(self, watch: TurnWatch) -> None:
+        with self.lock:
+            if self.watch is watch:
+                self.watch = None
+                self.armed.clear()
+
+    def _run(self) -> None:
+        while True:
+            self.armed.wait()
+            time.sleep(TICK_S)
+            with self.lock:
+                watch = self.watch
+            if watch is not None and not watch.tick(time.monotonic()):
+                self.disarm(watch)
+
+
+_WATCHER: list[_Watcher] = []
+
+
+def _watcher() -> _Watcher:
+    if not _WATCHER:
+        _WATCHER.append(_Watcher())
+    return _WATCHER[0]
+
+
+os.register_at_fork(after_in_child=_WATCHER.clear)  # the parent's thread does not exist here
