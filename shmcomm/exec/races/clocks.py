@@ -93,6 +93,8 @@ class WordClocks:
             locks = new_locks()
         self.locks, self.table_lock = locks[:_STRIPES], locks[_STRIPES]
         self.index: dict[int, int] = {}  # this process's cache: word key -> slot
+        # this process's cache: a signal's words (rank, offset, rows, cols, stride) -> slots
+        self.sig_slots: dict[tuple[int, int, int, int, int], np.ndarray] = {}
 
     @staticmethod
     def nbytes(layout: Layout) -> int:
@@ -112,6 +114,7 @@ class WordClocks:
         self.tags[:] = 0
         self.stores[:] = 0
         self.index.clear()
+        self.sig_slots.clear()
 
     def slot(self, rank: int, offset: int) -> int:
         """The slot of the word at byte ``offset`` of ``rank``'s window (made at first use)."""
@@ -119,6 +122,21 @@ class WordClocks:
         s = self.index.get(key)
         if s is not None:
             return s
+        return self._new_slot(key)
+
+    def signal_slots(self, rank: int, offset: int, rows: int, cols: int,
+                     stride: int) -> np.ndarray:
+        """The slots of a signal's ``rows x cols`` words (``stride`` elements apart by row),
+        made at first use; kept per signal, so a wait looks its words up once."""
+        key = (rank, offset, rows, cols, stride)
+        got = self.sig_slots.get(key)
+        if got is None:
+            got = self.sig_slots[key] = np.array(
+                [self.slot(rank, offset + 4 * (r * stride + c)) for r in range(rows)
+                 for c in range(cols)], np.intp)
+        return got
+
+    def _new_slot(self, key: int) -> int:
         if not self.table_lock.acquire(timeout=_LOCK_S):
             raise ShmcommError("race detector: the table of signal-word clocks stayed locked "
                                f"for {_LOCK_S:g} s (a rank died while adding a word)")
@@ -175,8 +193,12 @@ class WordClocks:
     def release(self, slot: int, clock: np.ndarray, replace: bool) -> tuple[int, int] | None:
         """A notify: join ``clock`` into the word's (``replace``: the word's becomes ``clock``).
         Returns ``(component, epoch)`` of a plain host store into the word that ``clock`` does
-        not hold (the notify races with it), else ``None``."""
-        lock = self._lock(slot)
+        not hold (the notify races with it), else ``None``. (Every notify of a kernel comes
+        here: the lock is taken inline.)"""
+        lock = self.locks[slot % _STRIPES]
+        if not lock.acquire(False) and not lock.acquire(timeout=_LOCK_S):
+            raise ShmcommError("race detector: a signal word's clock stayed locked for "
+                               f"{_LOCK_S:g} s (a rank died while releasing into it)")
         try:
             word = self.clocks[slot]
             if replace:
@@ -185,7 +207,9 @@ class WordClocks:
                 np.maximum(word, clock, out=word)
             joined = self.joined[slot]
             np.maximum(joined, clock, out=joined)
-            comp, epoch = self.stores[slot].tolist()
+            stored = self.stores[slot]
+            comp = int(stored[0])
+            epoch = int(stored[1]) if comp else 0
         finally:
             lock.release()
         return (comp - 1, epoch) if comp and clock[comp - 1] < epoch else None
@@ -230,16 +254,30 @@ class WordClocks:
     def acquire(self, slot: int, clock: np.ndarray) -> bool:
         """A wait or test that observed the word: join its clock into ``clock``; whether that
         taught ``clock`` anything (a poll loop re-reading an unchanged word learns nothing, and
-        then its accesses keep one snapshot and merge into one record)."""
-        lock = self._lock(slot)
-        try:
-            word = self.clocks[slot]
-            if not (word > clock).any():
-                return False
-            np.maximum(clock, word, out=clock)
-            return True
-        finally:
-            lock.release()
+        then its accesses keep one snapshot and merge into one record).
+
+        Reads take no lock. The notify whose value the reader saw finished its release before
+        its atomic landed, so that release is whole in what the read sees; a release still
+        under way (of a notify the reader has not seen) changes each element at most once, so
+        the read sees each element before or after it: the reader may learn more than it
+        observed (which can hide a race, as a read just after that release would), never less."""
+        word = self.clocks[slot]
+        if not (word > clock).any():
+            return False
+        np.maximum(clock, word, out=clock)
+        return True
+
+    def acquire_all(self, slots: Any, clock: np.ndarray) -> bool:
+        """:meth:`acquire` of every slot in ``slots`` (an index array or list) at once: a
+        ``TWAIT`` on a row of signals joins their clocks in one pass."""
+        if len(slots) == 1:
+            word = self.clocks[slots[0]]
+        else:
+            word = self.clocks[slots].max(axis=0)
+        if not (word > clock).any():
+            return False
+        np.maximum(clock, word, out=clock)
+        return True
 
     def barrier_arrive(self, rnd: int, clock: np.ndarray) -> None:
         """Host ``rnd``'s arrival at the host barrier: join into that round's clock. A round's

@@ -1074,7 +1074,12 @@ class RaceBlockModel(BlockModel):
         if self.tested:
             self._settle()
         p = sig.ptr
-        stored = self.clocks.release(self.clocks.slot(p.rank, p.offset), self.vs, bool(op))
+        clocks = self.clocks
+        rank, off = p.rank, p.offset
+        slot = clocks.index.get((rank << 40) | off)
+        if slot is None:
+            slot = clocks.slot(rank, off)
+        stored = clocks.release(slot, self.vs, bool(op))
         if stored is not None:
             r, _ = self.rm.layout.agent(stored[0])
             self.rm.signal_race(p.rank, p.offset, "notify", (
@@ -1085,33 +1090,32 @@ class RaceBlockModel(BlockModel):
                 "be lost to it\n    fix: put rt.barrier() between the host's store and the "
                 "launch that notifies"), self.block_idx)
         self.vs[self.cs] += 1
-        self._s_changed()
+        self.snap_s = None  # (_s_changed, inline: every notify of a kernel comes here)
+        self.p2.joined = self.p3.joined = self.pv.joined = False
         if self.ih is not None:
             self.ih.notify(sig, value, op)
 
     def _acquire(self, sig: Any) -> None:
         self._acquire_slots(self._slots(sig))
 
-    def _slots(self, sig: Any) -> list[int]:
+    def _slots(self, sig: Any) -> Any:
+        """The slots of ``sig``'s words: a list of one, or a Signal2D's index array."""
         p = sig.ptr
-        slot = self.clocks.slot
         if hasattr(sig, "row_stride"):  # a Signal2D
-            return [slot(p.rank, p.offset + 4 * (r * sig.row_stride + c))
-                    for r in range(sig.rows) for c in range(sig.cols)]
-        return [slot(p.rank, p.offset)]
+            return self.clocks.signal_slots(p.rank, p.offset, sig.rows, sig.cols, sig.row_stride)
+        return [self.clocks.slot(p.rank, p.offset)]
 
-    def _acquire_slots(self, slots: list[int]) -> None:
-        grew = False
-        for s in slots:
-            grew = self.clocks.acquire(s, self.vs) or grew
-        if grew:
+    def _acquire_slots(self, slots: Any) -> None:
+        if self.clocks.acquire_all(slots, self.vs):
             self._s_changed()
 
     def _settle(self) -> None:
         tested, self.tested = self.tested, []
         find = self.clocks.find
         slots = [s if type(s) is int else find(*s) for s in tested]
-        self._acquire_slots([s for s in slots if s is not None])
+        slots = [s for s in slots if s is not None]
+        if slots:
+            self._acquire_slots(slots)
 
     def wait(self, sig: Any, value: int, cmp: int) -> None:
         if self.tested:
@@ -1130,7 +1134,8 @@ class RaceBlockModel(BlockModel):
         # returned: an over-approximation that may hide a race, never invent one)
         if self.tested:
             self._settle()
-        self.tested.extend(self._slots(sig))
+        slots = self._slots(sig)
+        self.tested.extend(slots if type(slots) is list else slots.tolist())
         if self.ih is not None:
             self.ih.test(sig, value, cmp)
 
