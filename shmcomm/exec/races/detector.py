@@ -379,7 +379,7 @@ class RaceRankModel(RankModel):
         launch.agents.append(agent)
         self.by_agent[id(agent)] = launch
         self.live_slots.add(slot)
-        self.send({}, [], model.vs.copy(), slot)  # until its first records
+        self.send({}, [], model.vs, slot)  # until its first records (send keeps a copy)
         return model
 
     def _clock_slot(self, start: np.ndarray, agent: Agent) -> int:
@@ -424,7 +424,7 @@ class RaceRankModel(RankModel):
         for b in launch.blocks:
             for v in (b.vs, b.p2.v, b.p3.v, b.pv.v, b.pd.v):
                 np.maximum(end, v, out=end)
-            b.flush()
+            b.flush(defer=True)  # one message for the launch's blocks (sent below)
         launch.end = end
         if launch.job is not None:
             self.ends[launch.job] = end
@@ -440,6 +440,9 @@ class RaceRankModel(RankModel):
                 self.sync_targets.clear()
             # no block of this rank runs: every later access of it holds the host's clock
             self.send({}, [], self.clock, "launch end")
+        else:
+            with self.send_lock:
+                self._send_outbox()
 
     def _acquire_launch(self, launch: _LaunchClocks) -> None:
         """The host joined ``launch``: its blocks' work happens before the host's next step."""
@@ -661,7 +664,7 @@ class RaceRankModel(RankModel):
                     and last[9] == site and last[1] <= hi and lo <= last[2]):
                 recs[-1] = (last[0], min(last[1], lo), max(last[2], hi), *last[3:])
                 return
-        recs.append((("gm", rank), lo, hi, flags, hc, int(self.clock[hc]), self.host_snap, hc,
+        recs.append((_gm_win(rank), lo, hi, flags, hc, int(self.clock[hc]), self.host_snap, hc,
                      int(self.clock[hc]), site, self.rt.rank, None, "host", op))
 
     def signal_race(self, rank: int, off: int, kind: str, text: str, block: int | None) -> None:
@@ -681,16 +684,21 @@ class RaceRankModel(RankModel):
         self.send(snaps, recs)
 
     def send(self, snaps: dict[int, np.ndarray], records: list[tuple],
-             frontier: np.ndarray | None = None, block: int | str | None = None) -> None:
+             frontier: np.ndarray | None = None, block: int | str | None = None,
+             defer: bool = False) -> None:
         """Records (with the snapshots they use) to the launcher. ``frontier``: a clock that
         every later access of the host (``block`` None), of block ``block``, or of the whole
         rank once its blocks are done (``block`` "launch end") will hold: the launcher forgets
-        what every frontier covers."""
+        what every frontier covers. ``defer``: the caller sends the outbox soon (a launch's
+        end, one message for all its blocks)."""
         if not records and frontier is None:
             return  # (a "race" message carries its text in records)
         # one array of every snapshot: a batch pickles one buffer, not one array per clock
         packed = (list(snaps), np.stack(list(snaps.values()))) if snaps else None
         with self.send_lock:
+            if defer:
+                self.outbox.append((self.rt.rank, block, packed, records, frontier))
+                return
             if (not records and frontier is not None and block != "launch end"
                     and not self.det.config.race_exitfirst):
                 # a frontier alone only lets the launcher forget sooner: it goes with the next
@@ -777,6 +785,16 @@ def _ignore(*args: Any, **kw: Any) -> None:
 
 
 _OP_NAMES: dict[tuple[str, str], str] = {}
+_GM_WINS: dict[int, tuple[str, int]] = {}
+
+
+def _gm_win(rank: int) -> tuple[str, int]:
+    """The record window of ``rank``'s GM: one tuple object per rank, which a batch of records
+    pickles once."""
+    win = _GM_WINS.get(rank)
+    if win is None:
+        win = _GM_WINS[rank] = ("gm", rank)
+    return win
 
 
 def _op_name(copy_op: str, what: str) -> str:
@@ -845,6 +863,7 @@ class RaceBlockModel(BlockModel):
         self.marks: dict[tuple[int, int, int], np.ndarray] = {}
         self.snaps: dict[int, np.ndarray] = {}
         self.records: list[list] = []
+        self.ub_wins: dict[int, tuple] = {}  # tile uid -> its record window (one object each)
         self.copy_op = ""
         self.copy_site = ""  # the line of the copy being issued (its TLOADs / TSTOREs share it)
         self.last_async = "TPUT_ASYNC"  # the async copy being posted (its copy_begin's op)
@@ -888,15 +907,25 @@ class RaceBlockModel(BlockModel):
 
     def _record(self, win: tuple, lo: int, hi: int, flags: int, comp: int, snap: int,
                 pipe: str, op: str, v: np.ndarray, site: str) -> None:
+        self._add(win, lo, hi, flags, comp, int(v[comp]), snap, int(self.vs[self.cs]), pipe,
+                  op, site)
+
+    def _add(self, win: tuple, lo: int, hi: int, flags: int, comp: int, epoch: int, snap: int,
+             issue: int, pipe: str, op: str, site: str) -> None:
+        """One access record (``epoch``: ``comp``'s, ``issue``: the scalar unit's); the same
+        access again (a loop over a tile's rows) widens the last one."""
         recs = self.records
         if recs:
             last = recs[-1]
-            if (last[0] == win and last[3] == flags and last[6] == snap and last[9] == site
-                    and last[1] <= hi and lo <= last[2] and last[13] == op):
-                last[1], last[2] = min(last[1], lo), max(last[2], hi)
+            if (last[6] == snap and last[3] == flags and last[1] <= hi and lo <= last[2]
+                    and last[0] == win and last[9] == site and last[13] == op):
+                if lo < last[1]:
+                    last[1] = lo
+                if hi > last[2]:
+                    last[2] = hi
                 return
-        recs.append([win, lo, hi, flags, comp, int(v[comp]), snap, self.cs,
-                     int(self.vs[self.cs]), site, self.rank, self.block_idx, pipe, op])
+        recs.append([win, lo, hi, flags, comp, epoch, snap, self.cs, issue, site, self.rank,
+                     self.block_idx, pipe, op])
 
     def flush_some(self) -> None:
         """Send the records once there are many (after an instruction's last record: its
@@ -904,14 +933,15 @@ class RaceBlockModel(BlockModel):
         if len(self.records) >= _FLUSH_RECORDS:
             self.flush()
 
-    def flush(self) -> None:
-        """Send this block's records (and the clock snapshots they use) to the launcher."""
+    def flush(self, defer: bool = False) -> None:
+        """Send this block's records (and the clock snapshots they use) to the launcher
+        (``defer``: with the rank's next message: the launch's end sends every block's in one)."""
         recs, self.records = self.records, []
         snaps, self.snaps = self.snaps, {}
         # sent again when used
         self.snap_s = self.p2.snap = self.p3.snap = self.pv.snap = self.pd.snap = None
         # every later access of this block holds vs: its pipes join vs before they issue
-        self.rm.send(snaps, [tuple(r) for r in recs], self.vs.copy(), self.slot)
+        self.rm.send(snaps, [tuple(r) for r in recs], self.vs.copy(), self.slot, defer)
 
     @staticmethod
     def _ranges(g: GlobalTensor) -> list[tuple[int, int]]:
@@ -923,26 +953,39 @@ class RaceBlockModel(BlockModel):
         return [(p.offset + r * row, p.offset + r * row + width) for r in range(g.rows)]
 
     def _pipe_access(self, pc: _PipeClock, g: GlobalTensor, tile: Tile, atomic: int) -> None:
-        """A TLOAD (``pc`` is MTE2: reads GM, writes the tile) or TSTORE (MTE3: the reverse)."""
+        """A TLOAD (``pc`` is MTE2: reads GM, writes the tile) or TSTORE (MTE3: the reverse).
+        (The hot path of a kernel's data: its clocks are read once for both records.)"""
         load = pc is self.p2
         site = self.copy_site or access_site(self.agent)  # a copy's work: the copy's line
-        what = "TLOAD" if load else "TSTORE"
-        op = _op_name(self.copy_op, what)
+        op = _op_name(self.copy_op, "TLOAD" if load else "TSTORE")
         if not pc.joined:
             pc.join(self.vs)
             pc.joined = True
-        if pc.snap is None:
-            pc.snap = self._snap(pc.v)
+        snap = pc.snap
+        if snap is None:
+            snap = pc.snap = self._snap(pc.v)
         pc.busy = True
+        comp, name = pc.comp, pc.name
+        epoch, issue = int(pc.v[comp]), int(self.vs[self.cs])
+        p = g.ptr
+        gwin = _gm_win(p.rank)
         gflags = 0 if load else WRITE | PIPE3 | (ATOMIC if atomic else 0)
-        for lo, hi in self._ranges(g):
-            self._record(("gm", g.ptr.rank), lo, hi, gflags, pc.comp, pc.snap, pc.name, op,
-                         pc.v, site)
+        if g.rows <= 1 or g.row_stride == g.cols:
+            off = p.offset
+            self._add(gwin, off, off + g.extent_bytes, gflags, comp, epoch, snap, issue, name,
+                      op, site)
+        else:
+            for lo, hi in self._ranges(g):
+                self._add(gwin, lo, hi, gflags, comp, epoch, snap, issue, name, op, site)
         nbytes = min(g.rows, tile.rows) * tile.cols * tile.array.itemsize
         off = tile.uoff  # (a view's bytes in its tile's)
-        self._record(("ub", self.rank, self.block_idx, tile.uid), off, off + nbytes, WRITE if load else 0,
-                     pc.comp, pc.snap, pc.name, op, pc.v, site)
-        self.flush_some()
+        uwin = self.ub_wins.get(tile.uid)
+        if uwin is None:
+            uwin = self.ub_wins[tile.uid] = ("ub", self.rank, self.block_idx, tile.uid)
+        self._add(uwin, off, off + nbytes, WRITE if load else 0, comp, epoch, snap, issue, name,
+                  op, site)
+        if len(self.records) >= _FLUSH_RECORDS:
+            self.flush()
 
     def _drain(self, pc: _PipeClock) -> None:
         """The scalar unit waited for the pipe's work so far."""
@@ -1165,7 +1208,7 @@ class RaceBlockModel(BlockModel):
         if self.snap_s is None:
             self.snap_s = self._snap(self.vs)
         flags = (WRITE if write else 0) | (ATOMIC if atomic else 0)
-        self._record(("gm", ptr.rank), ptr.offset, ptr.offset + nbytes, flags, self.cs,
+        self._record(_gm_win(ptr.rank), ptr.offset, ptr.offset + nbytes, flags, self.cs,
                      self.snap_s, "S", op, self.vs, access_site(self.agent))
         self.flush_some()
         if word and atomic:
@@ -1214,7 +1257,7 @@ class RaceBlockModel(BlockModel):
             op = self.last_async
             for g, flags in ((copy.src, 0), (copy.dst, WRITE)):
                 for lo, hi in self._ranges(g):
-                    self._record(("gm", g.ptr.rank), lo, hi, flags, pd.comp, pd.snap, pd.name,
+                    self._record(_gm_win(g.ptr.rank), lo, hi, flags, pd.comp, pd.snap, pd.name,
                                  f"{op} (the DMA copy)", pd.v, site)
             self.flush_some()
             self.dma_marks[id(copy)] = pd.v.copy()
