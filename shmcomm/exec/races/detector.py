@@ -870,6 +870,8 @@ class RaceBlockModel(BlockModel):
         # word clocks a TTEST read (slots), or words a gm_load / atomic add read ((rank,
         # offset): their clock may be made after the hook): acquired at the block's next step
         self.tested: list[Any] = []
+        # a waiting block calls idle at every poll: the inner model's own, without a hop here
+        self.idle = inner.idle  # type: ignore[method-assign]
 
     @property
     def tracer(self) -> Any:
@@ -1141,22 +1143,22 @@ class RaceBlockModel(BlockModel):
     def _acquire(self, sig: Any) -> None:
         self._acquire_slots(self._slots(sig))
 
-    def _slots(self, sig: Any) -> Any:
-        """The slots of ``sig``'s words: a list of one, or a Signal2D's index array."""
+    def _slots(self, sig: Any) -> list[int]:
+        """The slots of ``sig``'s words (a Signal2D's: kept by the table)."""
         p = sig.ptr
         if hasattr(sig, "row_stride"):  # a Signal2D
             return self.clocks.signal_slots(p.rank, p.offset, sig.rows, sig.cols, sig.row_stride)
         return [self.clocks.slot(p.rank, p.offset)]
 
-    def _acquire_slots(self, slots: Any) -> None:
+    def _acquire_slots(self, slots: list[int]) -> None:
         if self.clocks.acquire_all(slots, self.vs):
             self._s_changed()
 
     def _settle(self) -> None:
         tested, self.tested = self.tested, []
         find = self.clocks.find
-        slots = [s if type(s) is int else find(*s) for s in tested]
-        slots = [s for s in slots if s is not None]
+        found = [s if type(s) is int else find(*s) for s in tested]
+        slots = [s for s in found if s is not None]
         if slots:
             self._acquire_slots(slots)
 
@@ -1177,8 +1179,7 @@ class RaceBlockModel(BlockModel):
         # returned: an over-approximation that may hide a race, never invent one)
         if self.tested:
             self._settle()
-        slots = self._slots(sig)
-        self.tested.extend(slots if type(slots) is list else slots.tolist())
+        self.tested.extend(self._slots(sig))
         if self.ih is not None:
             self.ih.test(sig, value, cmp)
 
