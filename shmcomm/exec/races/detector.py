@@ -184,11 +184,12 @@ class RaceDetector(RunModel):
             if block == "race":  # races a rank found itself (a host store against a notify)
                 self.shadow.direct.extend(records)
             else:
-                if snaps is not None:  # (ids, one array of their clocks, a row each)
-                    snaps = dict(zip(snaps[0], snaps[1], strict=True))
+                if snaps is not None:  # (ids, the bytes of their clocks, one after another)
+                    rows = np.frombuffer(snaps[1], CLOCK).reshape(len(snaps[0]), -1)
+                    snaps = dict(zip(snaps[0], rows, strict=True))
                 self.shadow.add(snaps or {}, [Access(*r) for r in records])
                 if frontier is not None:
-                    self.shadow.advance((rank, block), frontier)
+                    self.shadow.advance((rank, block), np.frombuffer(frontier, CLOCK))
         return True
 
     def finish(self) -> list[Failure]:
@@ -693,19 +694,18 @@ class RaceRankModel(RankModel):
         end, one message for all its blocks)."""
         if not records and frontier is None:
             return  # (a "race" message carries its text in records)
-        # one array of every snapshot: a batch pickles one buffer, not one array per clock
-        packed = (list(snaps), np.stack(list(snaps.values()))) if snaps else None
+        # clocks travel as bytes (pickling an ndarray cost five times its bytes' pickle, and
+        # its unpickling six times), every snapshot of a message in one buffer; the bytes are
+        # a copy too: the message may wait in the outbox while the clock moves on
+        packed = (list(snaps), b"".join([v.tobytes() for v in snaps.values()])) if snaps else None
+        raw = None if frontier is None else frontier.tobytes()
         with self.send_lock:
-            if defer:
-                self.outbox.append((self.rt.rank, block, packed, records, frontier))
-                return
-            if (not records and frontier is not None and block != "launch end"
-                    and not self.det.config.race_exitfirst):
+            self.outbox.append((self.rt.rank, block, packed, records, raw))
+            if defer or (not records and frontier is not None and block != "launch end"
+                         and not self.det.config.race_exitfirst):
                 # a frontier alone only lets the launcher forget sooner: it goes with the next
                 # records or the launch's end (one message a launch for a kernel of signals)
-                self.outbox.append((self.rt.rank, block, packed, records, frontier.copy()))
                 return
-            self.outbox.append((self.rt.rank, block, packed, records, frontier))
             self._send_outbox()
 
     def _send_outbox(self) -> None:
@@ -943,7 +943,7 @@ class RaceBlockModel(BlockModel):
         # sent again when used
         self.snap_s = self.p2.snap = self.p3.snap = self.pv.snap = self.pd.snap = None
         # every later access of this block holds vs: its pipes join vs before they issue
-        self.rm.send(snaps, [tuple(r) for r in recs], self.vs.copy(), self.slot, defer)
+        self.rm.send(snaps, [tuple(r) for r in recs], self.vs, self.slot, defer)
 
     @staticmethod
     def _ranges(g: GlobalTensor) -> list[tuple[int, int]]:
