@@ -834,6 +834,12 @@ class _PipeClock:
         self.busy = True
 
 
+# the block model's methods that only forward to the inner model (each is still defined
+# below, for the seam; an instance takes the inner model's bound method instead)
+_FORWARDED = ("start", "stop", "idle", "retire_due", "mark", "completed", "dcci", "dma_post",
+              "dma_wait", "dma_test")
+
+
 class RaceBlockModel(BlockModel):
     """One block: forwards everything to the inner model, and keeps the block's clocks (its
     scalar unit ``vs``, pipes ``p2`` (MTE2) and ``p3`` (MTE3)) and access records."""
@@ -870,8 +876,10 @@ class RaceBlockModel(BlockModel):
         # word clocks a TTEST read (slots), or words a gm_load / atomic add read ((rank,
         # offset): their clock may be made after the hook): acquired at the block's next step
         self.tested: list[Any] = []
-        # a waiting block calls idle at every poll: the inner model's own, without a hop here
-        self.idle = inner.idle  # type: ignore[method-assign]
+        # what only forwards goes to the inner model's own method, without a hop here (a
+        # waiting block calls idle at every poll; a scheduled one, retire_due at every step)
+        for name in _FORWARDED:
+            setattr(self, name, getattr(inner, name))
 
     @property
     def tracer(self) -> Any:
