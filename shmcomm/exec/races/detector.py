@@ -80,6 +80,9 @@ MIN_BLOCK_SLOTS = 8
 _FLUSH_RECORDS = 128
 _QUEUED = (PIPE_MTE2, PIPE_MTE3, PIPE_V)
 _RECEIVE_BATCHES = 64  # batches of one rank the launcher takes per wake-up
+# a launch's end sends what the rank's outbox holds once it holds this many records (without
+# race_exitfirst): a run of short launches sends a message every few launches, not one each
+_SEND_RECORDS = 512
 
 
 def block_slots(blocks: int) -> int:
@@ -288,6 +291,7 @@ class RaceRankModel(RankModel):
         self.conn = det.writers[rt.rank]
         self.send_lock = threading.Lock()
         self.outbox: list[tuple] = []  # messages not sent yet (frontiers alone), in order
+        self.outbox_records = 0  # the records they hold
         self.snap_ids = itertools.count(rt.rank << 40)
         self.hc = self.layout.host(rt.rank)
         self.clock = np.zeros(self.layout.size, CLOCK)
@@ -701,15 +705,18 @@ class RaceRankModel(RankModel):
         raw = None if frontier is None else frontier.tobytes()
         with self.send_lock:
             self.outbox.append((self.rt.rank, block, packed, records, raw))
-            if defer or (not records and frontier is not None and block != "launch end"
-                         and not self.det.config.race_exitfirst):
+            self.outbox_records += len(records)
+            if defer or (not self.det.config.race_exitfirst and not records and (
+                    block != "launch end" or self.outbox_records < _SEND_RECORDS)):
                 # a frontier alone only lets the launcher forget sooner: it goes with the next
-                # records or the launch's end (one message a launch for a kernel of signals)
+                # records a block flushes mid-launch, a launch's end once the outbox holds
+                # enough records, the host's, or the rank's end
                 return
             self._send_outbox()
 
     def _send_outbox(self) -> None:
         batch, self.outbox = self.outbox, []
+        self.outbox_records = 0
         if not batch:
             return
         try:
