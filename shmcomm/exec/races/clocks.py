@@ -84,7 +84,8 @@ class WordClocks:
         # anonymous, shared over fork: keys, tags, host stores, clocks, every notify's join
         self._map = mmap.mmap(-1, self.nbytes(layout)) if buf is None else buf
         self.keys = np.ndarray((n,), np.int64, self._map, 0)  # 0 = free, else key + 1
-        self.tags = np.ndarray((n,), np.int32, self._map, n * 8)  # barrier slots: their round
+        # barrier slots: their round; word slots: 1 once ``joined`` is kept apart (see _apart)
+        self.tags = np.ndarray((n,), np.int32, self._map, n * 8)
         # the last plain host store into the word: (host component + 1, its epoch); 0: none
         self.stores = np.ndarray((n, 2), np.int64, self._map, n * 12)
         self.clocks = np.ndarray((n, k), CLOCK, self._map, n * 28)
@@ -201,16 +202,31 @@ class WordClocks:
         try:
             word = self.clocks[slot]
             if replace:
+                self._apart(slot, word)
                 word[:] = clock
             else:
                 np.maximum(word, clock, out=word)
-            joined = self.joined[slot]
-            np.maximum(joined, clock, out=joined)
+            if self.tags.item(slot):
+                joined = self.joined[slot]
+                np.maximum(joined, clock, out=joined)
             comp = self.stores.item(slot, 0)
             epoch = self.stores.item(slot, 1) if comp else 0
         finally:
             lock.release()
         return (comp - 1, epoch) if comp and clock[comp - 1] < epoch else None
+
+    def _apart(self, slot: int, word: np.ndarray) -> None:
+        """The word's clock is about to be replaced: keep the join of every notify into it
+        (``joined``) apart from now on. Until then the two are equal (both are the join of
+        every notify: each release joins into both), so a notify writes one row of shared
+        memory instead of two, and a host store reads the word's clock. (Under the lock.)"""
+        if not self.tags.item(slot):
+            self.joined[slot][:] = word
+            self.tags[slot] = 1
+
+    def _joined(self, slot: int) -> np.ndarray:
+        """The join of every notify into the word (see :meth:`_apart`; under the lock)."""
+        return self.joined[slot] if self.tags.item(slot) else self.clocks[slot]
 
     def store_release(self, slot: int, clock: np.ndarray) -> None:
         """A plain host store into the word (``rt.signals[i] = v``): like a ``Set``, the word's
@@ -218,7 +234,9 @@ class WordClocks:
         before); ``joined`` (the notifies a host store must not race) is left alone."""
         lock = self._lock(slot)
         try:
-            self.clocks[slot][:] = clock
+            word = self.clocks[slot]
+            self._apart(slot, word)
+            word[:] = clock
         finally:
             lock.release()
 
@@ -243,7 +261,7 @@ class WordClocks:
         races = []
         for slot in hit:
             with self._locked(int(slot)):
-                ahead = np.flatnonzero(self.joined[slot] > clock)
+                ahead = np.flatnonzero(self._joined(int(slot)) > clock)
                 self.stores[slot] = (comp + 1, int(clock[comp]))
             if ahead.size:
                 races.append((int(keys[slot] & ((1 << 40) - 1)), int(ahead[0])))
