@@ -1009,8 +1009,10 @@ class RaceBlockModel(BlockModel):
         if not pc.busy:
             return
         np.maximum(self.vs, pc.v, out=self.vs)
-        self._s_changed()
-        pc.advance()
+        self.snap_s = None  # (_s_changed and pc.advance, inline)
+        self.p2.joined = self.p3.joined = self.pv.joined = False
+        pc.v[pc.comp] += 1
+        pc.snap = None
         pc.busy = False
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -1080,7 +1082,8 @@ class RaceBlockModel(BlockModel):
         if self.tested:
             self._settle()
         self.inner.barrier(pipe)
-        self._drained(pipe)
+        if pipe != PIPE_ALL or self.p2.busy or self.p3.busy or self.pv.busy:
+            self._drained(pipe)
 
     def notify_drain(self) -> None:
         # the inner model's own (hazard lets queued copies reach their due time first): the
@@ -1088,7 +1091,8 @@ class RaceBlockModel(BlockModel):
         if self.tested:
             self._settle()
         self.inner.notify_drain()
-        self._drained(PIPE_ALL)
+        if self.p2.busy or self.p3.busy or self.pv.busy:  # (a notify after the first of a row
+            self._drained(PIPE_ALL)                       # drains nothing)
 
     def _drained(self, pipe: int) -> None:
         """The scalar unit waited for ``pipe`` (``PIPE_ALL``: every queued pipe)."""
