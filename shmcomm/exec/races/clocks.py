@@ -255,16 +255,17 @@ class WordClocks:
         ``comp`` with ``clock``: marks every word there that has a clock (a word used as a
         signal), and returns ``(offset, component)`` of a notify into one that ``clock`` does
         not hold (the store races with it)."""
-        keys = self.keys[:SLOTS] - 1
-        hit = np.flatnonzero((keys >> 40 == rank) & ((keys & ((1 << 40) - 1)) >= lo)
-                             & ((keys & ((1 << 40) - 1)) < hi) & (self.keys[:SLOTS] != 0))
+        # a key is (rank << 40 | offset) + 1 (0: free): the range's are one interval of them
+        keys = self.keys[:SLOTS]
+        base = rank << 40
+        hit = np.flatnonzero((keys > base + lo) & (keys <= base + hi))
         races = []
         for slot in hit:
             with self._locked(int(slot)):
                 ahead = np.flatnonzero(self._joined(int(slot)) > clock)
                 self.stores[slot] = (comp + 1, int(clock[comp]))
             if ahead.size:
-                races.append((int(keys[slot] & ((1 << 40) - 1)), int(ahead[0])))
+                races.append((int(keys[slot]) - 1 - base, int(ahead[0])))
         return races
 
     def acquire(self, slot: int, clock: np.ndarray) -> bool:
