@@ -321,6 +321,7 @@ class RaceRankModel(RankModel):
         # the highest epoch each block-slot component reached in an ended launch: a later
         # launch's block in the slot continues from there (its epochs stay unique)
         self.slot_hi = np.zeros(self.layout.size, CLOCK)
+        self.slot_comps = [self.layout.block(rt.rank, k) for k in range(self.layout.blocks)]
         self.live_slots: set[int] = set()  # the block slots of the clocks of running blocks
         # stream launches: issued -> (the host's clock at the issue, the stream's launch before)
         self.issued: dict[Any, tuple[np.ndarray, Any]] = {}
@@ -393,10 +394,10 @@ class RaceRankModel(RankModel):
     def block(self, agent: Agent) -> BlockModel:
         launch = self.current
         assert launch is not None
-        slot = self._clock_slot(launch.start, agent)
+        slot, fresh = self._clock_slot(launch.start, agent)
         agent.hooks = None
         inner = self.inner.block(agent)
-        model = RaceBlockModel(agent, self, inner, agent.hooks, launch.start, slot)
+        model = RaceBlockModel(agent, self, inner, agent.hooks, launch.start, slot, fresh)
         agent.hooks = model
         launch.blocks.append(model)
         launch.agents.append(agent)
@@ -405,12 +406,13 @@ class RaceRankModel(RankModel):
         self.send({}, [], model.vs, slot)  # until its first records (send keeps a copy)
         return model
 
-    def _clock_slot(self, start: np.ndarray, agent: Agent) -> int:
-        """The block slot of the clocks for a new block. A slot is reused only once the new
-        block's start knows all of its last user's work (the host joined that launch): a
-        slot's component is one agent's history, and a block that inherits it claims to know
-        it. A stream launch that nobody joined yet keeps its slot; only when every slot is
-        held so is the oldest reused (its later races with this block may then be missed)."""
+    def _clock_slot(self, start: np.ndarray, agent: Agent) -> tuple[int, bool]:
+        """The block slot of the clocks for a new block, and whether ``start`` holds all of the
+        slot's epochs already. A slot is reused only once the new block's start knows all of
+        its last user's work (the host joined that launch): a slot's component is one agent's
+        history, and a block that inherits it claims to know it. A stream launch that nobody
+        joined yet keeps its slot; only when every slot is held so is the oldest reused (its
+        later races with this block may then be missed)."""
         free = [k for k in range(self.layout.blocks) if k not in self.live_slots]
         if not free:
             assert self.current is not None  # a block is made inside a launch
@@ -420,11 +422,13 @@ class RaceRankModel(RankModel):
                 f"{self.layout.blocks} blocks running at once per rank (twice blocks=, at least "
                 f"{MIN_BLOCK_SLOTS}); run with blocks={-(-need // 2)} or more to detect races, "
                 "or with detect_races=False")
+        hi = self.slot_hi
         for k in free:
-            c = self.layout.block(self.rt.rank, k)
-            if (start[c:c + PER_BLOCK] >= self.slot_hi[c:c + PER_BLOCK]).all():
-                return k
-        return min(free, key=lambda k: self.slot_hi[self.layout.block(self.rt.rank, k)])
+            c = self.slot_comps[k]  # (six numbers: compared in Python, cheaper than numpy's)
+            if all(a >= b for a, b in zip(start[c:c + PER_BLOCK].tolist(),
+                                          hi[c:c + PER_BLOCK].tolist(), strict=True)):
+                return k, True
+        return min(free, key=lambda k: hi[self.slot_comps[k]]), False
 
     def launch_end(self) -> None:
         try:
@@ -859,10 +863,9 @@ class _PipeClock:
         self.busy = True
 
 
-# the block model's methods that only forward to the inner model (each is still defined
-# below, for the seam; an instance takes the inner model's bound method instead)
-_FORWARDED = ("start", "stop", "idle", "retire_due", "mark", "completed", "dcci", "dma_post",
-              "dma_wait", "dma_test")
+# the block model's methods that only forward to the inner model and are called often (each
+# is still defined below, for the seam; an instance takes the inner model's bound method)
+_FORWARDED = ("start", "stop", "idle", "retire_due")
 
 
 class RaceBlockModel(BlockModel):
@@ -870,7 +873,7 @@ class RaceBlockModel(BlockModel):
     scalar unit ``vs``, pipes ``p2`` (MTE2) and ``p3`` (MTE3)) and access records."""
 
     def __init__(self, agent: Agent, rank_model: RaceRankModel, inner: BlockModel,
-                 inner_hooks: Any, start: np.ndarray, slot: int) -> None:
+                 inner_hooks: Any, start: np.ndarray, slot: int, fresh: bool = False) -> None:
         super().__init__(agent)
         self.inner = inner
         self.ih = inner_hooks
@@ -879,11 +882,12 @@ class RaceBlockModel(BlockModel):
         self.rank = agent.rank
         self.block_idx = agent.block_idx
         self.slot = slot  # of its clocks (see RaceRankModel._clock_slot)
-        s = rank_model.layout.block(agent.rank, slot)
+        s = rank_model.slot_comps[slot]
         self.cs, self.cg = s, s + G3
         self.vs = start.copy()
-        part = slice(s, s + PER_BLOCK)  # continue the slot's epochs past its last launch's
-        np.maximum(self.vs[part], rank_model.slot_hi[part], out=self.vs[part])
+        if not fresh:  # continue the slot's epochs past its last launch's (``fresh``: start has)
+            part = slice(s, s + PER_BLOCK)
+            np.maximum(self.vs[part], rank_model.slot_hi[part], out=self.vs[part])
         self.vs[s] += 1
         self.p2 = _PipeClock(self.vs, s + MTE2, "MTE2")
         self.p3 = _PipeClock(self.vs, s + MTE3, "MTE3")
