@@ -108,12 +108,12 @@ class WordClocks:
         pool's next run starts clean; touches only the rows in use."""
         used = np.flatnonzero(self.keys[:SLOTS])
         self.clocks[used] = 0
-        self.joined[used] = 0
+        self.joined[used[self.tags[used] != 0]] = 0  # (the only rows of it a run writes)
         self.clocks[SLOTS:] = 0
-        self.joined[SLOTS:] = 0
-        self.keys[:] = 0
-        self.tags[:] = 0
-        self.stores[:] = 0
+        self.keys[used] = 0  # (a slot's other fields are written only once its key is)
+        self.tags[used] = 0
+        self.tags[SLOTS:] = 0
+        self.stores[used] = 0
         self.index.clear()
         self.sig_slots.clear()
 
