@@ -64,7 +64,7 @@ from ..hazard.report import kernel_site, user_site
 from .clocks import CLOCK, G3, MTE2, MTE3, PER_BLOCK, D, Layout, V, WordClocks, new_locks
 from .report import render
 from .shadow import ATOMIC, PIPE3, WRITE, Access, Shadow
-from .sites import site as access_site
+from .sites import SiteCache, cached_site
 from .tiles import record_vector
 
 if TYPE_CHECKING:
@@ -865,7 +865,7 @@ class _PipeClock:
 
 # the block model's methods that only forward to the inner model and are called often (each
 # is still defined below, for the seam; an instance takes the inner model's bound method)
-_FORWARDED = ("start", "stop", "idle", "retire_due")
+_FORWARDED = ("start", "idle", "retire_due")
 
 
 class RaceBlockModel(BlockModel):
@@ -899,6 +899,7 @@ class RaceBlockModel(BlockModel):
         self.snaps: dict[int, np.ndarray] = {}
         self.records: list[list] = []
         self.ub_wins: dict[int, tuple] = {}  # tile uid -> its record window (one object each)
+        self.sites = SiteCache()  # the last access's site (holds a frame: cleared at the end)
         self.copy_op = ""
         self.copy_site = ""  # the line of the copy being issued (its TLOADs / TSTOREs share it)
         self.last_async = "TPUT_ASYNC"  # the async copy being posted (its copy_begin's op)
@@ -995,7 +996,7 @@ class RaceBlockModel(BlockModel):
         """A TLOAD (``pc`` is MTE2: reads GM, writes the tile) or TSTORE (MTE3: the reverse).
         (The hot path of a kernel's data: its clocks are read once for both records.)"""
         load = pc is self.p2
-        site = self.copy_site or access_site(self.agent)  # a copy's work: the copy's line
+        site = self.copy_site or cached_site(self.sites, self.agent)  # a copy's: its line
         op = _op_name(self.copy_op, "TLOAD" if load else "TSTORE")
         if not pc.joined:
             pc.join(self.vs)
@@ -1043,6 +1044,7 @@ class RaceBlockModel(BlockModel):
         self.inner.start()
 
     def finish(self) -> None:
+        self.sites.clear()  # (the kernel's frames go now, not with this model)
         if self.tested:
             self._settle()
         self.inner.finish()
@@ -1053,6 +1055,7 @@ class RaceBlockModel(BlockModel):
         self.vs[self.cg] = max(self.vs[self.cg], self.vs[self.p3.comp])  # the kernel's end fences
 
     def stop(self) -> None:
+        self.sites.clear()
         self.inner.stop()
 
     def idle(self) -> None:
@@ -1226,7 +1229,7 @@ class RaceBlockModel(BlockModel):
 
     def copy_begin(self, op: str, dst: GlobalTensor, src: GlobalTensor) -> None:
         self.copy_op = op
-        self.copy_site = access_site(self.agent)
+        self.copy_site = cached_site(self.sites, self.agent)
         if op.endswith("_ASYNC"):
             self.last_async = op
         if self.ih is not None:
@@ -1251,7 +1254,7 @@ class RaceBlockModel(BlockModel):
             self.snap_s = self._snap(self.vs)
         flags = (WRITE if write else 0) | (ATOMIC if atomic else 0)
         self._record(_gm_win(ptr.rank), ptr.offset, ptr.offset + nbytes, flags, self.cs,
-                     self.snap_s, "S", op, self.vs, access_site(self.agent))
+                     self.snap_s, "S", op, self.vs, cached_site(self.sites, self.agent))
         self.flush_some()
         if word and atomic:
             if write:  # an atomic store / add releases what the block knows into the word
@@ -1295,7 +1298,7 @@ class RaceBlockModel(BlockModel):
             pd = self.pd
             pd.join(self.vs)  # (busy)
             pd.snap = self._snap(pd.v)
-            site = access_site(self.agent)
+            site = cached_site(self.sites, self.agent)
             op = self.last_async
             for g, flags in ((copy.src, 0), (copy.dst, WRITE)):
                 for lo, hi in self._ranges(g):
