@@ -1184,9 +1184,6 @@ class RaceBlockModel(BlockModel):
         if self.ih is not None:
             self.ih.notify(sig, value, op)
 
-    def _acquire(self, sig: Any) -> None:
-        self._acquire_slots(self._slots(sig))
-
     def _slots(self, sig: Any) -> list[int]:
         """The slots of ``sig``'s words (a Signal2D's: kept by the table)."""
         p = sig.ptr
@@ -1213,7 +1210,15 @@ class RaceBlockModel(BlockModel):
             self.ih.wait(sig, value, cmp)
 
     def waited(self, sig: Any, value: int, cmp: int) -> None:
-        self._acquire(sig)
+        p = sig.ptr  # (_acquire, inline: every TWAIT of a kernel comes here)
+        clocks = self.clocks
+        if hasattr(sig, "row_stride"):  # a Signal2D
+            slots = clocks.signal_slots(p.rank, p.offset, sig.rows, sig.cols, sig.row_stride)
+        else:
+            slots = [clocks.slot(p.rank, p.offset)]
+        if clocks.acquire_all(slots, self.vs):
+            self.snap_s = None
+            self.p2.joined = self.p3.joined = self.pv.joined = False
         if self.ih is not None:
             self.ih.waited(sig, value, cmp)
 
