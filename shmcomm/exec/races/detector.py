@@ -36,9 +36,11 @@ the root collectives, which run through them), the UB tile they fill or read, th
 scalar GM accesses and the host's stores into and reads of symmetric arrays (the accesses
 :class:`~shmcomm.core.heap.SymmetricArray` shows its observers: ``x[...] = v``, element reads,
 ufuncs, ``np.array_equal``; not ``np.asarray(x)``, ``tolist()`` or ``bytes(x)``).
-Each rank sends its records to the launcher at every launch's end; the launcher checks
-them against everything recorded and raises :class:`~shmcomm.errors.RaceReport` at the end of the
-run (at the first race with ``race_exitfirst``).
+Each rank sends its records to the launcher at a launch's end once a few launches' worth have
+gathered (at every launch's end with ``race_exitfirst``), with the host's own records, and at the
+rank's end; the launcher checks them against everything recorded and raises
+:class:`~shmcomm.errors.RaceReport` at the end of the run (at the first race with
+``race_exitfirst``).
 """
 
 from __future__ import annotations
