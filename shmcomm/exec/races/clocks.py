@@ -84,7 +84,8 @@ class WordClocks:
         # anonymous, shared over fork: keys, tags, host stores, clocks, every notify's join
         self._map = mmap.mmap(-1, self.nbytes(layout)) if buf is None else buf
         self.keys = np.ndarray((n,), np.int64, self._map, 0)  # 0 = free, else key + 1
-        self.tags = np.ndarray((n,), np.int32, self._map, n * 8)  # barrier slots: their round
+        # barrier slots: their round; word slots: 1 once ``joined`` is kept apart (see _apart)
+        self.tags = np.ndarray((n,), np.int32, self._map, n * 8)
         # the last plain host store into the word: (host component + 1, its epoch); 0: none
         self.stores = np.ndarray((n, 2), np.int64, self._map, n * 12)
         self.clocks = np.ndarray((n, k), CLOCK, self._map, n * 28)
@@ -93,6 +94,8 @@ class WordClocks:
             locks = new_locks()
         self.locks, self.table_lock = locks[:_STRIPES], locks[_STRIPES]
         self.index: dict[int, int] = {}  # this process's cache: word key -> slot
+        # this process's cache: a signal's words (rank, offset, rows, cols, stride) -> slots
+        self.sig_slots: dict[tuple[int, int, int, int, int], list[int]] = {}
 
     @staticmethod
     def nbytes(layout: Layout) -> int:
@@ -105,13 +108,14 @@ class WordClocks:
         pool's next run starts clean; touches only the rows in use."""
         used = np.flatnonzero(self.keys[:SLOTS])
         self.clocks[used] = 0
-        self.joined[used] = 0
+        self.joined[used[self.tags[used] != 0]] = 0  # (the only rows of it a run writes)
         self.clocks[SLOTS:] = 0
-        self.joined[SLOTS:] = 0
-        self.keys[:] = 0
-        self.tags[:] = 0
-        self.stores[:] = 0
+        self.keys[used] = 0  # (a slot's other fields are written only once its key is)
+        self.tags[used] = 0
+        self.tags[SLOTS:] = 0
+        self.stores[used] = 0
         self.index.clear()
+        self.sig_slots.clear()
 
     def slot(self, rank: int, offset: int) -> int:
         """The slot of the word at byte ``offset`` of ``rank``'s window (made at first use)."""
@@ -119,6 +123,20 @@ class WordClocks:
         s = self.index.get(key)
         if s is not None:
             return s
+        return self._new_slot(key)
+
+    def signal_slots(self, rank: int, offset: int, rows: int, cols: int,
+                     stride: int) -> list[int]:
+        """The slots of a signal's ``rows x cols`` words (``stride`` elements apart by row),
+        made at first use; kept per signal, so a wait looks its words up once."""
+        key = (rank, offset, rows, cols, stride)
+        got = self.sig_slots.get(key)
+        if got is None:
+            got = self.sig_slots[key] = [self.slot(rank, offset + 4 * (r * stride + c))
+                                         for r in range(rows) for c in range(cols)]
+        return got
+
+    def _new_slot(self, key: int) -> int:
         if not self.table_lock.acquire(timeout=_LOCK_S):
             raise ShmcommError("race detector: the table of signal-word clocks stayed locked "
                                f"for {_LOCK_S:g} s (a rank died while adding a word)")
@@ -175,20 +193,40 @@ class WordClocks:
     def release(self, slot: int, clock: np.ndarray, replace: bool) -> tuple[int, int] | None:
         """A notify: join ``clock`` into the word's (``replace``: the word's becomes ``clock``).
         Returns ``(component, epoch)`` of a plain host store into the word that ``clock`` does
-        not hold (the notify races with it), else ``None``."""
-        lock = self._lock(slot)
+        not hold (the notify races with it), else ``None``. (Every notify of a kernel comes
+        here: the lock is taken inline.)"""
+        lock = self.locks[slot % _STRIPES]
+        if not lock.acquire(False) and not lock.acquire(timeout=_LOCK_S):
+            raise ShmcommError("race detector: a signal word's clock stayed locked for "
+                               f"{_LOCK_S:g} s (a rank died while releasing into it)")
         try:
             word = self.clocks[slot]
             if replace:
+                self._apart(slot, word)
                 word[:] = clock
             else:
                 np.maximum(word, clock, out=word)
-            joined = self.joined[slot]
-            np.maximum(joined, clock, out=joined)
-            comp, epoch = self.stores[slot].tolist()
+            if self.tags.item(slot):
+                joined = self.joined[slot]
+                np.maximum(joined, clock, out=joined)
+            comp = self.stores.item(slot, 0)
+            epoch = self.stores.item(slot, 1) if comp else 0
         finally:
             lock.release()
         return (comp - 1, epoch) if comp and clock[comp - 1] < epoch else None
+
+    def _apart(self, slot: int, word: np.ndarray) -> None:
+        """The word's clock is about to be replaced: keep the join of every notify into it
+        (``joined``) apart from now on. Until then the two are equal (both are the join of
+        every notify: each release joins into both), so a notify writes one row of shared
+        memory instead of two, and a host store reads the word's clock. (Under the lock.)"""
+        if not self.tags.item(slot):
+            self.joined[slot][:] = word
+            self.tags[slot] = 1
+
+    def _joined(self, slot: int) -> np.ndarray:
+        """The join of every notify into the word (see :meth:`_apart`; under the lock)."""
+        return self.joined[slot] if self.tags.item(slot) else self.clocks[slot]
 
     def store_release(self, slot: int, clock: np.ndarray) -> None:
         """A plain host store into the word (``rt.signals[i] = v``): like a ``Set``, the word's
@@ -196,7 +234,9 @@ class WordClocks:
         before); ``joined`` (the notifies a host store must not race) is left alone."""
         lock = self._lock(slot)
         try:
-            self.clocks[slot][:] = clock
+            word = self.clocks[slot]
+            self._apart(slot, word)
+            word[:] = clock
         finally:
             lock.release()
 
@@ -215,31 +255,43 @@ class WordClocks:
         ``comp`` with ``clock``: marks every word there that has a clock (a word used as a
         signal), and returns ``(offset, component)`` of a notify into one that ``clock`` does
         not hold (the store races with it)."""
-        keys = self.keys[:SLOTS] - 1
-        hit = np.flatnonzero((keys >> 40 == rank) & ((keys & ((1 << 40) - 1)) >= lo)
-                             & ((keys & ((1 << 40) - 1)) < hi) & (self.keys[:SLOTS] != 0))
+        # a key is (rank << 40 | offset) + 1 (0: free): the range's are one interval of them
+        keys = self.keys[:SLOTS]
+        base = rank << 40
+        hit = np.flatnonzero((keys > base + lo) & (keys <= base + hi))
         races = []
         for slot in hit:
             with self._locked(int(slot)):
-                ahead = np.flatnonzero(self.joined[slot] > clock)
+                ahead = np.flatnonzero(self._joined(int(slot)) > clock)
                 self.stores[slot] = (comp + 1, int(clock[comp]))
             if ahead.size:
-                races.append((int(keys[slot] & ((1 << 40) - 1)), int(ahead[0])))
+                races.append((int(keys[slot]) - 1 - base, int(ahead[0])))
         return races
 
     def acquire(self, slot: int, clock: np.ndarray) -> bool:
         """A wait or test that observed the word: join its clock into ``clock``; whether that
         taught ``clock`` anything (a poll loop re-reading an unchanged word learns nothing, and
-        then its accesses keep one snapshot and merge into one record)."""
-        lock = self._lock(slot)
-        try:
-            word = self.clocks[slot]
-            if not (word > clock).any():
-                return False
-            np.maximum(clock, word, out=clock)
-            return True
-        finally:
-            lock.release()
+        then its accesses keep one snapshot and merge into one record).
+
+        Reads take no lock. The notify whose value the reader saw finished its release before
+        its atomic landed, so that release is whole in what the read sees; a release still
+        under way (of a notify the reader has not seen) changes each element at most once, so
+        the read sees each element before or after it: the reader may learn more than it
+        observed (which can hide a race, as a read just after that release would), never less.
+        (Whether ``clock`` grew is told by its bytes: numpy's ``any`` of a comparison cost four
+        times the join.)"""
+        before = clock.tobytes()
+        np.maximum(clock, self.clocks[slot], out=clock)
+        return clock.tobytes() != before
+
+    def acquire_all(self, slots: list[int], clock: np.ndarray) -> bool:
+        """:meth:`acquire` of every slot in ``slots``: a ``TWAIT`` on a row of signals joins
+        their clocks in one pass (a join per row: cheaper than numpy's fancy index and reduce)."""
+        before = clock.tobytes()
+        clocks = self.clocks
+        for s in slots:
+            np.maximum(clock, clocks[s], out=clock)
+        return clock.tobytes() != before
 
     def barrier_arrive(self, rnd: int, clock: np.ndarray) -> None:
         """Host ``rnd``'s arrival at the host barrier: join into that round's clock. A round's

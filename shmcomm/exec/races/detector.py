@@ -36,13 +36,16 @@ the root collectives, which run through them), the UB tile they fill or read, th
 scalar GM accesses and the host's stores into and reads of symmetric arrays (the accesses
 :class:`~shmcomm.core.heap.SymmetricArray` shows its observers: ``x[...] = v``, element reads,
 ufuncs, ``np.array_equal``; not ``np.asarray(x)``, ``tolist()`` or ``bytes(x)``).
-Each rank sends its records to the launcher at every launch's end; the launcher checks
-them against everything recorded and raises :class:`~shmcomm.errors.RaceReport` at the end of the
-run (at the first race with ``race_exitfirst``).
+Each rank sends its records to the launcher at a launch's end once a few launches' worth have
+gathered (at every launch's end with ``race_exitfirst``), with the host's own records, and at the
+rank's end; the launcher checks them against everything recorded and raises
+:class:`~shmcomm.errors.RaceReport` at the end of the run (at the first race with
+``race_exitfirst``).
 """
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import mmap
 import threading
@@ -63,7 +66,7 @@ from ..hazard.report import kernel_site, user_site
 from .clocks import CLOCK, G3, MTE2, MTE3, PER_BLOCK, D, Layout, V, WordClocks, new_locks
 from .report import render
 from .shadow import ATOMIC, PIPE3, WRITE, Access, Shadow
-from .sites import site as access_site
+from .sites import SiteCache, cached_site
 from .tiles import record_vector
 
 if TYPE_CHECKING:
@@ -80,6 +83,26 @@ MIN_BLOCK_SLOTS = 8
 _FLUSH_RECORDS = 128
 _QUEUED = (PIPE_MTE2, PIPE_MTE3, PIPE_V)
 _RECEIVE_BATCHES = 64  # batches of one rank the launcher takes per wake-up
+# a launch's end sends what the rank's outbox holds once it holds this many records (without
+# race_exitfirst): a run of short launches sends a message every few launches, not one each
+_SEND_RECORDS = 512
+
+
+# a record pipe's capacity: a rank's message (a few launches' records, ~200 KiB at 8 ranks x 4
+# blocks) goes in whole, so a launch's end does not wait for the launcher to be scheduled and
+# read (on a loaded box, 5-15 ms per message at the default 64 KiB)
+_PIPE_BYTES = 1 << 20
+
+
+def record_pipe() -> tuple[Connection, Connection]:
+    """A rank's record pipe to the launcher (reader, writer), widened to ``_PIPE_BYTES`` where
+    the OS allows it (Linux, within the user's pipe budget; else its default)."""
+    reader, writer = Pipe(duplex=False)
+    try:
+        fcntl.fcntl(writer.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), _PIPE_BYTES)
+    except OSError:
+        pass  # (over the budget, or no such fcntl): the default size works, only slower
+    return reader, writer
 
 
 def block_slots(blocks: int) -> int:
@@ -143,7 +166,7 @@ class RaceDetector(RunModel):
     def prepare(self, ctl: Any) -> None:
         if self.clocks is None:  # a run of its own: the ranks inherit these at their fork
             self.clocks = WordClocks(self.layout)
-            pipes = [Pipe(duplex=False) for _ in range(self.config.nranks)]
+            pipes = [record_pipe() for _ in range(self.config.nranks)]
             self.conns = [r for r, _ in pipes]
             self.writers = [w for _, w in pipes]
         self.inner.prepare(ctl)
@@ -188,11 +211,12 @@ class RaceDetector(RunModel):
             if block == "race":  # races a rank found itself (a host store against a notify)
                 self.shadow.direct.extend(records)
             else:
-                if snaps is not None:  # (ids, one array of their clocks, a row each)
-                    snaps = dict(zip(snaps[0], snaps[1], strict=True))
+                if snaps is not None:  # (ids, the bytes of their clocks, one after another)
+                    rows = np.frombuffer(snaps[1], CLOCK).reshape(len(snaps[0]), -1)
+                    snaps = dict(zip(snaps[0], rows, strict=True))
                 self.shadow.add(snaps or {}, [Access(*r) for r in records])
                 if frontier is not None:
-                    self.shadow.advance((rank, block), frontier)
+                    self.shadow.advance((rank, block), np.frombuffer(frontier, CLOCK))
         return True
 
     def finish(self) -> list[Failure]:
@@ -229,7 +253,7 @@ class PoolState:
         self.nbytes = WordClocks.nbytes(Layout(nranks, MAX_BLOCKS))
         self.buf = mmap.mmap(-1, self.nbytes, flags=mmap.MAP_SHARED | _MAP_NORESERVE)
         self.locks = new_locks()
-        pipes = [Pipe(duplex=False) for _ in range(nranks)]
+        pipes = [record_pipe() for _ in range(nranks)]
         self.readers = [r for r, _ in pipes]
         self.writers = [w for _, w in pipes]
         self.last: WordClocks | None = None  # the last run's view: what to zero
@@ -291,6 +315,7 @@ class RaceRankModel(RankModel):
         self.conn = det.writers[rt.rank]
         self.send_lock = threading.Lock()
         self.outbox: list[tuple] = []  # messages not sent yet (frontiers alone), in order
+        self.outbox_records = 0  # the records they hold
         self.snap_ids = itertools.count(rt.rank << 40)
         self.hc = self.layout.host(rt.rank)
         self.clock = np.zeros(self.layout.size, CLOCK)
@@ -302,6 +327,7 @@ class RaceRankModel(RankModel):
         # the highest epoch each block-slot component reached in an ended launch: a later
         # launch's block in the slot continues from there (its epochs stay unique)
         self.slot_hi = np.zeros(self.layout.size, CLOCK)
+        self.slot_comps = [self.layout.block(rt.rank, k) for k in range(self.layout.blocks)]
         self.live_slots: set[int] = set()  # the block slots of the clocks of running blocks
         # stream launches: issued -> (the host's clock at the issue, the stream's launch before)
         self.issued: dict[Any, tuple[np.ndarray, Any]] = {}
@@ -374,24 +400,25 @@ class RaceRankModel(RankModel):
     def block(self, agent: Agent) -> BlockModel:
         launch = self.current
         assert launch is not None
-        slot = self._clock_slot(launch.start, agent)
+        slot, fresh = self._clock_slot(launch.start, agent)
         agent.hooks = None
         inner = self.inner.block(agent)
-        model = RaceBlockModel(agent, self, inner, agent.hooks, launch.start, slot)
+        model = RaceBlockModel(agent, self, inner, agent.hooks, launch.start, slot, fresh)
         agent.hooks = model
         launch.blocks.append(model)
         launch.agents.append(agent)
         self.by_agent[id(agent)] = launch
         self.live_slots.add(slot)
-        self.send({}, [], model.vs.copy(), slot)  # until its first records
+        self.send({}, [], model.vs, slot)  # until its first records (send keeps a copy)
         return model
 
-    def _clock_slot(self, start: np.ndarray, agent: Agent) -> int:
-        """The block slot of the clocks for a new block. A slot is reused only once the new
-        block's start knows all of its last user's work (the host joined that launch): a
-        slot's component is one agent's history, and a block that inherits it claims to know
-        it. A stream launch that nobody joined yet keeps its slot; only when every slot is
-        held so is the oldest reused (its later races with this block may then be missed)."""
+    def _clock_slot(self, start: np.ndarray, agent: Agent) -> tuple[int, bool]:
+        """The block slot of the clocks for a new block, and whether ``start`` holds all of the
+        slot's epochs already. A slot is reused only once the new block's start knows all of
+        its last user's work (the host joined that launch): a slot's component is one agent's
+        history, and a block that inherits it claims to know it. A stream launch that nobody
+        joined yet keeps its slot; only when every slot is held so is the oldest reused (its
+        later races with this block may then be missed)."""
         free = [k for k in range(self.layout.blocks) if k not in self.live_slots]
         if not free:
             assert self.current is not None  # a block is made inside a launch
@@ -401,11 +428,13 @@ class RaceRankModel(RankModel):
                 f"{self.layout.blocks} blocks running at once per rank (twice blocks=, at least "
                 f"{MIN_BLOCK_SLOTS}); run with blocks={-(-need // 2)} or more to detect races, "
                 "or with detect_races=False")
+        hi = self.slot_hi
         for k in free:
-            c = self.layout.block(self.rt.rank, k)
-            if (start[c:c + PER_BLOCK] >= self.slot_hi[c:c + PER_BLOCK]).all():
-                return k
-        return min(free, key=lambda k: self.slot_hi[self.layout.block(self.rt.rank, k)])
+            c = self.slot_comps[k]  # (six numbers: compared in Python, cheaper than numpy's)
+            if all(a >= b for a, b in zip(start[c:c + PER_BLOCK].tolist(),
+                                          hi[c:c + PER_BLOCK].tolist(), strict=True)):
+                return k, True
+        return min(free, key=lambda k: hi[self.slot_comps[k]]), False
 
     def launch_end(self) -> None:
         try:
@@ -428,7 +457,7 @@ class RaceRankModel(RankModel):
         for b in launch.blocks:
             for v in (b.vs, b.p2.v, b.p3.v, b.pv.v, b.pd.v):
                 np.maximum(end, v, out=end)
-            b.flush()
+            b.flush(defer=True)  # one message for the launch's blocks (sent below)
         launch.end = end
         if launch.job is not None:
             self.ends[launch.job] = end
@@ -444,6 +473,9 @@ class RaceRankModel(RankModel):
                 self.sync_targets.clear()
             # no block of this rank runs: every later access of it holds the host's clock
             self.send({}, [], self.clock, "launch end")
+        else:
+            with self.send_lock:
+                self._send_outbox()
 
     def _acquire_launch(self, launch: _LaunchClocks) -> None:
         """The host joined ``launch``: its blocks' work happens before the host's next step."""
@@ -665,7 +697,7 @@ class RaceRankModel(RankModel):
                     and last[9] == site and last[1] <= hi and lo <= last[2]):
                 recs[-1] = (last[0], min(last[1], lo), max(last[2], hi), *last[3:])
                 return
-        recs.append((("gm", rank), lo, hi, flags, hc, int(self.clock[hc]), self.host_snap, hc,
+        recs.append((_gm_win(rank), lo, hi, flags, hc, int(self.clock[hc]), self.host_snap, hc,
                      int(self.clock[hc]), site, self.rt.rank, None, "host", op))
 
     def signal_race(self, rank: int, off: int, kind: str, text: str, block: int | None) -> None:
@@ -685,27 +717,34 @@ class RaceRankModel(RankModel):
         self.send(snaps, recs)
 
     def send(self, snaps: dict[int, np.ndarray], records: list[tuple],
-             frontier: np.ndarray | None = None, block: int | str | None = None) -> None:
+             frontier: np.ndarray | None = None, block: int | str | None = None,
+             defer: bool = False) -> None:
         """Records (with the snapshots they use) to the launcher. ``frontier``: a clock that
         every later access of the host (``block`` None), of block ``block``, or of the whole
         rank once its blocks are done (``block`` "launch end") will hold: the launcher forgets
-        what every frontier covers."""
+        what every frontier covers. ``defer``: the caller sends the outbox soon (a launch's
+        end, one message for all its blocks)."""
         if not records and frontier is None:
             return  # (a "race" message carries its text in records)
-        # one array of every snapshot: a batch pickles one buffer, not one array per clock
-        packed = (list(snaps), np.stack(list(snaps.values()))) if snaps else None
+        # clocks travel as bytes (pickling an ndarray cost five times its bytes' pickle, and
+        # its unpickling six times), every snapshot of a message in one buffer; the bytes are
+        # a copy too: the message may wait in the outbox while the clock moves on
+        packed = (list(snaps), b"".join([v.tobytes() for v in snaps.values()])) if snaps else None
+        raw = None if frontier is None else frontier.tobytes()
         with self.send_lock:
-            if (not records and frontier is not None and block != "launch end"
-                    and not self.det.config.race_exitfirst):
+            self.outbox.append((self.rt.rank, block, packed, records, raw))
+            self.outbox_records += len(records)
+            if defer or (not self.det.config.race_exitfirst and not records and (
+                    block != "launch end" or self.outbox_records < _SEND_RECORDS)):
                 # a frontier alone only lets the launcher forget sooner: it goes with the next
-                # records or the launch's end (one message a launch for a kernel of signals)
-                self.outbox.append((self.rt.rank, block, packed, records, frontier.copy()))
+                # records a block flushes mid-launch, a launch's end once the outbox holds
+                # enough records, the host's, or the rank's end
                 return
-            self.outbox.append((self.rt.rank, block, packed, records, frontier))
             self._send_outbox()
 
     def _send_outbox(self) -> None:
         batch, self.outbox = self.outbox, []
+        self.outbox_records = 0
         if not batch:
             return
         try:
@@ -781,6 +820,16 @@ def _ignore(*args: Any, **kw: Any) -> None:
 
 
 _OP_NAMES: dict[tuple[str, str], str] = {}
+_GM_WINS: dict[int, tuple[str, int]] = {}
+
+
+def _gm_win(rank: int) -> tuple[str, int]:
+    """The record window of ``rank``'s GM: one tuple object per rank, which a batch of records
+    pickles once."""
+    win = _GM_WINS.get(rank)
+    if win is None:
+        win = _GM_WINS[rank] = ("gm", rank)
+    return win
 
 
 def _op_name(copy_op: str, what: str) -> str:
@@ -820,12 +869,17 @@ class _PipeClock:
         self.busy = True
 
 
+# the block model's methods that only forward to the inner model and are called often (each
+# is still defined below, for the seam; an instance takes the inner model's bound method)
+_FORWARDED = ("start", "idle", "retire_due")
+
+
 class RaceBlockModel(BlockModel):
     """One block: forwards everything to the inner model, and keeps the block's clocks (its
     scalar unit ``vs``, pipes ``p2`` (MTE2) and ``p3`` (MTE3)) and access records."""
 
     def __init__(self, agent: Agent, rank_model: RaceRankModel, inner: BlockModel,
-                 inner_hooks: Any, start: np.ndarray, slot: int) -> None:
+                 inner_hooks: Any, start: np.ndarray, slot: int, fresh: bool = False) -> None:
         super().__init__(agent)
         self.inner = inner
         self.ih = inner_hooks
@@ -834,11 +888,12 @@ class RaceBlockModel(BlockModel):
         self.rank = agent.rank
         self.block_idx = agent.block_idx
         self.slot = slot  # of its clocks (see RaceRankModel._clock_slot)
-        s = rank_model.layout.block(agent.rank, slot)
+        s = rank_model.slot_comps[slot]
         self.cs, self.cg = s, s + G3
         self.vs = start.copy()
-        part = slice(s, s + PER_BLOCK)  # continue the slot's epochs past its last launch's
-        np.maximum(self.vs[part], rank_model.slot_hi[part], out=self.vs[part])
+        if not fresh:  # continue the slot's epochs past its last launch's (``fresh``: start has)
+            part = slice(s, s + PER_BLOCK)
+            np.maximum(self.vs[part], rank_model.slot_hi[part], out=self.vs[part])
         self.vs[s] += 1
         self.p2 = _PipeClock(self.vs, s + MTE2, "MTE2")
         self.p3 = _PipeClock(self.vs, s + MTE3, "MTE3")
@@ -849,12 +904,18 @@ class RaceBlockModel(BlockModel):
         self.marks: dict[tuple[int, int, int], np.ndarray] = {}
         self.snaps: dict[int, np.ndarray] = {}
         self.records: list[list] = []
+        self.ub_wins: dict[int, tuple] = {}  # tile uid -> its record window (one object each)
+        self.sites = SiteCache()  # the last access's site (holds a frame: cleared at the end)
         self.copy_op = ""
         self.copy_site = ""  # the line of the copy being issued (its TLOADs / TSTOREs share it)
         self.last_async = "TPUT_ASYNC"  # the async copy being posted (its copy_begin's op)
         # word clocks a TTEST read (slots), or words a gm_load / atomic add read ((rank,
         # offset): their clock may be made after the hook): acquired at the block's next step
         self.tested: list[Any] = []
+        # what only forwards goes to the inner model's own method, without a hop here (a
+        # waiting block calls idle at every poll; a scheduled one, retire_due at every step)
+        for name in _FORWARDED:
+            setattr(self, name, getattr(inner, name))
 
     @property
     def tracer(self) -> Any:
@@ -892,15 +953,25 @@ class RaceBlockModel(BlockModel):
 
     def _record(self, win: tuple, lo: int, hi: int, flags: int, comp: int, snap: int,
                 pipe: str, op: str, v: np.ndarray, site: str) -> None:
+        self._add(win, lo, hi, flags, comp, int(v[comp]), snap, int(self.vs[self.cs]), pipe,
+                  op, site)
+
+    def _add(self, win: tuple, lo: int, hi: int, flags: int, comp: int, epoch: int, snap: int,
+             issue: int, pipe: str, op: str, site: str) -> None:
+        """One access record (``epoch``: ``comp``'s, ``issue``: the scalar unit's); the same
+        access again (a loop over a tile's rows) widens the last one."""
         recs = self.records
         if recs:
             last = recs[-1]
-            if (last[0] == win and last[3] == flags and last[6] == snap and last[9] == site
-                    and last[1] <= hi and lo <= last[2] and last[13] == op):
-                last[1], last[2] = min(last[1], lo), max(last[2], hi)
+            if (last[6] == snap and last[3] == flags and last[1] <= hi and lo <= last[2]
+                    and last[0] == win and last[9] == site and last[13] == op):
+                if lo < last[1]:
+                    last[1] = lo
+                if hi > last[2]:
+                    last[2] = hi
                 return
-        recs.append([win, lo, hi, flags, comp, int(v[comp]), snap, self.cs,
-                     int(self.vs[self.cs]), site, self.rank, self.block_idx, pipe, op])
+        recs.append([win, lo, hi, flags, comp, epoch, snap, self.cs, issue, site, self.rank,
+                     self.block_idx, pipe, op])
 
     def flush_some(self) -> None:
         """Send the records once there are many (after an instruction's last record: its
@@ -908,14 +979,15 @@ class RaceBlockModel(BlockModel):
         if len(self.records) >= _FLUSH_RECORDS:
             self.flush()
 
-    def flush(self) -> None:
-        """Send this block's records (and the clock snapshots they use) to the launcher."""
+    def flush(self, defer: bool = False) -> None:
+        """Send this block's records (and the clock snapshots they use) to the launcher
+        (``defer``: with the rank's next message: the launch's end sends every block's in one)."""
         recs, self.records = self.records, []
         snaps, self.snaps = self.snaps, {}
         # sent again when used
         self.snap_s = self.p2.snap = self.p3.snap = self.pv.snap = self.pd.snap = None
         # every later access of this block holds vs: its pipes join vs before they issue
-        self.rm.send(snaps, [tuple(r) for r in recs], self.vs.copy(), self.slot)
+        self.rm.send(snaps, [tuple(r) for r in recs], self.vs, self.slot, defer)
 
     @staticmethod
     def _ranges(g: GlobalTensor) -> list[tuple[int, int]]:
@@ -927,34 +999,49 @@ class RaceBlockModel(BlockModel):
         return [(p.offset + r * row, p.offset + r * row + width) for r in range(g.rows)]
 
     def _pipe_access(self, pc: _PipeClock, g: GlobalTensor, tile: Tile, atomic: int) -> None:
-        """A TLOAD (``pc`` is MTE2: reads GM, writes the tile) or TSTORE (MTE3: the reverse)."""
+        """A TLOAD (``pc`` is MTE2: reads GM, writes the tile) or TSTORE (MTE3: the reverse).
+        (The hot path of a kernel's data: its clocks are read once for both records.)"""
         load = pc is self.p2
-        site = self.copy_site or access_site(self.agent)  # a copy's work: the copy's line
-        what = "TLOAD" if load else "TSTORE"
-        op = _op_name(self.copy_op, what)
+        site = self.copy_site or cached_site(self.sites, self.agent)  # a copy's: its line
+        op = _op_name(self.copy_op, "TLOAD" if load else "TSTORE")
         if not pc.joined:
             pc.join(self.vs)
             pc.joined = True
-        if pc.snap is None:
-            pc.snap = self._snap(pc.v)
+        snap = pc.snap
+        if snap is None:
+            snap = pc.snap = self._snap(pc.v)
         pc.busy = True
+        comp, name = pc.comp, pc.name
+        epoch, issue = int(pc.v[comp]), int(self.vs[self.cs])
+        p = g.ptr
+        gwin = _gm_win(p.rank)
         gflags = 0 if load else WRITE | PIPE3 | (ATOMIC if atomic else 0)
-        for lo, hi in self._ranges(g):
-            self._record(("gm", g.ptr.rank), lo, hi, gflags, pc.comp, pc.snap, pc.name, op,
-                         pc.v, site)
+        if g.rows <= 1 or g.row_stride == g.cols:
+            off = p.offset
+            self._add(gwin, off, off + g.extent_bytes, gflags, comp, epoch, snap, issue, name,
+                      op, site)
+        else:
+            for lo, hi in self._ranges(g):
+                self._add(gwin, lo, hi, gflags, comp, epoch, snap, issue, name, op, site)
         nbytes = min(g.rows, tile.rows) * tile.cols * tile.array.itemsize
         off = tile.uoff  # (a view's bytes in its tile's)
-        self._record(("ub", self.rank, self.block_idx, tile.uid), off, off + nbytes, WRITE if load else 0,
-                     pc.comp, pc.snap, pc.name, op, pc.v, site)
-        self.flush_some()
+        uwin = self.ub_wins.get(tile.uid)
+        if uwin is None:
+            uwin = self.ub_wins[tile.uid] = ("ub", self.rank, self.block_idx, tile.uid)
+        self._add(uwin, off, off + nbytes, WRITE if load else 0, comp, epoch, snap, issue, name,
+                  op, site)
+        if len(self.records) >= _FLUSH_RECORDS:
+            self.flush()
 
     def _drain(self, pc: _PipeClock) -> None:
         """The scalar unit waited for the pipe's work so far."""
         if not pc.busy:
             return
         np.maximum(self.vs, pc.v, out=self.vs)
-        self._s_changed()
-        pc.advance()
+        self.snap_s = None  # (_s_changed and pc.advance, inline)
+        self.p2.joined = self.p3.joined = self.pv.joined = False
+        pc.v[pc.comp] += 1
+        pc.snap = None
         pc.busy = False
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -963,6 +1050,7 @@ class RaceBlockModel(BlockModel):
         self.inner.start()
 
     def finish(self) -> None:
+        self.sites.clear()  # (the kernel's frames go now, not with this model)
         if self.tested:
             self._settle()
         self.inner.finish()
@@ -973,6 +1061,7 @@ class RaceBlockModel(BlockModel):
         self.vs[self.cg] = max(self.vs[self.cg], self.vs[self.p3.comp])  # the kernel's end fences
 
     def stop(self) -> None:
+        self.sites.clear()
         self.inner.stop()
 
     def idle(self) -> None:
@@ -1024,7 +1113,8 @@ class RaceBlockModel(BlockModel):
         if self.tested:
             self._settle()
         self.inner.barrier(pipe)
-        self._drained(pipe)
+        if pipe != PIPE_ALL or self.p2.busy or self.p3.busy or self.pv.busy:
+            self._drained(pipe)
 
     def notify_drain(self) -> None:
         # the inner model's own (hazard lets queued copies reach their due time first): the
@@ -1032,7 +1122,8 @@ class RaceBlockModel(BlockModel):
         if self.tested:
             self._settle()
         self.inner.notify_drain()
-        self._drained(PIPE_ALL)
+        if self.p2.busy or self.p3.busy or self.pv.busy:  # (a notify after the first of a row
+            self._drained(PIPE_ALL)                       # drains nothing)
 
     def _drained(self, pipe: int) -> None:
         """The scalar unit waited for ``pipe`` (``PIPE_ALL``: every queued pipe)."""
@@ -1078,7 +1169,12 @@ class RaceBlockModel(BlockModel):
         if self.tested:
             self._settle()
         p = sig.ptr
-        stored = self.clocks.release(self.clocks.slot(p.rank, p.offset), self.vs, bool(op))
+        clocks = self.clocks
+        rank, off = p.rank, p.offset
+        slot = clocks.index.get((rank << 40) | off)
+        if slot is None:
+            slot = clocks.slot(rank, off)
+        stored = clocks.release(slot, self.vs, bool(op))
         if stored is not None:
             r, _ = self.rm.layout.agent(stored[0])
             self.rm.signal_race(p.rank, p.offset, "notify", (
@@ -1089,33 +1185,29 @@ class RaceBlockModel(BlockModel):
                 "be lost to it\n    fix: put rt.barrier() between the host's store and the "
                 "launch that notifies"), self.block_idx)
         self.vs[self.cs] += 1
-        self._s_changed()
+        self.snap_s = None  # (_s_changed, inline: every notify of a kernel comes here)
+        self.p2.joined = self.p3.joined = self.pv.joined = False
         if self.ih is not None:
             self.ih.notify(sig, value, op)
 
-    def _acquire(self, sig: Any) -> None:
-        self._acquire_slots(self._slots(sig))
-
     def _slots(self, sig: Any) -> list[int]:
+        """The slots of ``sig``'s words (a Signal2D's: kept by the table)."""
         p = sig.ptr
-        slot = self.clocks.slot
         if hasattr(sig, "row_stride"):  # a Signal2D
-            return [slot(p.rank, p.offset + 4 * (r * sig.row_stride + c))
-                    for r in range(sig.rows) for c in range(sig.cols)]
-        return [slot(p.rank, p.offset)]
+            return self.clocks.signal_slots(p.rank, p.offset, sig.rows, sig.cols, sig.row_stride)
+        return [self.clocks.slot(p.rank, p.offset)]
 
     def _acquire_slots(self, slots: list[int]) -> None:
-        grew = False
-        for s in slots:
-            grew = self.clocks.acquire(s, self.vs) or grew
-        if grew:
+        if self.clocks.acquire_all(slots, self.vs):
             self._s_changed()
 
     def _settle(self) -> None:
         tested, self.tested = self.tested, []
         find = self.clocks.find
-        slots = [s if type(s) is int else find(*s) for s in tested]
-        self._acquire_slots([s for s in slots if s is not None])
+        found = [s if type(s) is int else find(*s) for s in tested]
+        slots = [s for s in found if s is not None]
+        if slots:
+            self._acquire_slots(slots)
 
     def wait(self, sig: Any, value: int, cmp: int) -> None:
         if self.tested:
@@ -1124,7 +1216,15 @@ class RaceBlockModel(BlockModel):
             self.ih.wait(sig, value, cmp)
 
     def waited(self, sig: Any, value: int, cmp: int) -> None:
-        self._acquire(sig)
+        p = sig.ptr  # (_acquire, inline: every TWAIT of a kernel comes here)
+        clocks = self.clocks
+        if hasattr(sig, "row_stride"):  # a Signal2D
+            slots = clocks.signal_slots(p.rank, p.offset, sig.rows, sig.cols, sig.row_stride)
+        else:
+            slots = [clocks.slot(p.rank, p.offset)]
+        if clocks.acquire_all(slots, self.vs):
+            self.snap_s = None
+            self.p2.joined = self.p3.joined = self.pv.joined = False
         if self.ih is not None:
             self.ih.waited(sig, value, cmp)
 
@@ -1140,7 +1240,7 @@ class RaceBlockModel(BlockModel):
 
     def copy_begin(self, op: str, dst: GlobalTensor, src: GlobalTensor) -> None:
         self.copy_op = op
-        self.copy_site = access_site(self.agent)
+        self.copy_site = cached_site(self.sites, self.agent)
         if op.endswith("_ASYNC"):
             self.last_async = op
         if self.ih is not None:
@@ -1164,8 +1264,8 @@ class RaceBlockModel(BlockModel):
         if self.snap_s is None:
             self.snap_s = self._snap(self.vs)
         flags = (WRITE if write else 0) | (ATOMIC if atomic else 0)
-        self._record(("gm", ptr.rank), ptr.offset, ptr.offset + nbytes, flags, self.cs,
-                     self.snap_s, "S", op, self.vs, access_site(self.agent))
+        self._record(_gm_win(ptr.rank), ptr.offset, ptr.offset + nbytes, flags, self.cs,
+                     self.snap_s, "S", op, self.vs, cached_site(self.sites, self.agent))
         self.flush_some()
         if word and atomic:
             if write:  # an atomic store / add releases what the block knows into the word
@@ -1209,11 +1309,11 @@ class RaceBlockModel(BlockModel):
             pd = self.pd
             pd.join(self.vs)  # (busy)
             pd.snap = self._snap(pd.v)
-            site = access_site(self.agent)
+            site = cached_site(self.sites, self.agent)
             op = self.last_async
             for g, flags in ((copy.src, 0), (copy.dst, WRITE)):
                 for lo, hi in self._ranges(g):
-                    self._record(("gm", g.ptr.rank), lo, hi, flags, pd.comp, pd.snap, pd.name,
+                    self._record(_gm_win(g.ptr.rank), lo, hi, flags, pd.comp, pd.snap, pd.name,
                                  f"{op} (the DMA copy)", pd.v, site)
             self.flush_some()
             self.dma_marks[id(copy)] = pd.v.copy()

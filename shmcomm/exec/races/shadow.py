@@ -26,7 +26,7 @@ from .clocks import G3, MTE3, Layout
 
 WRITE, ATOMIC, PIPE3 = 1, 2, 4  # record flags; PIPE3: a store on MTE3 (visibility is per reader)
 _BUCKET = 1 << 20  # bytes of a window per index bucket (a collective's chunk fits one)
-_PRUNE_EVERY = 256  # records added between two prunings
+_PRUNE_EVERY = 1024  # records added between two prunings
 
 
 class Access(NamedTuple):
@@ -143,7 +143,9 @@ class Shadow:
         if not win:
             return 0
         found = 0
-        first, last = y.lo // _BUCKET, (y.hi - 1) // _BUCKET
+        ylo, yhi, ycomp, yflags = y.lo, y.hi, y.comp, y.flags
+        snaps = self.snaps
+        first, last = ylo // _BUCKET, (yhi - 1) // _BUCKET
         seen: set[int] = set()
         for b in range(first, last + 1):
             for x in win.get(b, ()):
@@ -151,8 +153,15 @@ class Shadow:
                     if id(x) in seen:
                         continue
                     seen.add(id(x))
-                if (x.hi <= y.lo or y.hi <= x.lo or x.comp == y.comp or not conflict(x, y)
-                        or self.hb(x, y) or self.hb(y, x)):
+                # (overlap, another agent, conflict(), hb() both ways: inline, cheapest first;
+                # every record of a run passes here against those it may overlap)
+                if x.hi <= ylo or yhi <= x.lo or x.comp == ycomp:
+                    continue
+                xflags = x.flags
+                if not (xflags | yflags) & WRITE or xflags & yflags & ATOMIC:
+                    continue
+                if (int(snaps[y.snap][visible_comp(x, y)]) >= x.epoch
+                        or int(snaps[x.snap][visible_comp(y, x)]) >= y.epoch):
                     continue
                 key = (x.site, y.site, x.win[:2]) if x.site <= y.site else (y.site, x.site, x.win[:2])
                 if key in self.pairs:

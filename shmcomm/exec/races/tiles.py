@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from .shadow import WRITE
-from .sites import site as access_site
+from .sites import cached_site
 
 
 def _ranges(tile: Any, rows: int, cols: int) -> list[tuple[int, int]]:
@@ -36,7 +36,7 @@ def record_vector(model: Any, op: Any) -> None:
     if pc.snap is None:
         pc.snap = model._snap(pc.v)
     pc.busy = True
-    site = access_site(model.agent)
+    site = cached_site(model.sites, model.agent)
     key = ("ub", model.rank, model.block_idx)
     accesses = [(t, r, c, 0) for t, (r, c) in op.srcs] + [(op.dst, *op.region, WRITE)]
     for tile, rows, cols, flags in accesses:
