@@ -182,6 +182,9 @@ SETTINGS: tuple[Setting, ...] = (
             0.0, 1e6, metavar="US"),
     Setting("switch_interval", float, 0.001, "sys.setswitchinterval in rank processes (finer "
             "block interleaving)", 1e-6, 1.0, metavar="S"),
+    Setting("pin_ranks", bool, True, "with at least as many ranks as CPUs the launcher may use, "
+            "pin each rank process to one of them, round robin, so that they stay spread evenly "
+            "(the shm transport; the MPI transport leaves placement to mpiexec)"),
     Setting("seed", int, 0, "seed of the run's randomness (jitter, hazard models, schedules)",
             0, 2**63 - 1),
     Setting("mode", str, "eager", "eager: everything completes at once; hazard: queued pipes, "
@@ -301,6 +304,7 @@ class ConfigShape:
     wait_policy: str
     spin_us: float
     switch_interval: float
+    pin_ranks: bool
     seed: int
     mode: str
     hazards: str

@@ -205,3 +205,36 @@ def test_many_launches_reuse_one_process():
         return x.ptr.offset
 
     assert len(set(shmcomm.run(host, nranks=3))) == 1
+
+
+def _affinities_kernel(ctx, out):
+    out[ctx.block_idx] = sorted(os.sched_getaffinity(0))
+
+
+def _affinities(rt):
+    """This rank's host thread's CPUs and each of its blocks' (a launch's threads)."""
+    out = [None] * 2
+    rt.launch(_affinities_kernel, blocks=2, args=(out,))
+    return sorted(os.sched_getaffinity(0)), out
+
+
+def test_ranks_are_pinned_round_robin_when_they_outnumber_the_cpus():
+    """With at least as many ranks as CPUs, rank r and its blocks run on the r-th CPU (round
+    robin); with fewer ranks, or pin_ranks=False, on every CPU the launcher may use. A pool
+    process follows each run's setting."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("one CPU: nothing to spread")
+    n = len(cpus)
+    for rank, (host, blocks) in enumerate(shmcomm.run(_affinities, nranks=n, blocks=2)):
+        assert host == blocks[0] == blocks[1] == [cpus[rank % n]], (rank, host, blocks)
+    for host, blocks in shmcomm.run(_affinities, nranks=n, blocks=2, pin_ranks=False):
+        assert host == blocks[0] == blocks[1] == cpus
+    for host, blocks in shmcomm.run(_affinities, nranks=n - 1, blocks=2):
+        assert host == blocks[0] == blocks[1] == cpus
+    with shmcomm.Pool(nranks=n) as pool:
+        pinned = pool.run(_affinities, blocks=2)
+        free = pool.run(_affinities, blocks=2, pin_ranks=False)
+        again = pool.run(_affinities, blocks=2)
+    assert [h for h, _ in pinned] == [h for h, _ in again] == [[cpus[r % n]] for r in range(n)]
+    assert all(h == b[0] == b[1] == cpus for h, b in free), free
