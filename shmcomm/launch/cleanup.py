@@ -30,6 +30,7 @@ import argparse
 import os
 import re
 import sys
+import time
 from dataclasses import dataclass
 
 import posix_ipc
@@ -84,13 +85,20 @@ def _mpi_mappers(path: str) -> tuple[list[int], list[int]]:
     return mappers, unreadable
 
 
-def _classify_mpi(name: str, st: os.stat_result, shm_dir: str) -> Entry:
+def _foreign_or_new(name: str, st: os.stat_result, what: str) -> Entry | None:
+    """An MPI-side file that is another user's, or made too recently to judge (``what`` it is,
+    for the report); ``None`` otherwise."""
     if st.st_uid != os.getuid():
         return Entry(name, FOREIGN, None, st.st_size, f"owned by uid {st.st_uid}; left alone")
-    import time
-
     if time.time() - min(st.st_mtime, st.st_ctime) < START_SLACK_S:
-        return Entry(name, LIVE, None, st.st_size, "an MPI file created just now")
+        return Entry(name, LIVE, None, st.st_size, f"{what} made just now")
+    return None
+
+
+def _classify_mpi(name: str, st: os.stat_result, shm_dir: str) -> Entry:
+    early = _foreign_or_new(name, st, "an MPI file")
+    if early is not None:
+        return early
     mappers, unreadable = _mpi_mappers(os.path.join(shm_dir, name))
     if mappers:
         return Entry(name, LIVE, mappers[0], st.st_size,
@@ -117,14 +125,10 @@ def _hydra_makers(made: float) -> list[int]:
 
 
 def _classify_hydra(name: str, st: os.stat_result) -> Entry:
-    if st.st_uid != os.getuid():
-        return Entry(name, FOREIGN, None, st.st_size, f"owned by uid {st.st_uid}; left alone")
-    import time
-
-    made = min(st.st_mtime, st.st_ctime)
-    if time.time() - made < START_SLACK_S:
-        return Entry(name, LIVE, None, st.st_size, "an mpiexec topology file made just now")
-    makers = _hydra_makers(made)
+    early = _foreign_or_new(name, st, "an mpiexec topology file")
+    if early is not None:
+        return early
+    makers = _hydra_makers(min(st.st_mtime, st.st_ctime))
     if makers:
         return Entry(name, LIVE, makers[0], st.st_size, "an mpiexec topology file; mpiexec "
                      f"pid {', '.join(map(str, makers[:4]))} runs and may have made it")

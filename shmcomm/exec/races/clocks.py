@@ -193,12 +193,8 @@ class WordClocks:
     def release(self, slot: int, clock: np.ndarray, replace: bool) -> tuple[int, int] | None:
         """A notify: join ``clock`` into the word's (``replace``: the word's becomes ``clock``).
         Returns ``(component, epoch)`` of a plain host store into the word that ``clock`` does
-        not hold (the notify races with it), else ``None``. (Every notify of a kernel comes
-        here: the lock is taken inline.)"""
-        lock = self.locks[slot % _STRIPES]
-        if not lock.acquire(False) and not lock.acquire(timeout=_LOCK_S):
-            raise ShmcommError("race detector: a signal word's clock stayed locked for "
-                               f"{_LOCK_S:g} s (a rank died while releasing into it)")
+        not hold (the notify races with it), else ``None``."""
+        lock = self._lock(slot)
         try:
             word = self.clocks[slot]
             if replace:

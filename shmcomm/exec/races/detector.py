@@ -1038,10 +1038,8 @@ class RaceBlockModel(BlockModel):
         if not pc.busy:
             return
         np.maximum(self.vs, pc.v, out=self.vs)
-        self.snap_s = None  # (_s_changed and pc.advance, inline)
-        self.p2.joined = self.p3.joined = self.pv.joined = False
-        pc.v[pc.comp] += 1
-        pc.snap = None
+        self._s_changed()
+        pc.advance()
         pc.busy = False
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -1169,12 +1167,7 @@ class RaceBlockModel(BlockModel):
         if self.tested:
             self._settle()
         p = sig.ptr
-        clocks = self.clocks
-        rank, off = p.rank, p.offset
-        slot = clocks.index.get((rank << 40) | off)
-        if slot is None:
-            slot = clocks.slot(rank, off)
-        stored = clocks.release(slot, self.vs, bool(op))
+        stored = self.clocks.release(self.clocks.slot(p.rank, p.offset), self.vs, bool(op))
         if stored is not None:
             r, _ = self.rm.layout.agent(stored[0])
             self.rm.signal_race(p.rank, p.offset, "notify", (
@@ -1185,8 +1178,7 @@ class RaceBlockModel(BlockModel):
                 "be lost to it\n    fix: put rt.barrier() between the host's store and the "
                 "launch that notifies"), self.block_idx)
         self.vs[self.cs] += 1
-        self.snap_s = None  # (_s_changed, inline: every notify of a kernel comes here)
-        self.p2.joined = self.p3.joined = self.pv.joined = False
+        self._s_changed()
         if self.ih is not None:
             self.ih.notify(sig, value, op)
 
@@ -1216,15 +1208,7 @@ class RaceBlockModel(BlockModel):
             self.ih.wait(sig, value, cmp)
 
     def waited(self, sig: Any, value: int, cmp: int) -> None:
-        p = sig.ptr  # (_acquire, inline: every TWAIT of a kernel comes here)
-        clocks = self.clocks
-        if hasattr(sig, "row_stride"):  # a Signal2D
-            slots = clocks.signal_slots(p.rank, p.offset, sig.rows, sig.cols, sig.row_stride)
-        else:
-            slots = [clocks.slot(p.rank, p.offset)]
-        if clocks.acquire_all(slots, self.vs):
-            self.snap_s = None
-            self.p2.joined = self.p3.joined = self.pv.joined = False
+        self._acquire_slots(self._slots(sig))
         if self.ih is not None:
             self.ih.waited(sig, value, cmp)
 

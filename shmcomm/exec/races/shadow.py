@@ -48,10 +48,6 @@ class Access(NamedTuple):
     op: str  # "TLOAD", "TSTORE", "TPUT (its TSTORE)", ...
 
 
-def conflict(x: Access, y: Access) -> bool:
-    return bool((x.flags | y.flags) & WRITE) and not (x.flags & y.flags & ATOMIC)
-
-
 def visible_comp(x: Access, y: Access) -> int:
     """The component of ``y``'s clock that says whether ``x`` is done for ``y``: an MTE3 store is
     done once drained for its own block, and for its own rank reading its own window; for
@@ -82,10 +78,6 @@ class Shadow:
     def found(self) -> int:
         """How many races were found."""
         return len(self.pairs) + len(self.direct)
-
-    def hb(self, x: Access, y: Access) -> bool:
-        """Does ``x`` happen before ``y``?"""
-        return int(self.snaps[y.snap][visible_comp(x, y)]) >= x.epoch
 
     def add(self, snaps: dict[int, np.ndarray], records: list[Access]) -> int:
         """Take a batch of one rank's records; returns how many new races they showed."""
@@ -153,8 +145,10 @@ class Shadow:
                     if id(x) in seen:
                         continue
                     seen.add(id(x))
-                # (overlap, another agent, conflict(), hb() both ways: inline, cheapest first;
-                # every record of a run passes here against those it may overlap)
+                # a race: the ranges overlap, two agents, a conflict (a write, and not two
+                # atomics), and neither happens before the other (x before y: y's snapshot
+                # holds x's epoch in the component that makes x visible to y). Cheapest first:
+                # every record of a run passes here against those it may overlap
                 if x.hi <= ylo or yhi <= x.lo or x.comp == ycomp:
                     continue
                 xflags = x.flags
