@@ -11,13 +11,15 @@ import textwrap
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 from _helpers import ROOT, run_cli, run_in_process
 
 from shmcomm.config import Config
-from shmcomm.errors import ShmcommWarning
+from shmcomm.errors import ArgumentError, ShmcommWarning
 from shmcomm.launch.cleanup import build_parser as cleanup_parser
 from shmcomm.launch.cli import build_parser as launch_parser
+from shmcomm.launch.options import _key_value, format_arg
 from shmcomm.launch.programs import format_default
 from shmcomm.launch.tracecli import build_parser as trace_parser
 from shmcomm.stress.cli import build_parser as stress_parser
@@ -100,6 +102,20 @@ def test_program_from_a_file_with_args(prog):
     p = _run("stress", "--program", "cliprog.py:host", "--arg", "scale=2", "--nranks", "2",
              "--blocks", "1", "--mode", "eager", "--runs", "2", "--no-progress", cwd=prog)
     assert p.returncode == 0 and "failures: 0" in p.stdout, p.stdout + p.stderr
+
+
+@pytest.mark.parametrize("value", [np.dtype("float16"), np.dtype(">i4"), np.dtype("S5"),
+                                   np.float32, 3, "hello", (1, 2.5), "@at"])
+def test_an_arg_value_written_for_a_command_line_reads_back_the_same(value):
+    key, back = _key_value(format_arg("x", value))
+    assert key == "x" and back == value and type(back) is type(value)
+
+
+def test_an_arg_no_command_line_can_carry_is_named():
+    with pytest.raises(ArgumentError, match="--arg x: .*no command line can pass it"):
+        format_arg("x", np.dtype([("a", "i4")]))
+    with pytest.raises(argparse.ArgumentTypeError, match="@dtype:float7 names no numpy dtype"):
+        _key_value("x=@dtype:float7")
 
 
 def test_import_error_shows_its_traceback_and_exits_3(tmp_path):

@@ -26,6 +26,8 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from ..config import MODES
 from ..errors import ArgumentError, ShmcommError
 from ..exec.compose import reads
@@ -142,7 +144,8 @@ def add_program(p: argparse.ArgumentParser | Any, *, extra: str = "", required: 
 def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE", type=_key_value,
                    help="keyword argument for the host, repeatable; VALUE is a Python literal, "
-                        "@pkg.module:name for an importable object (a dtype), or else a string "
+                        "@pkg.module:name for an importable object (a dtype class), "
+                        "@dtype:NAME for a numpy dtype (@dtype:float16), or else a string "
                         "(default: none)")
 
 
@@ -151,8 +154,10 @@ def _key_value(text: str) -> tuple[str, Any]:
     key = key.strip()
     if not sep or not key.isidentifier():
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE with KEY a Python name, got {text!r}")
-    if raw.startswith("@"):  # an importable object: @pkg.module:name
+    if raw.startswith("@"):  # an importable object: @pkg.module:name, or a dtype: @dtype:NAME
         try:
+            if raw.startswith(_DTYPE):
+                return key, _dtype(raw[len(_DTYPE):])
             return key, _importable(raw[1:])
         except ArgumentError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
@@ -161,6 +166,17 @@ def _key_value(text: str) -> tuple[str, Any]:
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         value = raw
     return key, value
+
+
+_DTYPE = "@dtype:"
+
+
+def _dtype(name: str) -> np.dtype:
+    try:
+        return np.dtype(name)
+    except (TypeError, ValueError):
+        raise ArgumentError(f"--arg: @dtype:{name} names no numpy dtype (expected a name such as "
+                            "@dtype:float16)") from None
 
 
 def _importable(spec: str) -> Any:
@@ -187,8 +203,16 @@ def host_kwargs(pairs: Sequence[tuple[str, Any]]) -> dict[str, Any]:
 
 def format_arg(key: str, value: Any) -> str:
     """``key=value`` that :func:`_key_value` parses back to ``value``: a Python literal, a plain
-    string, or ``@pkg.module:name`` for an importable object (a class such as a dtype); raises
-    :class:`ArgumentError` for a value no command line can carry."""
+    string, ``@dtype:NAME`` for a numpy dtype, or ``@pkg.module:name`` for an importable object
+    (a class such as a dtype's scalar type); raises :class:`ArgumentError` for a value no
+    command line can carry."""
+    if isinstance(value, np.dtype) and value.fields is None:  # not a structured dtype
+        for name in (value.name, value.str):  # float16; else the exact '>i4', '|S5'
+            try:
+                if _dtype(name) == value:
+                    return f"{key}={_DTYPE}{name}"
+            except ArgumentError:
+                pass
     if isinstance(value, str) and not value.startswith("@"):
         try:
             ast.literal_eval(value)
