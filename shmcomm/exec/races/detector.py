@@ -63,7 +63,7 @@ from ...core.model import BlockModel, RankModel, RunModel
 from ...errors import Failure, ShmcommError
 from ...types import DSB_ALL, DSB_DDR, PIPE_ALL, PIPE_MTE2, PIPE_MTE3, PIPE_V
 from ..hazard.report import kernel_site, user_site
-from .clocks import CLOCK, G3, MTE2, MTE3, PER_BLOCK, D, Layout, V, WordClocks, new_locks
+from .clocks import CLOCK, G3, MTE2, MTE3, PER_BLOCK, POOL_SLOTS, D, Layout, SlotMap, V, WordClocks, new_locks
 from .report import render
 from .shadow import ATOMIC, PIPE3, WRITE, Access, Shadow
 from .sites import SiteCache, cached_site
@@ -141,10 +141,10 @@ class RaceDetector(RunModel):
         the last run wrote zeroed), its writers in a rank."""
         if rank is None:
             buf, locks, self.conns = state.for_run()
-            self.clocks = WordClocks(self.layout, buf, locks)
+            self.clocks = WordClocks(self.layout, buf, locks, state.slot_map)
             state.last = self.clocks  # zeroed before the pool's next run
         else:
-            self.clocks = WordClocks(self.layout, state.buf, state.locks)
+            self.clocks = WordClocks(self.layout, state.buf, state.locks, state.slot_map)
             self.writers = state.writers
         self.own_pipes = False
 
@@ -247,12 +247,15 @@ class RaceDetector(RunModel):
 class PoolState:
     """The race detector's shared state for every run of a pool, made before its ranks fork:
     word-clock memory for the largest layout (``MAP_NORESERVE``: only the pages a run touches
-    take memory), its locks, and one record pipe per rank."""
+    take memory), its locks, one record pipe per rank, and each process's map of the words
+    that have a slot in it (its own copy after the fork)."""
 
     def __init__(self, nranks: int) -> None:
-        self.nbytes = WordClocks.nbytes(Layout(nranks, MAX_BLOCKS))
+        self.nbytes = WordClocks.nbytes(Layout(nranks, MAX_BLOCKS), POOL_SLOTS)
         self.buf = mmap.mmap(-1, self.nbytes, flags=mmap.MAP_SHARED | _MAP_NORESERVE)
+        WordClocks.start(self.buf)
         self.locks = new_locks()
+        self.slot_map = SlotMap()
         pipes = [record_pipe() for _ in range(nranks)]
         self.readers = [r for r, _ in pipes]
         self.writers = [w for _, w in pipes]
