@@ -81,3 +81,30 @@ def test_a_pool_table_keeps_its_slots_but_not_what_an_earlier_run_made():
         assert third.find(1, 64) is None and third.slot(1, 64) >= 0
     finally:
         state.close()
+
+
+def _ring_kernel(ctx):
+    from shmcomm.comm import TNOTIFY, TWAIT, GetRemotePtr, NotifyOp, Signal, WaitCmp
+
+    word = ctx.signal_base + 9216 + ctx.block_idx  # (the users' free range)
+    TNOTIFY(Signal(GetRemotePtr(ctx, word, (ctx.rank + 1) % ctx.nranks)), 1, NotifyOp.AtomicAdd)
+    TWAIT(Signal(word), 1, WaitCmp.GE)
+
+
+def _signals_only(rt):
+    rt.launch(_ring_kernel)
+
+
+def test_a_run_without_records_sends_the_launcher_nothing(monkeypatch):
+    from shmcomm.exec.races.detector import RaceDetector
+
+    got = []
+    receive = RaceDetector._receive_one
+    monkeypatch.setattr(RaceDetector, "_receive_one",
+                        lambda self, conn: got.append(conn) or receive(self, conn))
+    with shmcomm.Pool(nranks=2) as pool:
+        for seed in range(3):
+            pool.run(_signals_only, blocks=2, mode="hazard", seed=seed, **RUN)
+        assert got == []  # frontiers alone, after which no record came: not sent
+        _race(pool, "drain_without_dsb")  # a run with records sends them
+        assert got

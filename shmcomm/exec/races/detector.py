@@ -589,6 +589,12 @@ class RaceRankModel(RankModel):
                 each.remove(obs)
         self._flush_host()  # the host's accesses after its last launch or barrier
         with self.send_lock:
+            if not any(g.end is None for g in self.launches):
+                # no block of the rank runs and its host is done: no record follows, so the
+                # frontiers after its last records would let the launcher forget nothing that
+                # could still race (a run without records sends nothing, and wakes no one)
+                while self.outbox and not self.outbox[-1][3]:
+                    self.outbox.pop()
             self._send_outbox()  # before the rank reports: the launcher reads all of it first
         self.inner.close()
 
