@@ -56,18 +56,18 @@ def test_runs_with_and_without_the_detector_share_a_pool():
 
 
 def test_a_pool_table_keeps_its_slots_but_not_what_an_earlier_run_made():
-    from shmcomm.exec.races.clocks import CLOCK, SLOTS, Layout, WordClocks
+    from shmcomm.exec.races.clocks import CLOCK, SLOTS, Layout
     from shmcomm.exec.races.detector import PoolState
 
     state = PoolState(2)
     layout = Layout(2, 8)
     try:
-        first = WordClocks(layout, state.buf, state.locks, state.slot_map)
+        first = state.clocks(layout)
         s = first.slot(1, 64)
         assert first.find(1, 64) == s
         first.release(s, np.ones(layout.size, CLOCK), False)
         first.reset()
-        second = WordClocks(layout, state.buf, state.locks, state.slot_map)
+        second = state.clocks(layout)  # (the same view, for a new run)
         assert second.find(1, 64) is None  # the earlier run's word: no clock in this run
         assert not second.clocks[s].any()
         assert second.host_store(1, 0, 128, 0, np.zeros(layout.size, CLOCK)) == []
@@ -76,7 +76,7 @@ def test_a_pool_table_keeps_its_slots_but_not_what_an_earlier_run_made():
         for off in range(SLOTS + 1):  # more words than the table keeps across runs
             second.slot(0, 4 * off)
         second.reset()
-        third = WordClocks(layout, state.buf, state.locks, state.slot_map)
+        third = state.clocks(layout)
         assert not third.keys.any() and not third.index  # the keys and the maps of them went
         assert third.find(1, 64) is None and third.slot(1, 64) >= 0
     finally:

@@ -115,21 +115,28 @@ class WordClocks:
         self.meta = np.ndarray((2,), np.int64, self._map, n * 36)  # (generation, epoch of keys)
         if buf is None:
             self.meta[0] = 1
-        self.gen = int(self.meta[0])
         self.clocks = np.ndarray((n, k), CLOCK, self._map, n * 36 + 16)
         self.joined = np.ndarray((n, k), CLOCK, self._map, n * 36 + 16 + n * k * 4)
         if locks is None:
             locks = new_locks()
         self.locks, self.table_lock = locks[:_STRIPES], locks[_STRIPES]
-        if cache is None:
-            cache = SlotMap()
-        elif cache.epoch != self.meta[1]:  # the keys were cleared since: the map is stale
-            cache.index.clear()
-            cache.epoch = int(self.meta[1])
-        self.index = cache.index  # word key -> slot (this process's, of every run of the table)
+        self.cache = SlotMap() if cache is None else cache
+        self.index = self.cache.index  # word key -> slot (this process's, of every run)
         self.made: dict[int, int] = {}  # word key -> slot, made (its generation written) this run
         # this process's cache: a signal's words (rank, offset, rows, cols, stride) -> slots
         self.sig_slots: dict[tuple[int, int, int, int, int], list[int]] = {}
+        self.gen = 0
+        self.begin()
+
+    def begin(self) -> None:
+        """A run starts on the table (a pool's view is kept for its next runs): the run's
+        generation, and this process's map of slots dropped if the table's keys were cleared."""
+        self.gen = int(self.meta[0])
+        if self.cache.epoch != self.meta[1]:
+            self.index.clear()
+            self.cache.epoch = int(self.meta[1])
+        self.made.clear()
+        self.sig_slots.clear()
 
     @staticmethod
     def nbytes(layout: Layout, slots: int = SLOTS) -> int:
@@ -159,8 +166,6 @@ class WordClocks:
             self.keys[:n] = 0
             self.meta[1] += 1
         self.meta[0] += 1
-        self.made.clear()
-        self.sig_slots.clear()
 
     def slot(self, rank: int, offset: int) -> int:
         """The slot of the word at byte ``offset`` of ``rank``'s window (made at first use)."""

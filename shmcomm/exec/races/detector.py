@@ -140,11 +140,10 @@ class RaceDetector(RunModel):
         every rank reaches them): ``state.for_run()`` in the launcher (the readers, with what
         the last run wrote zeroed), its writers in a rank."""
         if rank is None:
-            buf, locks, self.conns = state.for_run()
-            self.clocks = WordClocks(self.layout, buf, locks, state.slot_map)
-            state.last = self.clocks  # zeroed before the pool's next run
+            self.conns = state.for_run()
+            self.clocks = state.last = state.clocks(self.layout)  # zeroed before the next run
         else:
-            self.clocks = WordClocks(self.layout, state.buf, state.locks, state.slot_map)
+            self.clocks = state.clocks(self.layout)
             self.writers = state.writers
         self.own_pipes = False
 
@@ -248,7 +247,7 @@ class PoolState:
     """The race detector's shared state for every run of a pool, made before its ranks fork:
     word-clock memory for the largest layout (``MAP_NORESERVE``: only the pages a run touches
     take memory), its locks, one record pipe per rank, and each process's map of the words
-    that have a slot in it (its own copy after the fork)."""
+    that have a slot in it and views of it (their own after the fork)."""
 
     def __init__(self, nranks: int) -> None:
         self.nbytes = WordClocks.nbytes(Layout(nranks, MAX_BLOCKS), POOL_SLOTS)
@@ -256,6 +255,7 @@ class PoolState:
         WordClocks.start(self.buf)
         self.locks = new_locks()
         self.slot_map = SlotMap()
+        self.views: dict[Layout, WordClocks] = {}  # a view per layout, kept for the next runs
         pipes = [record_pipe() for _ in range(nranks)]
         self.readers = [r for r, _ in pipes]
         self.writers = [w for _, w in pipes]
@@ -266,17 +266,28 @@ class PoolState:
         for w in self.writers:
             w.close()
 
-    def for_run(self) -> tuple[Any, list[Any], list[Connection]]:
-        """Memory, locks and readers for a launcher's run, what the last one wrote zeroed."""
+    def for_run(self) -> list[Connection]:
+        """The readers for a launcher's run, with what the last one wrote zeroed."""
         if self.last is not None:
             self.last.reset()
             self.last = None
-        return self.buf, self.locks, self.readers
+        return self.readers
+
+    def clocks(self, layout: Layout) -> WordClocks:
+        """This process's view of the table for a run of ``layout`` (made once per layout: a
+        view costs a dozen arrays)."""
+        view = self.views.get(layout)
+        if view is None:
+            view = self.views[layout] = WordClocks(layout, self.buf, self.locks, self.slot_map)
+        else:
+            view.begin()
+        return view
 
     def close(self) -> None:
         for c in self.readers + self.writers:
             c.close()
         self.last = None  # the mapping goes with its last view
+        self.views.clear()
 
 
 _MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000)  # Linux's value (Python < 3.13 lacks it)
