@@ -301,10 +301,11 @@ class _LaunchClocks:
     """One launch's clocks in its rank: where its blocks start, and (once it ended) the join of
     their ends, which the host acquires when it joins the launch."""
 
-    __slots__ = ("start", "blocks", "agents", "sync", "end", "thread", "job")
+    __slots__ = ("start", "raw", "blocks", "agents", "sync", "end", "thread", "job")
 
     def __init__(self, start: np.ndarray) -> None:
         self.start = start
+        self.raw = b""  # start's bytes (a frontier: the launch's blocks hold it)
         self.blocks: list[RaceBlockModel] = []
         self.agents: list[Any] = []
         self.sync = False  # the host joins it at once (a launch without a stream)
@@ -409,7 +410,10 @@ class RaceRankModel(RankModel):
         self.current.thread = threading.get_ident()
         self.current.job = job if issued is not None else None
         self.launches.append(self.current)
-        self.send({}, [], self.start_clock)  # the host and this launch's blocks hold it
+        # the host and this launch's blocks hold it: each block's first frontier (its own
+        # clock is above it) is these bytes too
+        self.current.raw = self.start_clock.tobytes()
+        self._queue(None, None, [], self.current.raw)
 
     def block(self, agent: Agent) -> BlockModel:
         launch = self.current
@@ -423,7 +427,7 @@ class RaceRankModel(RankModel):
         launch.agents.append(agent)
         self.by_agent[id(agent)] = launch
         self.live_slots.add(slot)
-        self.send({}, [], model.vs, slot)  # until its first records (send keeps a copy)
+        self._queue(slot, None, [], launch.raw)  # until its first records
         return model
 
     def _clock_slot(self, start: np.ndarray, agent: Agent) -> tuple[int, bool]:
@@ -467,11 +471,13 @@ class RaceRankModel(RankModel):
     def _ended(self, launch: _LaunchClocks | None) -> None:
         if launch is None:
             return
-        end = launch.start.copy()
+        end = np.maximum.reduce([launch.start, *(v for b in launch.blocks for v in (
+            b.vs, b.p2.v, b.p3.v, b.pv.v, b.pd.v))])
         for b in launch.blocks:
-            for v in (b.vs, b.p2.v, b.p3.v, b.pv.v, b.pd.v):
-                np.maximum(end, v, out=end)
-            b.flush(defer=True)  # one message for the launch's blocks (sent below)
+            # one message for the launch's blocks (sent below); a block without records has
+            # nothing to send: its last frontier would only let the launcher forget sooner
+            if b.records:
+                b.flush(defer=True)
         launch.end = end
         if launch.job is not None:
             self.ends[launch.job] = end
@@ -750,7 +756,12 @@ class RaceRankModel(RankModel):
         # its unpickling six times), every snapshot of a message in one buffer; the bytes are
         # a copy too: the message may wait in the outbox while the clock moves on
         packed = (list(snaps), b"".join([v.tobytes() for v in snaps.values()])) if snaps else None
-        raw = None if frontier is None else frontier.tobytes()
+        self._queue(block, packed, records, None if frontier is None else frontier.tobytes(),
+                    defer)
+
+    def _queue(self, block: int | str | None, packed: tuple | None, records: list[tuple],
+               raw: bytes | None, defer: bool = False) -> None:
+        """:meth:`send` with the snapshots and the frontier as bytes already."""
         with self.send_lock:
             self.outbox.append((self.rt.rank, block, packed, records, raw))
             self.outbox_records += len(records)
