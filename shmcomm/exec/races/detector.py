@@ -344,6 +344,7 @@ class RaceRankModel(RankModel):
         self.slot_hi = np.zeros(self.layout.size, CLOCK)
         self.slot_comps = [self.layout.block(rt.rank, k) for k in range(self.layout.blocks)]
         self.live_slots: set[int] = set()  # the block slots of the clocks of running blocks
+        self.taken: set[int] = set()  # the block slots any block took in this run
         # stream launches: issued -> (the host's clock at the issue, the stream's launch before)
         self.issued: dict[Any, tuple[np.ndarray, Any]] = {}
         self.stream_last: dict[Any, Any] = {}  # stream -> its last issued launch
@@ -427,6 +428,7 @@ class RaceRankModel(RankModel):
         launch.agents.append(agent)
         self.by_agent[id(agent)] = launch
         self.live_slots.add(slot)
+        self.taken.add(slot)
         self._queue(slot, None, [], launch.raw)  # until its first records
         return model
 
@@ -437,7 +439,13 @@ class RaceRankModel(RankModel):
         history, and a block that inherits it claims to know it. A stream launch that nobody
         joined yet keeps its slot; only when every slot is held so is the oldest reused (its
         later races with this block may then be missed)."""
-        free = [k for k in range(self.layout.blocks) if k not in self.live_slots]
+        live = self.live_slots
+        for k in range(self.layout.blocks):  # the first slot no block took yet in this run
+            if k not in live:  # holds no epoch anywhere: any start holds them all
+                if k not in self.taken:
+                    return k, True
+                break
+        free = [k for k in range(self.layout.blocks) if k not in live]
         if not free:
             assert self.current is not None  # a block is made inside a launch
             need = len(self.live_slots) + agent.block_num - len(self.current.blocks)
