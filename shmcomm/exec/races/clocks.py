@@ -41,6 +41,7 @@ POOL_SLOTS = 2 * SLOTS
 _STRIPES = 16  # locks guarding the word clocks (each costs a named semaphore at every run)
 _LOCK_S = 30.0  # a lock held longer than this means a rank died inside it
 _BARRIER_SLOTS = 3
+_META = 4  # int64 fields of the table's own (three used)
 S, MTE2, MTE3, G3, V, D = 0, 1, 2, 3, 4, 5  # a block slot's components, in this order
 PER_BLOCK = 6
 
@@ -77,11 +78,14 @@ class SlotMap:
     """One process's map of signal words to slots of a pool's table, kept across its runs while
     the table's keys stay (``epoch``: the table's, when the map was last true)."""
 
-    __slots__ = ("index", "epoch")
+    __slots__ = ("index", "epoch", "keyed", "added")
 
     def __init__(self) -> None:
         self.index: dict[int, int] = {}  # word key -> slot
         self.epoch = 0
+        # (the launcher's) the slots with a key, when ``added`` keys had been added
+        self.keyed = np.zeros(0, np.intp)
+        self.added = 0
 
 
 def new_locks() -> list[Any]:
@@ -112,11 +116,13 @@ class WordClocks:
         self.stores = np.ndarray((n, 2), np.int64, self._map, n * 12)
         # the generation of the last run that made the slot (it is made in this run when equal)
         self.gens = np.ndarray((n,), np.int64, self._map, n * 28)
-        self.meta = np.ndarray((2,), np.int64, self._map, n * 36)  # (generation, epoch of keys)
+        # the run's generation, the keys' epoch (cleared that many times), keys added since
+        self.meta = np.ndarray((_META,), np.int64, self._map, n * 36)
         if buf is None:
             self.meta[0] = 1
-        self.clocks = np.ndarray((n, k), CLOCK, self._map, n * 36 + 16)
-        self.joined = np.ndarray((n, k), CLOCK, self._map, n * 36 + 16 + n * k * 4)
+        at = n * 36 + _META * 8
+        self.clocks = np.ndarray((n, k), CLOCK, self._map, at)
+        self.joined = np.ndarray((n, k), CLOCK, self._map, at + n * k * 4)
         if locks is None:
             locks = new_locks()
         self.locks, self.table_lock = locks[:_STRIPES], locks[_STRIPES]
@@ -142,7 +148,7 @@ class WordClocks:
     def nbytes(layout: Layout, slots: int = SLOTS) -> int:
         """Bytes of shared memory the table takes for ``layout`` with ``slots`` word slots."""
         n = slots + _BARRIER_SLOTS
-        return n * 36 + 16 + 2 * n * layout.size * 4
+        return n * 36 + _META * 8 + 2 * n * layout.size * 4
 
     @classmethod
     def start(cls, buf: mmap.mmap) -> None:
@@ -154,18 +160,23 @@ class WordClocks:
         pool's next run starts clean; touches only the rows in use. The keys stay (their slots
         are the next run's too) unless more than ``keep`` are held: then they go, and the
         table's epoch tells the ranks their maps went stale. The next run is a new generation."""
-        n = self.slots
-        used = np.flatnonzero(self.gens[:n] == self.gen)
+        n, meta, cache = self.slots, self.meta, self.cache
+        if cache.added != meta[2]:  # the slots that have a key, found again only when it grew
+            cache.keyed = np.flatnonzero(self.keys[:n])
+            cache.added = int(meta[2])
+        used = cache.keyed[self.gens[cache.keyed] == self.gen]
         self.clocks[used] = 0
         self.joined[used[self.tags[used] != 0]] = 0  # (the only rows of it a run writes)
         self.clocks[n:] = 0
         self.tags[used] = 0
         self.tags[n:] = 0
         self.stores[used] = 0
-        if np.count_nonzero(self.keys[:n]) > self.keep:
+        if meta[2] > self.keep:
             self.keys[:n] = 0
-            self.meta[1] += 1
-        self.meta[0] += 1
+            meta[1] += 1
+            meta[2] = cache.added = 0
+            cache.keyed = cache.keyed[:0]
+        meta[0] += 1
 
     def slot(self, rank: int, offset: int) -> int:
         """The slot of the word at byte ``offset`` of ``rank``'s window (made at first use)."""
@@ -208,6 +219,7 @@ class WordClocks:
                     break
                 if k == 0:
                     self.keys[s] = key + 1
+                    self.meta[2] += 1
                     break
                 s = (s + 1) % n
             else:
