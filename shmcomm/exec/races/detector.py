@@ -479,9 +479,11 @@ class RaceRankModel(RankModel):
     def _ended(self, launch: _LaunchClocks | None) -> None:
         if launch is None:
             return
-        end = np.maximum.reduce([launch.start, *(v for b in launch.blocks for v in (
-            b.vs, b.p2.v, b.p3.v, b.pv.v, b.pd.v))])
+        # joined in place (a reduction over a stack of them allocates it: page faults in situ)
+        end = launch.start.copy()
         for b in launch.blocks:
+            for v in (b.vs, b.p2.v, b.p3.v, b.pv.v, b.pd.v):
+                np.maximum(end, v, out=end)
             # one message for the launch's blocks (sent below); a block without records has
             # nothing to send: its last frontier would only let the launcher forget sooner
             if b.records:
