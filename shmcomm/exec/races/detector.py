@@ -482,8 +482,10 @@ class RaceRankModel(RankModel):
         # joined in place (a reduction over a stack of them allocates it: page faults in situ)
         end = launch.start.copy()
         for b in launch.blocks:
-            for v in (b.vs, b.p2.v, b.p3.v, b.pv.v, b.pd.v):
-                np.maximum(end, v, out=end)
+            np.maximum(end, b.vs, out=end)
+            for pc in (b.p2, b.p3, b.pv, b.pd):
+                if pc._v is not None:  # (a pipe never used: no clock holds its epoch)
+                    np.maximum(end, pc._v, out=end)
             # one message for the launch's blocks (sent below); a block without records has
             # nothing to send: its last frontier would only let the launcher forget sooner
             if b.records:
@@ -882,16 +884,29 @@ def _op_name(copy_op: str, what: str) -> str:
     return name
 
 
+def _block_start(start: np.ndarray, hi: np.ndarray | None, s: int) -> np.ndarray:
+    """A block's first clock: its launch's ``start``, past its slot's last epochs ``hi`` (the
+    slot's six components; ``None``: start holds them), one step on in its scalar unit ``s``."""
+    v = start.copy()
+    if hi is not None:
+        part = v[s:s + PER_BLOCK]
+        np.maximum(part, hi, out=part)
+    v[s] += 1
+    return v
+
+
 class _PipeClock:
     """The clock of one queued pipe (MTE2 or MTE3) of a block: its work runs after what the
     scalar unit issued before it (``joined``: it holds the scalar unit's clock already) and
-    gets a new epoch each time someone observes the pipe (an event, a drain)."""
+    gets a new epoch each time someone observes the pipe (an event, a drain). Made at its first
+    use (most blocks use few of their pipes): until then no clock holds its epoch."""
 
-    __slots__ = ("v", "comp", "name", "snap", "joined", "busy")
+    __slots__ = ("_v", "origin", "comp", "name", "snap", "joined", "busy")
 
-    def __init__(self, start: np.ndarray, comp: int, name: str) -> None:
-        self.v = start.copy()
-        self.v[comp] += 1  # start holds the slot's last epoch: this one is new
+    def __init__(self, origin: tuple[np.ndarray, np.ndarray | None, int], comp: int,
+                 name: str) -> None:
+        self._v: np.ndarray | None = None
+        self.origin = origin  # its block's first clock, as _block_start's arguments
         self.comp, self.name = comp, name
         self.snap: int | None = None
         self.joined = True
@@ -899,8 +914,17 @@ class _PipeClock:
         # scalar unit nothing: it is skipped, the most frequent call of a kernel's end)
         self.busy = False
 
+    @property
+    def v(self) -> np.ndarray:
+        v = self._v
+        if v is None:
+            v = self._v = _block_start(*self.origin)
+            v[self.comp] += 1  # the block's first clock holds the slot's last epoch: a new one
+        return v
+
     def join(self, other: np.ndarray) -> None:
-        np.maximum(self.v, other, out=self.v)
+        v = self.v
+        np.maximum(v, other, out=v)
         self.snap = None
         self.busy = True
 
@@ -931,15 +955,13 @@ class RaceBlockModel(BlockModel):
         self.slot = slot  # of its clocks (see RaceRankModel._clock_slot)
         s = rank_model.slot_comps[slot]
         self.cs, self.cg = s, s + G3
-        self.vs = start.copy()
-        if not fresh:  # continue the slot's epochs past its last launch's (``fresh``: start has)
-            part = slice(s, s + PER_BLOCK)
-            np.maximum(self.vs[part], rank_model.slot_hi[part], out=self.vs[part])
-        self.vs[s] += 1
-        self.p2 = _PipeClock(self.vs, s + MTE2, "MTE2")
-        self.p3 = _PipeClock(self.vs, s + MTE3, "MTE3")
-        self.pv = _PipeClock(self.vs, s + V, "V")  # the tile vector instructions (PIPE_V)
-        self.pd = _PipeClock(self.vs, s + D, "DMA")  # TPUT_ASYNC / TGET_ASYNC copies
+        # continue the slot's epochs past its last launch's (``fresh``: start has)
+        origin = (start, None if fresh else rank_model.slot_hi[s:s + PER_BLOCK].copy(), s)
+        self.vs = _block_start(*origin)
+        self.p2 = _PipeClock(origin, s + MTE2, "MTE2")
+        self.p3 = _PipeClock(origin, s + MTE3, "MTE3")
+        self.pv = _PipeClock(origin, s + V, "V")  # the tile vector instructions (PIPE_V)
+        self.pd = _PipeClock(origin, s + D, "DMA")  # TPUT_ASYNC / TGET_ASYNC copies
         self.dma_marks: dict[int, np.ndarray] = {}  # id(copy) -> the engine's clock after it
         self.snap_s: int | None = None
         self.marks: dict[tuple[int, int, int], np.ndarray] = {}
