@@ -49,7 +49,7 @@ import fcntl
 import itertools
 import mmap
 import threading
-from multiprocessing.connection import Connection, Pipe
+from multiprocessing.connection import Connection, Pipe, wait
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -220,10 +220,12 @@ class RaceDetector(RunModel):
 
     def finish(self) -> list[Failure]:
         """The run is over: read what is left and report every race (none: ``[]``)."""
-        for conn in list(self.conns):
+        conns = list(self.conns)
+        for conn in wait(conns, 0) if conns else ():  # (one poll for all: most have nothing)
             while conn in self.conns and conn.poll(0):  # (a pool rank killed: EOF)
                 self.receive(conn)
-            if self.own_pipes:
+        if self.own_pipes:
+            for conn in conns:
                 conn.close()
         if self.own_pipes:
             for w in self.writers:
@@ -934,9 +936,9 @@ class _PipeClock:
         self.busy = True
 
 
-# the block model's methods that only forward to the inner model and are called often (each
-# is still defined below, for the seam; an instance takes the inner model's bound method)
-_FORWARDED = ("start", "idle", "retire_due")
+# the block model's methods that only forward to the inner model and are called often (start,
+# idle, retire_due) are still defined below, for the seam; an instance takes the inner model's
+# bound methods instead
 
 
 class RaceBlockModel(BlockModel):
@@ -977,8 +979,8 @@ class RaceBlockModel(BlockModel):
         self.tested: list[Any] = []
         # what only forwards goes to the inner model's own method, without a hop here (a
         # waiting block calls idle at every poll; a scheduled one, retire_due at every step)
-        for name in _FORWARDED:
-            setattr(self, name, getattr(inner, name))
+        self.start, self.idle, self.retire_due = (  # type: ignore[method-assign]
+            inner.start, inner.idle, inner.retire_due)
 
     @property
     def tracer(self) -> Any:
