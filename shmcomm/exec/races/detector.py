@@ -1121,7 +1121,9 @@ class RaceBlockModel(BlockModel):
         self._drain(self.p3)
         self._drain(self.pv)
         self._drain(self.pd)  # the kernel's end lands every copy still in flight
-        self.vs[self.cg] = max(self.vs[self.cg], self.vs[self.p3.comp])  # the kernel's end fences
+        vs = self.vs  # the kernel's end fences (read as Python ints: cheaper than numpy's)
+        if vs.item(self.p3.comp) > vs.item(self.cg):
+            vs[self.cg] = vs.item(self.p3.comp)
 
     def stop(self) -> None:
         self.sites.clear()
