@@ -14,6 +14,10 @@ before it forks the ranks, so it travels across processes without a name in ``/d
 ``TNOTIFY`` releases into it under the word's lock (``AtomicAdd`` joins, ``Set`` replaces, as
 ThreadSanitizer's sync clocks do) before its atomic lands; a ``TWAIT`` / ``TTEST`` joins the
 word's clock into the waiter's. The host barrier gets its own clocks, one per round of three.
+
+A pool's table outlives its runs: a word keeps its slot from run to run (each process keeps its
+own map of words to slots), and a slot counts as made in a run only once that run's generation
+is written beside it, so a run looks a word up in the shared table once, not at every run.
 """
 
 from __future__ import annotations
@@ -31,9 +35,13 @@ from ...errors import ShmcommError
 
 CLOCK = np.uint32
 SLOTS = 8192  # signal words with a clock per run
+# a pool's table has twice that: it keeps up to SLOTS words of earlier runs (their slots stay
+# put, so the ranks' maps of them stay true) and still takes SLOTS new ones in a run
+POOL_SLOTS = 2 * SLOTS
 _STRIPES = 16  # locks guarding the word clocks (each costs a named semaphore at every run)
 _LOCK_S = 30.0  # a lock held longer than this means a rank died inside it
 _BARRIER_SLOTS = 3
+_META = 4  # int64 fields of the table's own (three used)
 S, MTE2, MTE3, G3, V, D = 0, 1, 2, 3, 4, 5  # a block slot's components, in this order
 PER_BLOCK = 6
 
@@ -66,6 +74,20 @@ class Layout:
         return rank, None if k == 0 else (k - 1) // PER_BLOCK
 
 
+class SlotMap:
+    """One process's map of signal words to slots of a pool's table, kept across its runs while
+    the table's keys stay (``epoch``: the table's, when the map was last true)."""
+
+    __slots__ = ("index", "epoch", "keyed", "added")
+
+    def __init__(self) -> None:
+        self.index: dict[int, int] = {}  # word key -> slot
+        self.epoch = 0
+        # (the launcher's) the slots with a key, when ``added`` keys had been added
+        self.keyed = np.zeros(0, np.intp)
+        self.added = 0
+
+
 def new_locks() -> list[Any]:
     """The table's locks (``_STRIPES`` for the clocks, then the table's): inherited over fork."""
     return [multiprocessing.Lock() for _ in range(_STRIPES + 1)]
@@ -75,55 +97,100 @@ class WordClocks:
     """The shared table of signal-word clocks (and the host barrier's), made before the fork."""
 
     def __init__(self, layout: Layout, buf: mmap.mmap | None = None,
-                 locks: list[Any] | None = None) -> None:
-        """``buf`` / ``locks``: memory of at least :meth:`nbytes` and ``_STRIPES + 1`` locks
-        shared with the ranks already (a pool's, zeroed by :meth:`reset`); else made here."""
+                 locks: list[Any] | None = None, cache: SlotMap | None = None) -> None:
+        """``buf`` / ``locks`` / ``cache``: a pool's memory (of :meth:`nbytes` with
+        ``POOL_SLOTS``, made by :meth:`start`), its ``_STRIPES + 1`` locks shared with the ranks
+        already, and this process's map of its slots; else a run's own, made here."""
         self.layout = layout
         k = layout.size
-        n = SLOTS + _BARRIER_SLOTS
-        # anonymous, shared over fork: keys, tags, host stores, clocks, every notify's join
-        self._map = mmap.mmap(-1, self.nbytes(layout)) if buf is None else buf
+        self.slots = n = SLOTS if buf is None else POOL_SLOTS
+        self.keep = 0 if buf is None else SLOTS  # keys of earlier runs kept at most
+        # anonymous, shared over fork: keys, tags, host stores, generations, the table's
+        # (generation, epoch), clocks, every notify's join
+        self._map = mmap.mmap(-1, self.nbytes(layout, n)) if buf is None else buf
+        n += _BARRIER_SLOTS
         self.keys = np.ndarray((n,), np.int64, self._map, 0)  # 0 = free, else key + 1
         # barrier slots: their round; word slots: 1 once ``joined`` is kept apart (see _apart)
         self.tags = np.ndarray((n,), np.int32, self._map, n * 8)
         # the last plain host store into the word: (host component + 1, its epoch); 0: none
         self.stores = np.ndarray((n, 2), np.int64, self._map, n * 12)
-        self.clocks = np.ndarray((n, k), CLOCK, self._map, n * 28)
-        self.joined = np.ndarray((n, k), CLOCK, self._map, n * 28 + n * k * 4)
+        # the generation of the last run that made the slot (it is made in this run when equal)
+        self.gens = np.ndarray((n,), np.int64, self._map, n * 28)
+        # the run's generation, the keys' epoch (cleared that many times), keys added since
+        self.meta = np.ndarray((_META,), np.int64, self._map, n * 36)
+        if buf is None:
+            self.meta[0] = 1
+        at = n * 36 + _META * 8
+        self.clocks = np.ndarray((n, k), CLOCK, self._map, at)
+        self.joined = np.ndarray((n, k), CLOCK, self._map, at + n * k * 4)
         if locks is None:
             locks = new_locks()
         self.locks, self.table_lock = locks[:_STRIPES], locks[_STRIPES]
-        self.index: dict[int, int] = {}  # this process's cache: word key -> slot
+        self.cache = SlotMap() if cache is None else cache
+        self.index = self.cache.index  # word key -> slot (this process's, of every run)
+        self.made: dict[int, int] = {}  # word key -> slot, made (its generation written) this run
         # this process's cache: a signal's words (rank, offset, rows, cols, stride) -> slots
         self.sig_slots: dict[tuple[int, int, int, int, int], list[int]] = {}
+        self.gen = 0
+        self.begin()
+
+    def begin(self) -> None:
+        """A run starts on the table (a pool's view is kept for its next runs): the run's
+        generation, and this process's map of slots dropped if the table's keys were cleared."""
+        self.gen = int(self.meta[0])
+        if self.cache.epoch != self.meta[1]:
+            self.index.clear()
+            self.cache.epoch = int(self.meta[1])
+        self.made.clear()
+        self.sig_slots.clear()
 
     @staticmethod
-    def nbytes(layout: Layout) -> int:
-        """Bytes of shared memory the table takes for ``layout``."""
-        n = SLOTS + _BARRIER_SLOTS
-        return n * 28 + 2 * n * layout.size * 4
+    def nbytes(layout: Layout, slots: int = SLOTS) -> int:
+        """Bytes of shared memory the table takes for ``layout`` with ``slots`` word slots."""
+        n = slots + _BARRIER_SLOTS
+        return n * 36 + _META * 8 + 2 * n * layout.size * 4
+
+    @classmethod
+    def start(cls, buf: mmap.mmap) -> None:
+        """A pool's fresh memory: its first run is generation 1."""
+        np.ndarray((1,), np.int64, buf, (POOL_SLOTS + _BARRIER_SLOTS) * 36)[0] = 1
 
     def reset(self) -> None:
-        """Zero what a run wrote (the table, and the clocks of the words it used), so that a
-        pool's next run starts clean; touches only the rows in use."""
-        used = np.flatnonzero(self.keys[:SLOTS])
+        """Zero what a run wrote (the clocks of the words it used, the barrier's), so that a
+        pool's next run starts clean; touches only the rows in use. The keys stay (their slots
+        are the next run's too) unless more than ``keep`` are held: then they go, and the
+        table's epoch tells the ranks their maps went stale. The next run is a new generation."""
+        n, meta, cache = self.slots, self.meta, self.cache
+        if cache.added != meta[2]:  # the slots that have a key, found again only when it grew
+            cache.keyed = np.flatnonzero(self.keys[:n])
+            cache.added = int(meta[2])
+        used = cache.keyed[self.gens[cache.keyed] == self.gen]
         self.clocks[used] = 0
         self.joined[used[self.tags[used] != 0]] = 0  # (the only rows of it a run writes)
-        self.clocks[SLOTS:] = 0
-        self.keys[used] = 0  # (a slot's other fields are written only once its key is)
+        self.clocks[n:] = 0
         self.tags[used] = 0
-        self.tags[SLOTS:] = 0
+        self.tags[n:] = 0
         self.stores[used] = 0
-        self.index.clear()
-        self.sig_slots.clear()
+        if meta[2] > self.keep:
+            self.keys[:n] = 0
+            meta[1] += 1
+            meta[2] = cache.added = 0
+            cache.keyed = cache.keyed[:0]
+        meta[0] += 1
 
     def slot(self, rank: int, offset: int) -> int:
         """The slot of the word at byte ``offset`` of ``rank``'s window (made at first use)."""
         key = (rank << 40) | offset
-        s = self.index.get(key)
+        s = self.made.get(key)
         if s is not None:
             return s
-        return self._new_slot(key)
+        s = self.index.get(key)
+        if s is None:
+            s = self._new_slot(key)
+        # made in this run from now on (before the caller releases into it)
+        self.gens[s] = self.gen
+        self.made[key] = s
+        return s
 
     def signal_slots(self, rank: int, offset: int, rows: int, cols: int,
                      stride: int) -> list[int]:
@@ -137,46 +204,59 @@ class WordClocks:
         return got
 
     def _new_slot(self, key: int) -> int:
-        if not self.table_lock.acquire(timeout=_LOCK_S):
+        """The word's slot in the shared table (it may be there already: another process's,
+        or an earlier run's), added if not."""
+        lock = self.table_lock
+        if not lock.acquire(False) and not lock.acquire(timeout=_LOCK_S):
             raise ShmcommError("race detector: the table of signal-word clocks stayed locked "
                                f"for {_LOCK_S:g} s (a rank died while adding a word)")
         try:
-            s = (key * 0x9E3779B1) % SLOTS
-            for _ in range(SLOTS):
-                k = int(self.keys[s])
+            n = self.slots
+            s = (key * 0x9E3779B1) % n
+            for _ in range(n):
+                k = self.keys.item(s)
                 if k == key + 1:
                     break
                 if k == 0:
                     self.keys[s] = key + 1
+                    self.meta[2] += 1
                     break
-                s = (s + 1) % SLOTS
+                s = (s + 1) % n
             else:
                 raise ShmcommError(f"race detector: more than {SLOTS} signal words used in one "
                                    "run; the detector keeps a clock for at most that many")
         finally:
-            self.table_lock.release()
+            lock.release()
         self.index[key] = s
         return s
 
     def find(self, rank: int, offset: int) -> int | None:
         """The slot of the word at byte ``offset`` of ``rank``'s window if some notify or atomic
-        made one, else ``None`` (a plain load of data makes none). Reads the table without its
-        lock: a key is one aligned 8-byte store, and a word whose slot is being made has
-        released nothing yet."""
+        made one in this run, else ``None`` (a plain load of data makes none). Reads the table
+        without its lock: a key and a generation are each one aligned 8-byte store, and a word
+        whose slot is being made has released nothing yet."""
         key = (rank << 40) | offset
-        s = self.index.get(key)
+        s = self.made.get(key)
         if s is not None:
             return s
-        s = (key * 0x9E3779B1) % SLOTS
-        for _ in range(SLOTS):
-            k = int(self.keys[s])
-            if k == 0:
+        s = self.index.get(key)
+        if s is None:
+            n = self.slots
+            s = (key * 0x9E3779B1) % n
+            for _ in range(n):
+                k = self.keys.item(s)
+                if k == 0:
+                    return None
+                if k == key + 1:
+                    self.index[key] = s
+                    break
+                s = (s + 1) % n
+            else:
                 return None
-            if k == key + 1:
-                self.index[key] = s
-                return s
-            s = (s + 1) % SLOTS
-        return None
+        if self.gens.item(s) != self.gen:  # an earlier run's word, not made in this one yet
+            return None
+        self.made[key] = s
+        return s
 
     @contextmanager
     def _locked(self, slot: int) -> Iterator[np.ndarray]:
@@ -252,9 +332,10 @@ class WordClocks:
         signal), and returns ``(offset, component)`` of a notify into one that ``clock`` does
         not hold (the store races with it)."""
         # a key is (rank << 40 | offset) + 1 (0: free): the range's are one interval of them
-        keys = self.keys[:SLOTS]
+        keys = self.keys[:self.slots]
         base = rank << 40
         hit = np.flatnonzero((keys > base + lo) & (keys <= base + hi))
+        hit = hit[self.gens[hit] == self.gen]  # (those made in this run)
         races = []
         for slot in hit:
             with self._locked(int(slot)):
@@ -293,7 +374,7 @@ class WordClocks:
         """Host ``rnd``'s arrival at the host barrier: join into that round's clock. A round's
         slot is reused three rounds later, when every host has left it (each host arrived at
         the round in between)."""
-        slot = SLOTS + rnd % _BARRIER_SLOTS
+        slot = self.slots + rnd % _BARRIER_SLOTS
         with self._locked(slot) as word:
             fresh = self.tags[slot] != rnd
             self.tags[slot] = rnd
@@ -308,4 +389,4 @@ class WordClocks:
 
     def barrier_leave(self, rnd: int, clock: np.ndarray) -> None:
         """Every host arrived at round ``rnd``: acquire what all of them knew."""
-        self.acquire(SLOTS + rnd % _BARRIER_SLOTS, clock)
+        self.acquire(self.slots + rnd % _BARRIER_SLOTS, clock)

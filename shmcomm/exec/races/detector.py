@@ -49,7 +49,7 @@ import fcntl
 import itertools
 import mmap
 import threading
-from multiprocessing.connection import Connection, Pipe
+from multiprocessing.connection import Connection, Pipe, wait
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -63,7 +63,7 @@ from ...core.model import BlockModel, RankModel, RunModel
 from ...errors import Failure, ShmcommError
 from ...types import DSB_ALL, DSB_DDR, PIPE_ALL, PIPE_MTE2, PIPE_MTE3, PIPE_V
 from ..hazard.report import kernel_site, user_site
-from .clocks import CLOCK, G3, MTE2, MTE3, PER_BLOCK, D, Layout, V, WordClocks, new_locks
+from .clocks import CLOCK, G3, MTE2, MTE3, PER_BLOCK, POOL_SLOTS, D, Layout, SlotMap, V, WordClocks, new_locks
 from .report import render
 from .shadow import ATOMIC, PIPE3, WRITE, Access, Shadow
 from .sites import SiteCache, cached_site
@@ -140,11 +140,10 @@ class RaceDetector(RunModel):
         every rank reaches them): ``state.for_run()`` in the launcher (the readers, with what
         the last run wrote zeroed), its writers in a rank."""
         if rank is None:
-            buf, locks, self.conns = state.for_run()
-            self.clocks = WordClocks(self.layout, buf, locks)
-            state.last = self.clocks  # zeroed before the pool's next run
+            self.conns = state.for_run()
+            self.clocks = state.last = state.clocks(self.layout)  # zeroed before the next run
         else:
-            self.clocks = WordClocks(self.layout, state.buf, state.locks)
+            self.clocks = state.clocks(self.layout)
             self.writers = state.writers
         self.own_pipes = False
 
@@ -221,10 +220,12 @@ class RaceDetector(RunModel):
 
     def finish(self) -> list[Failure]:
         """The run is over: read what is left and report every race (none: ``[]``)."""
-        for conn in list(self.conns):
+        conns = list(self.conns)
+        for conn in wait(conns, 0) if conns else ():  # (one poll for all: most have nothing)
             while conn in self.conns and conn.poll(0):  # (a pool rank killed: EOF)
                 self.receive(conn)
-            if self.own_pipes:
+        if self.own_pipes:
+            for conn in conns:
                 conn.close()
         if self.own_pipes:
             for w in self.writers:
@@ -247,12 +248,16 @@ class RaceDetector(RunModel):
 class PoolState:
     """The race detector's shared state for every run of a pool, made before its ranks fork:
     word-clock memory for the largest layout (``MAP_NORESERVE``: only the pages a run touches
-    take memory), its locks, and one record pipe per rank."""
+    take memory), its locks, one record pipe per rank, and each process's map of the words
+    that have a slot in it and views of it (their own after the fork)."""
 
     def __init__(self, nranks: int) -> None:
-        self.nbytes = WordClocks.nbytes(Layout(nranks, MAX_BLOCKS))
+        self.nbytes = WordClocks.nbytes(Layout(nranks, MAX_BLOCKS), POOL_SLOTS)
         self.buf = mmap.mmap(-1, self.nbytes, flags=mmap.MAP_SHARED | _MAP_NORESERVE)
+        WordClocks.start(self.buf)
         self.locks = new_locks()
+        self.slot_map = SlotMap()
+        self.views: dict[Layout, WordClocks] = {}  # a view per layout, kept for the next runs
         pipes = [record_pipe() for _ in range(nranks)]
         self.readers = [r for r, _ in pipes]
         self.writers = [w for _, w in pipes]
@@ -263,17 +268,28 @@ class PoolState:
         for w in self.writers:
             w.close()
 
-    def for_run(self) -> tuple[Any, list[Any], list[Connection]]:
-        """Memory, locks and readers for a launcher's run, what the last one wrote zeroed."""
+    def for_run(self) -> list[Connection]:
+        """The readers for a launcher's run, with what the last one wrote zeroed."""
         if self.last is not None:
             self.last.reset()
             self.last = None
-        return self.buf, self.locks, self.readers
+        return self.readers
+
+    def clocks(self, layout: Layout) -> WordClocks:
+        """This process's view of the table for a run of ``layout`` (made once per layout: a
+        view costs a dozen arrays)."""
+        view = self.views.get(layout)
+        if view is None:
+            view = self.views[layout] = WordClocks(layout, self.buf, self.locks, self.slot_map)
+        else:
+            view.begin()
+        return view
 
     def close(self) -> None:
         for c in self.readers + self.writers:
             c.close()
         self.last = None  # the mapping goes with its last view
+        self.views.clear()
 
 
 _MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000)  # Linux's value (Python < 3.13 lacks it)
@@ -287,10 +303,11 @@ class _LaunchClocks:
     """One launch's clocks in its rank: where its blocks start, and (once it ended) the join of
     their ends, which the host acquires when it joins the launch."""
 
-    __slots__ = ("start", "blocks", "agents", "sync", "end", "thread", "job")
+    __slots__ = ("start", "raw", "blocks", "agents", "sync", "end", "thread", "job")
 
     def __init__(self, start: np.ndarray) -> None:
         self.start = start
+        self.raw = b""  # start's bytes (a frontier: the launch's blocks hold it)
         self.blocks: list[RaceBlockModel] = []
         self.agents: list[Any] = []
         self.sync = False  # the host joins it at once (a launch without a stream)
@@ -329,6 +346,7 @@ class RaceRankModel(RankModel):
         self.slot_hi = np.zeros(self.layout.size, CLOCK)
         self.slot_comps = [self.layout.block(rt.rank, k) for k in range(self.layout.blocks)]
         self.live_slots: set[int] = set()  # the block slots of the clocks of running blocks
+        self.taken: set[int] = set()  # the block slots any block took in this run
         # stream launches: issued -> (the host's clock at the issue, the stream's launch before)
         self.issued: dict[Any, tuple[np.ndarray, Any]] = {}
         self.stream_last: dict[Any, Any] = {}  # stream -> its last issued launch
@@ -395,7 +413,10 @@ class RaceRankModel(RankModel):
         self.current.thread = threading.get_ident()
         self.current.job = job if issued is not None else None
         self.launches.append(self.current)
-        self.send({}, [], self.start_clock)  # the host and this launch's blocks hold it
+        # the host and this launch's blocks hold it: each block's first frontier (its own
+        # clock is above it) is these bytes too
+        self.current.raw = self.start_clock.tobytes()
+        self._queue(None, None, [], self.current.raw)
 
     def block(self, agent: Agent) -> BlockModel:
         launch = self.current
@@ -409,7 +430,8 @@ class RaceRankModel(RankModel):
         launch.agents.append(agent)
         self.by_agent[id(agent)] = launch
         self.live_slots.add(slot)
-        self.send({}, [], model.vs, slot)  # until its first records (send keeps a copy)
+        self.taken.add(slot)
+        self._queue(slot, None, [], launch.raw)  # until its first records
         return model
 
     def _clock_slot(self, start: np.ndarray, agent: Agent) -> tuple[int, bool]:
@@ -419,7 +441,13 @@ class RaceRankModel(RankModel):
         history, and a block that inherits it claims to know it. A stream launch that nobody
         joined yet keeps its slot; only when every slot is held so is the oldest reused (its
         later races with this block may then be missed)."""
-        free = [k for k in range(self.layout.blocks) if k not in self.live_slots]
+        live = self.live_slots
+        for k in range(self.layout.blocks):  # the first slot no block took yet in this run
+            if k not in live:  # holds no epoch anywhere: any start holds them all
+                if k not in self.taken:
+                    return k, True
+                break
+        free = [k for k in range(self.layout.blocks) if k not in live]
         if not free:
             assert self.current is not None  # a block is made inside a launch
             need = len(self.live_slots) + agent.block_num - len(self.current.blocks)
@@ -453,11 +481,17 @@ class RaceRankModel(RankModel):
     def _ended(self, launch: _LaunchClocks | None) -> None:
         if launch is None:
             return
+        # joined in place (a reduction over a stack of them allocates it: page faults in situ)
         end = launch.start.copy()
         for b in launch.blocks:
-            for v in (b.vs, b.p2.v, b.p3.v, b.pv.v, b.pd.v):
-                np.maximum(end, v, out=end)
-            b.flush(defer=True)  # one message for the launch's blocks (sent below)
+            np.maximum(end, b.vs, out=end)
+            for pc in (b.p2, b.p3, b.pv, b.pd):
+                if pc._v is not None:  # (a pipe never used: no clock holds its epoch)
+                    np.maximum(end, pc._v, out=end)
+            # one message for the launch's blocks (sent below); a block without records has
+            # nothing to send: its last frontier would only let the launcher forget sooner
+            if b.records:
+                b.flush(defer=True)
         launch.end = end
         if launch.job is not None:
             self.ends[launch.job] = end
@@ -586,6 +620,12 @@ class RaceRankModel(RankModel):
                 each.remove(obs)
         self._flush_host()  # the host's accesses after its last launch or barrier
         with self.send_lock:
+            if not any(g.end is None for g in self.launches):
+                # no block of the rank runs and its host is done: no record follows, so the
+                # frontiers after its last records would let the launcher forget nothing that
+                # could still race (a run without records sends nothing, and wakes no one)
+                while self.outbox and not self.outbox[-1][3]:
+                    self.outbox.pop()
             self._send_outbox()  # before the rank reports: the launcher reads all of it first
         self.inner.close()
 
@@ -730,7 +770,12 @@ class RaceRankModel(RankModel):
         # its unpickling six times), every snapshot of a message in one buffer; the bytes are
         # a copy too: the message may wait in the outbox while the clock moves on
         packed = (list(snaps), b"".join([v.tobytes() for v in snaps.values()])) if snaps else None
-        raw = None if frontier is None else frontier.tobytes()
+        self._queue(block, packed, records, None if frontier is None else frontier.tobytes(),
+                    defer)
+
+    def _queue(self, block: int | str | None, packed: tuple | None, records: list[tuple],
+               raw: bytes | None, defer: bool = False) -> None:
+        """:meth:`send` with the snapshots and the frontier as bytes already."""
         with self.send_lock:
             self.outbox.append((self.rt.rank, block, packed, records, raw))
             self.outbox_records += len(records)
@@ -841,16 +886,29 @@ def _op_name(copy_op: str, what: str) -> str:
     return name
 
 
+def _block_start(start: np.ndarray, hi: np.ndarray | None, s: int) -> np.ndarray:
+    """A block's first clock: its launch's ``start``, past its slot's last epochs ``hi`` (the
+    slot's six components; ``None``: start holds them), one step on in its scalar unit ``s``."""
+    v = start.copy()
+    if hi is not None:
+        part = v[s:s + PER_BLOCK]
+        np.maximum(part, hi, out=part)
+    v[s] += 1
+    return v
+
+
 class _PipeClock:
     """The clock of one queued pipe (MTE2 or MTE3) of a block: its work runs after what the
     scalar unit issued before it (``joined``: it holds the scalar unit's clock already) and
-    gets a new epoch each time someone observes the pipe (an event, a drain)."""
+    gets a new epoch each time someone observes the pipe (an event, a drain). Made at its first
+    use (most blocks use few of their pipes): until then no clock holds its epoch."""
 
-    __slots__ = ("v", "comp", "name", "snap", "joined", "busy")
+    __slots__ = ("_v", "origin", "comp", "name", "snap", "joined", "busy")
 
-    def __init__(self, start: np.ndarray, comp: int, name: str) -> None:
-        self.v = start.copy()
-        self.v[comp] += 1  # start holds the slot's last epoch: this one is new
+    def __init__(self, origin: tuple[np.ndarray, np.ndarray | None, int], comp: int,
+                 name: str) -> None:
+        self._v: np.ndarray | None = None
+        self.origin = origin  # its block's first clock, as _block_start's arguments
         self.comp, self.name = comp, name
         self.snap: int | None = None
         self.joined = True
@@ -858,8 +916,17 @@ class _PipeClock:
         # scalar unit nothing: it is skipped, the most frequent call of a kernel's end)
         self.busy = False
 
+    @property
+    def v(self) -> np.ndarray:
+        v = self._v
+        if v is None:
+            v = self._v = _block_start(*self.origin)
+            v[self.comp] += 1  # the block's first clock holds the slot's last epoch: a new one
+        return v
+
     def join(self, other: np.ndarray) -> None:
-        np.maximum(self.v, other, out=self.v)
+        v = self.v
+        np.maximum(v, other, out=v)
         self.snap = None
         self.busy = True
 
@@ -869,9 +936,9 @@ class _PipeClock:
         self.busy = True
 
 
-# the block model's methods that only forward to the inner model and are called often (each
-# is still defined below, for the seam; an instance takes the inner model's bound method)
-_FORWARDED = ("start", "idle", "retire_due")
+# the block model's methods that only forward to the inner model and are called often (start,
+# idle, retire_due) are still defined below, for the seam; an instance takes the inner model's
+# bound methods instead
 
 
 class RaceBlockModel(BlockModel):
@@ -890,15 +957,13 @@ class RaceBlockModel(BlockModel):
         self.slot = slot  # of its clocks (see RaceRankModel._clock_slot)
         s = rank_model.slot_comps[slot]
         self.cs, self.cg = s, s + G3
-        self.vs = start.copy()
-        if not fresh:  # continue the slot's epochs past its last launch's (``fresh``: start has)
-            part = slice(s, s + PER_BLOCK)
-            np.maximum(self.vs[part], rank_model.slot_hi[part], out=self.vs[part])
-        self.vs[s] += 1
-        self.p2 = _PipeClock(self.vs, s + MTE2, "MTE2")
-        self.p3 = _PipeClock(self.vs, s + MTE3, "MTE3")
-        self.pv = _PipeClock(self.vs, s + V, "V")  # the tile vector instructions (PIPE_V)
-        self.pd = _PipeClock(self.vs, s + D, "DMA")  # TPUT_ASYNC / TGET_ASYNC copies
+        # continue the slot's epochs past its last launch's (``fresh``: start has)
+        origin = (start, None if fresh else rank_model.slot_hi[s:s + PER_BLOCK].copy(), s)
+        self.vs = _block_start(*origin)
+        self.p2 = _PipeClock(origin, s + MTE2, "MTE2")
+        self.p3 = _PipeClock(origin, s + MTE3, "MTE3")
+        self.pv = _PipeClock(origin, s + V, "V")  # the tile vector instructions (PIPE_V)
+        self.pd = _PipeClock(origin, s + D, "DMA")  # TPUT_ASYNC / TGET_ASYNC copies
         self.dma_marks: dict[int, np.ndarray] = {}  # id(copy) -> the engine's clock after it
         self.snap_s: int | None = None
         self.marks: dict[tuple[int, int, int], np.ndarray] = {}
@@ -914,8 +979,8 @@ class RaceBlockModel(BlockModel):
         self.tested: list[Any] = []
         # what only forwards goes to the inner model's own method, without a hop here (a
         # waiting block calls idle at every poll; a scheduled one, retire_due at every step)
-        for name in _FORWARDED:
-            setattr(self, name, getattr(inner, name))
+        self.start, self.idle, self.retire_due = (  # type: ignore[method-assign]
+            inner.start, inner.idle, inner.retire_due)
 
     @property
     def tracer(self) -> Any:
@@ -1056,7 +1121,9 @@ class RaceBlockModel(BlockModel):
         self._drain(self.p3)
         self._drain(self.pv)
         self._drain(self.pd)  # the kernel's end lands every copy still in flight
-        self.vs[self.cg] = max(self.vs[self.cg], self.vs[self.p3.comp])  # the kernel's end fences
+        vs = self.vs  # the kernel's end fences (read as Python ints: cheaper than numpy's)
+        if vs.item(self.p3.comp) > vs.item(self.cg):
+            vs[self.cg] = vs.item(self.p3.comp)
 
     def stop(self) -> None:
         self.sites.clear()
