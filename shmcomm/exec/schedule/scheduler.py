@@ -409,6 +409,7 @@ class Scheduler:
         ids = sh.live[:sh.hdr[H_LIVE]].tolist()
         out = []
         busy = None  # the ranks with a live block, made once a joining host needs it
+        live = None  # the live ids as a set, made once a host joining one launch needs it
         for a in ids:
             s = state[a]
             if s == RUNNABLE or s == DRAINING:
@@ -425,9 +426,10 @@ class Scheduler:
                     out.append(a)  # only to retire its pending work (yielded: PCT runs it last)
             elif s == JOINING:  # a host joining its blocks (wrank JOIN_SLOTS: one launch's)
                 if wrank[a] == JOIN_SLOTS:
-                    lo = a - C.HOST_SLOT + woff[a]
-                    hi = lo + wval[a]
-                    if not any(lo <= x < hi for x in ids):
+                    if live is None:  # (a scan of every live id per joining host cost more)
+                        live = set(ids)
+                    lo = a - _HOST + woff[a]
+                    if live.isdisjoint(range(lo, lo + wval[a])):
                         out.append(a)
                     continue
                 if busy is None:
