@@ -48,6 +48,7 @@ from typing import Any, Literal
 
 from ...config import MAX_PCT_DEPTH
 from ...core import control as C
+from ...core.threads import release_deferred
 from ...core.waiting import KIND_HOST_BARRIER, KIND_SYNCALL
 from ...errors import Aborted, ShmcommError
 from ...types import CMP_FUNCS, CMP_SYMBOLS
@@ -293,6 +294,7 @@ class Scheduler:
                                        ctypes.c_int32.from_address(self.sh.go_addr(aid)))
         go, cell = turn
         self.threads[aid] = (threading.get_ident(), threading.get_native_id())
+        release_deferred()  # the blocks a launch handed the turn holder, now that it passed it
         while cell.value == 0:
             if self.abort.value:
                 self._raise_aborted(aid)
