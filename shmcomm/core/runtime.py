@@ -484,9 +484,10 @@ class Launch:
             self.agents = agents
             rt.agents = rt.agents + agents
             rt.ctl.set_rank(rt.rank, C.R_LAUNCHES, rt.launches)
+        defer = rt.model.inline_streams  # one agent at a time: woken once the host passes the turn
         self.threads = [block_threads.start(
             rt._block_main, (a, self.kernel, self.args, self.kwargs, self.errors),
-            f"shmcomm-r{rt.rank}-b{a.block_idx}") for a in agents]
+            f"shmcomm-r{rt.rank}-b{a.block_idx}", defer) for a in agents]
         self.started = True  # after the starts: `done` must not see unstarted threads
         self._go.set()
 
@@ -498,6 +499,7 @@ class Launch:
         rt._joining(1)
         try:
             self._go.wait()  # a stream launch still queued behind an earlier one
+            block_threads.release_deferred()
             for t in self.threads:
                 t.join()
         finally:
@@ -529,6 +531,7 @@ class Launch:
         """Join the launch for the rank's report (another host thread may join it too): its
         failure is recorded, not raised."""
         self._go.wait()
+        block_threads.release_deferred()
         for t in self.threads:
             t.join()
         self._end()

@@ -52,11 +52,15 @@ class _Worker:
 
 
 _idle: list[_Worker] = []
+_deferred: list[_Worker] = []  # handed a job, not woken yet (release_deferred)
 _lock = threading.Lock()
 
 
-def start(fn: Callable[..., Any], args: tuple, name: str) -> BlockThread:
-    """Run ``fn(*args)`` on a kept thread named ``name`` while it runs; returns at once."""
+def start(fn: Callable[..., Any], args: tuple, name: str, defer: bool = False) -> BlockThread:
+    """Run ``fn(*args)`` on a kept thread named ``name`` while it runs; returns at once.
+    ``defer``: an idle thread is handed the job but woken only by :func:`release_deferred`
+    (schedule mode's host wakes its launch's blocks once it has passed the turn on: a wake
+    made while it held the turn cost the whole run a context switch)."""
     job = BlockThread(fn, args, name)
     with _lock:
         worker = _idle.pop() if _idle else None
@@ -69,8 +73,24 @@ def start(fn: Callable[..., Any], args: tuple, name: str) -> BlockThread:
         return job
     worker.job = job
     worker.thread.name = name
-    worker.ready.release()  # the idle thread wakes and runs it
+    if defer:
+        with _lock:
+            _deferred.append(worker)
+    else:
+        worker.ready.release()  # the idle thread wakes and runs it
     return job
+
+
+def release_deferred() -> None:
+    """Wake the threads :func:`start` handed a job with ``defer`` (every join of a launch
+    calls this first)."""
+    if not _deferred:
+        return
+    with _lock:
+        workers = _deferred[:]
+        _deferred.clear()
+    for w in workers:
+        w.ready.release()
 
 
 def _serve(worker: _Worker) -> None:
@@ -103,9 +123,10 @@ def idle_count() -> int:
 def _forget() -> None:  # a forked child has none of its parent's threads
     global _lock
     _idle.clear()
+    _deferred.clear()
     _lock = threading.Lock()
 
 
 os.register_at_fork(after_in_child=_forget)
 
-__all__ = ["BlockThread", "start", "idle_count", "IDLE_NAME", "KEEP_IDLE"]
+__all__ = ["BlockThread", "start", "release_deferred", "idle_count", "IDLE_NAME", "KEEP_IDLE"]

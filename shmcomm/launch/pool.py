@@ -46,7 +46,14 @@ from ..exec.compose import max_shared_bytes, pool_state
 from ..transports.shm import ShmTransport
 from .descendants import RunProcesses
 from .launchers import external_launcher
-from .supervisor import _Launcher, fork_rank, rank_process_setup, serve_run, start_order
+from .supervisor import (
+    _Launcher,
+    collect_after_run,
+    fork_rank,
+    rank_process_setup,
+    serve_run,
+    start_order,
+)
 
 _FIXED = ("nranks", "signal_bytes", "heap_bytes")
 
@@ -336,6 +343,7 @@ def _serve(rank: int, parent: int, transport: ShmTransport, ctl: C.Control, jobs
     modules = _ModuleState()
     observers = list(SymmetricArray.observers)
     read_observers = list(SymmetricArray.read_observers)
+    runs = 0
     while True:
         try:
             config, host, args, model = jobs.recv()
@@ -352,6 +360,9 @@ def _serve(rank: int, parent: int, transport: ShmTransport, ctl: C.Control, jobs
         # the run's models watched host accesses: the next run's must not see them
         SymmetricArray.observers[:] = observers
         SymmetricArray.read_observers[:] = read_observers
+        config = host = args = model = None  # garbage now, for the collection
+        runs += 1
+        collect_after_run(runs)
 
 
 class PoolError(ShmcommError):

@@ -712,7 +712,22 @@ def rank_process_setup(parent: int) -> bool:
     # garbage: out of the collector's generations, a collection walks only what the rank makes
     # (a full one walked every inherited object: ~6 ms, and a write to each one's page)
     gc.freeze()
+    # a collection every 700 allocations (the default) paused whichever agent allocated, in
+    # schedule mode the turn's holder and so every agent: a pool's rank collects after each run
+    # instead (collect_after_run), and a long run still every RUN_GC_THRESHOLD allocations
+    gc.set_threshold(RUN_GC_THRESHOLD)
     return True
+
+
+RUN_GC_THRESHOLD = 20_000  # a rank process's first-generation threshold (CPython's is 700)
+FULL_GC_RUNS = 1024  # a pool's rank collects every generation once in this many runs
+
+
+def collect_after_run(runs: int) -> None:
+    """A pool's rank, its run reported: collect what the run left (its objects referring to
+    each other), off any run's critical path; every generation once in ``FULL_GC_RUNS`` runs
+    (what outlived a run's collection and became garbage since)."""
+    gc.collect(2 if runs % FULL_GC_RUNS == 0 else 1)
 
 
 def serve_run(rank: int, config: Config, transport: ShmTransport, ctl: C.Control,

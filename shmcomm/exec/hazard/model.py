@@ -149,6 +149,24 @@ class HazardRankModel(RankModel):
         return model
 
 
+class _Stream:
+    """The random stream of a block's due times, made at its first draw: a block that queues
+    nothing draws none (a launch made one per block, ~4 us each, while its host held the turn of
+    a scheduled run)."""
+
+    __slots__ = ("seed", "rng")
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+        self.rng: random.Random | None = None
+
+    def random(self) -> float:
+        rng = self.rng
+        if rng is None:
+            rng = self.rng = random.Random(self.seed)
+        return rng.random()
+
+
 class HazardBlockModel(BlockModel):
     """Queued pipes, delayed remote visibility, line model, jitter and checkers of one block."""
 
@@ -159,7 +177,7 @@ class HazardBlockModel(BlockModel):
         self.m_pipes = "pipes" in models
         self.m_check = "checkers" in models
         self.delay = cfg.hazard_delay
-        self.rng = random.Random(agent.rng.getrandbits(64))  # due times: one stream
+        self.rng = _Stream(agent.rng.getrandbits(64))  # due times: one stream
         clock = rank_model.step_clock
         self.wall = clock is None  # due times in seconds (else in a scheduled run's steps)
         if clock is not None:

@@ -75,7 +75,10 @@ class ScheduleMode(RunModel):
     def prepare(self, ctl: Any) -> None:
         sh = Shared(ctl.extra_base, ctl.nranks)
         try:
-            sh.raw[:sh.layout.rec_next] = bytes(sh.layout.rec_next)  # a pool's second run
+            # a pool's second run: every part before the records, the enabled agents' starts
+            # (256 KiB) only when they are recorded (read only then)
+            en_start, en_bytes, _fmt = sh.layout.parts["en_start"]
+            ctypes.memset(sh.base, 0, en_start + (en_bytes if self.record_enabled else 0))
             self.strategy.new_execution(sh, self.config.seed)
             hosts = [r * C.SLOTS + C.HOST_SLOT for r in range(ctl.nranks)]
             for h in hosts:

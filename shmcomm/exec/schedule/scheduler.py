@@ -48,6 +48,7 @@ from typing import Any, Literal
 
 from ...config import MAX_PCT_DEPTH
 from ...core import control as C
+from ...core.threads import release_deferred
 from ...core.waiting import KIND_HOST_BARRIER, KIND_SYNCALL
 from ...errors import Aborted, ShmcommError
 from ...types import CMP_FUNCS, CMP_SYMBOLS
@@ -293,6 +294,7 @@ class Scheduler:
                                        ctypes.c_int32.from_address(self.sh.go_addr(aid)))
         go, cell = turn
         self.threads[aid] = (threading.get_ident(), threading.get_native_id())
+        release_deferred()  # the blocks a launch handed the turn holder, now that it passed it
         while cell.value == 0:
             if self.abort.value:
                 self._raise_aborted(aid)
@@ -409,6 +411,7 @@ class Scheduler:
         ids = sh.live[:sh.hdr[H_LIVE]].tolist()
         out = []
         busy = None  # the ranks with a live block, made once a joining host needs it
+        live = None  # the live ids as a set, made once a host joining one launch needs it
         for a in ids:
             s = state[a]
             if s == RUNNABLE or s == DRAINING:
@@ -425,9 +428,10 @@ class Scheduler:
                     out.append(a)  # only to retire its pending work (yielded: PCT runs it last)
             elif s == JOINING:  # a host joining its blocks (wrank JOIN_SLOTS: one launch's)
                 if wrank[a] == JOIN_SLOTS:
-                    lo = a - C.HOST_SLOT + woff[a]
-                    hi = lo + wval[a]
-                    if not any(lo <= x < hi for x in ids):
+                    if live is None:  # (a scan of every live id per joining host cost more)
+                        live = set(ids)
+                    lo = a - _HOST + woff[a]
+                    if live.isdisjoint(range(lo, lo + wval[a])):
                         out.append(a)
                     continue
                 if busy is None:
