@@ -99,7 +99,7 @@ class WordClocks:
     def __init__(self, layout: Layout, buf: mmap.mmap | None = None,
                  locks: list[Any] | None = None, cache: SlotMap | None = None) -> None:
         """``buf`` / ``locks`` / ``cache``: a pool's memory (of :meth:`nbytes` with
-        ``POOL_SLOTS``, made by :meth:`start`), its ``_STRIPES + 1`` locks shared with the ranks
+        ``POOL_SLOTS``), its ``_STRIPES + 1`` locks shared with the ranks
         already, and this process's map of its slots; else a run's own, made here."""
         self.layout = layout
         k = layout.size
@@ -118,7 +118,7 @@ class WordClocks:
         self.gens = np.ndarray((n,), np.int64, self._map, n * 28)
         # the run's generation, the keys' epoch (cleared that many times), keys added since
         self.meta = np.ndarray((_META,), np.int64, self._map, n * 36)
-        if buf is None:
+        if self.meta[0] == 0:  # fresh memory (a pool's, or a run's own): generation 1 first
             self.meta[0] = 1
         at = n * 36 + _META * 8
         self.clocks = np.ndarray((n, k), CLOCK, self._map, at)
@@ -149,11 +149,6 @@ class WordClocks:
         """Bytes of shared memory the table takes for ``layout`` with ``slots`` word slots."""
         n = slots + _BARRIER_SLOTS
         return n * 36 + _META * 8 + 2 * n * layout.size * 4
-
-    @classmethod
-    def start(cls, buf: mmap.mmap) -> None:
-        """A pool's fresh memory: its first run is generation 1."""
-        np.ndarray((1,), np.int64, buf, (POOL_SLOTS + _BARRIER_SLOTS) * 36)[0] = 1
 
     def reset(self) -> None:
         """Zero what a run wrote (the clocks of the words it used, the barrier's), so that a

@@ -225,11 +225,8 @@ class RaceDetector(RunModel):
             while conn in self.conns and conn.poll(0):  # (a pool rank killed: EOF)
                 self.receive(conn)
         if self.own_pipes:
-            for conn in conns:
-                conn.close()
-        if self.own_pipes:
-            for w in self.writers:
-                w.close()
+            for c in conns + self.writers:
+                c.close()
         self.conns = []
         return [] if self.reported else self._report()
 
@@ -254,7 +251,6 @@ class PoolState:
     def __init__(self, nranks: int) -> None:
         self.nbytes = WordClocks.nbytes(Layout(nranks, MAX_BLOCKS), POOL_SLOTS)
         self.buf = mmap.mmap(-1, self.nbytes, flags=mmap.MAP_SHARED | _MAP_NORESERVE)
-        WordClocks.start(self.buf)
         self.locks = new_locks()
         self.slot_map = SlotMap()
         self.views: dict[Layout, WordClocks] = {}  # a view per layout, kept for the next runs
@@ -936,11 +932,6 @@ class _PipeClock:
         self.busy = True
 
 
-# the block model's methods that only forward to the inner model and are called often (start,
-# idle, retire_due) are still defined below, for the seam; an instance takes the inner model's
-# bound methods instead
-
-
 class RaceBlockModel(BlockModel):
     """One block: forwards everything to the inner model, and keeps the block's clocks (its
     scalar unit ``vs``, pipes ``p2`` (MTE2) and ``p3`` (MTE3)) and access records."""
@@ -978,7 +969,8 @@ class RaceBlockModel(BlockModel):
         # offset): their clock may be made after the hook): acquired at the block's next step
         self.tested: list[Any] = []
         # what only forwards goes to the inner model's own method, without a hop here (a
-        # waiting block calls idle at every poll; a scheduled one, retire_due at every step)
+        # waiting block calls idle at every poll; a scheduled one, retire_due at every step);
+        # the methods are still defined below, for the seam
         self.start, self.idle, self.retire_due = (  # type: ignore[method-assign]
             inner.start, inner.idle, inner.retire_due)
 
