@@ -225,3 +225,27 @@ def test_a_kept_thread_survives_a_function_that_raises():
     again = block_threads.start(lambda: seen.append(threading.get_ident()), (), "shmcomm-test-b1")
     again.join(30)
     assert seen and block_threads.idle_count() >= 1
+
+
+def test_a_deferred_block_named_by_its_key_is_woken_alone():
+    """Schedule mode wakes the block it gave the turn to before its launch's others; the next
+    release wakes the rest, and a key no deferred thread has wakes them all."""
+    from shmcomm.core import threads as block_threads
+
+    go = threading.Event()  # three warm-up jobs that run at once: three idle threads after
+    warm = [block_threads.start(go.wait, (30,), f"shmcomm-test-w{k}") for k in range(3)]
+    go.set()
+    for job in warm:  # (a deferred start needs a kept thread: a new one starts at once)
+        job.join(30)
+    ran: list[int] = []
+    jobs = [block_threads.start(ran.append, (k,), f"shmcomm-test-d{k}", True, k) for k in range(3)]
+    time.sleep(0.05)
+    assert ran == []  # handed over, not woken
+    block_threads.release_deferred(1)
+    jobs[1].join(30)
+    time.sleep(0.05)
+    assert ran == [1] and jobs[0].is_alive() and jobs[2].is_alive()
+    block_threads.release_deferred(7)  # no deferred thread has it: every one is woken
+    for job in jobs:
+        job.join(30)
+    assert sorted(ran) == [0, 1, 2]

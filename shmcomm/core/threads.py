@@ -52,15 +52,16 @@ class _Worker:
 
 
 _idle: list[_Worker] = []
-_deferred: list[_Worker] = []  # handed a job, not woken yet (release_deferred)
+_deferred: list[tuple[Any, _Worker]] = []  # (key, worker) handed a job, not woken yet
 _lock = threading.Lock()
 
 
-def start(fn: Callable[..., Any], args: tuple, name: str, defer: bool = False) -> BlockThread:
+def start(fn: Callable[..., Any], args: tuple, name: str, defer: bool = False,
+          key: Any = None) -> BlockThread:
     """Run ``fn(*args)`` on a kept thread named ``name`` while it runs; returns at once.
     ``defer``: an idle thread is handed the job but woken only by :func:`release_deferred`
     (schedule mode's host wakes its launch's blocks once it has passed the turn on: a wake
-    made while it held the turn cost the whole run a context switch)."""
+    made while it held the turn cost the whole run a context switch); ``key`` names it there."""
     job = BlockThread(fn, args, name)
     with _lock:
         worker = _idle.pop() if _idle else None
@@ -75,20 +76,28 @@ def start(fn: Callable[..., Any], args: tuple, name: str, defer: bool = False) -
     worker.thread.name = name
     if defer:
         with _lock:
-            _deferred.append(worker)
+            _deferred.append((key, worker))
     else:
         worker.ready.release()  # the idle thread wakes and runs it
     return job
 
 
-def release_deferred() -> None:
+def release_deferred(only: Any = None) -> None:
     """Wake the threads :func:`start` handed a job with ``defer`` (every join of a launch
-    calls this first)."""
+    calls this first). ``only``: when a deferred thread has this key, wake just that one and
+    leave the others for the next call. Schedule mode passes the block it gave the turn to:
+    woken alone, it reaches its turn without sharing the GIL with its launch's other starting
+    blocks (woken together, the chosen one waited behind them for 0.1 ms), and its own first
+    wait for the turn wakes the rest."""
     if not _deferred:
         return
     with _lock:
-        workers = _deferred[:]
-        _deferred.clear()
+        workers = [w for k, w in _deferred if k == only] if only is not None else []
+        if workers:
+            _deferred[:] = [(k, w) for k, w in _deferred if k != only]
+        else:
+            workers = [w for _k, w in _deferred]
+            _deferred.clear()
     for w in workers:
         w.ready.release()
 

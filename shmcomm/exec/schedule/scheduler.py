@@ -285,16 +285,19 @@ class Scheduler:
         finally:
             sh.wrank[aid] = -1
 
-    def await_turn(self, aid: int, fresh: bool = False) -> None:
+    def await_turn(self, aid: int, fresh: bool = False, passed_to: int = -1) -> None:
         """Sleep until ``aid`` holds the turn; raises :class:`Aborted` when the run aborts.
-        ``fresh``: a block's start (its first point then takes no step of its own)."""
+        ``fresh``: a block's start (its first point then takes no step of its own).
+        ``passed_to``: the agent ``aid`` just gave the turn to (its thread is woken first)."""
         turn = self._turns.get(aid)
         if turn is None:  # its go word, and a plain view of it
             turn = self._turns[aid] = (self._go_word(aid),
                                        ctypes.c_int32.from_address(self.sh.go_addr(aid)))
         go, cell = turn
         self.threads[aid] = (threading.get_ident(), threading.get_native_id())
-        release_deferred()  # the blocks a launch handed the turn holder, now that it passed it
+        # the blocks a launch handed the turn holder, now that it passed it (the one it passed
+        # the turn to first, if it is one of them)
+        release_deferred(passed_to % _SLOTS if passed_to // _SLOTS == aid // _SLOTS else None)
         while cell.value == 0:
             if self.abort.value:
                 self._raise_aborted(aid)
@@ -390,7 +393,7 @@ class Scheduler:
             return
         self._go_word(nxt).set(1)  # an exchange and a futex wake: the other agent runs now
         if state != DONE:
-            self.await_turn(aid)
+            self.await_turn(aid, passed_to=nxt)
 
     def _remove_live(self, aid: int) -> None:
         sh = self.sh
