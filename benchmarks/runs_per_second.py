@@ -13,14 +13,24 @@ when the rounds spread too much or the box is loaded.
 
     python benchmarks/runs_per_second.py [--nranks 8] [--blocks 4] [--runs 20] [--reps 5]
                                          [--cases fork,pool,...] [--strategy random|pct:3]
+    python benchmarks/runs_per_second.py --profile schedule --runs 200   # where the CPU goes
+
+``--profile CASE`` runs the case ``--runs`` times with cProfile on the thread-CPU clock in every
+rank's host function and every block's kernel, and prints the functions that took the most CPU,
+per run over all ranks: waits cost nothing there, and what runs outside the host function (a
+rank's setup before it, the pool's checks after it) is not counted. The profiler's own cost per
+call inflates every figure; compare the rows with each other, not with the runs/s table.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import os
+import pstats
 import sys
 import time
+from typing import Any
 
 import shmcomm
 from shmcomm.comm import TNOTIFY, TWAIT, GetRemotePtr, NotifyOp, Signal, WaitCmp
@@ -40,6 +50,73 @@ def ring_kernel(ctx):
 
 def small_host(rt):
     rt.launch(ring_kernel)
+
+
+def _profiled_kernel(ctx, profiles: list) -> None:
+    prof = cProfile.Profile(time.thread_time)  # CPU of this thread: its waits cost nothing
+    prof.enable()
+    try:
+        ring_kernel(ctx)
+    finally:
+        prof.disable()
+        profiles.append(prof)
+
+
+def profiled_host(rt) -> dict:
+    """``small_host`` under cProfile (host and blocks): the merged raw stats of this rank."""
+    profiles: list = []
+    prof = cProfile.Profile(time.thread_time)
+    prof.enable()
+    rt.launch(_profiled_kernel, args=(profiles,))
+    prof.disable()
+    merged = pstats.Stats(prof)
+    for p in profiles:
+        merged.add(p)
+    return merged.stats  # type: ignore[attr-defined]  # plain dicts and tuples: they pickle
+
+
+class _RawStats:
+    """pstats input from the raw stats a rank returned."""
+
+    def __init__(self, stats: dict) -> None:
+        self.stats = stats
+
+    def create_stats(self) -> None:
+        pass
+
+
+def print_profile(stats: list[dict], runs: int, top: int = 30) -> None:
+    merged = pstats.Stats(_RawStats(stats[0]))
+    for s in stats[1:]:
+        merged.add(_RawStats(s))
+    rows: list[tuple[float, float, str]] = []
+    for (file, line, name), (_cc, ncalls, tottime, _ct, _callers) in merged.stats.items():  # type: ignore[attr-defined]
+        where = f"{os.path.basename(file)}:{line}({name})" if file != "~" else name
+        rows.append((tottime, ncalls, where))
+    total = sum(r[0] for r in rows)
+    calls = sum(r[1] for r in rows)
+    print(f"profiled CPU over all ranks: {1e3 * total / runs:.2f} ms and {calls / runs:.0f} "
+          f"calls per run (the profiler's cost included)")
+    print(f"{'CPU us/run':>11} {'share':>6} {'calls/run':>10}  function")
+    for tottime, ncalls, where in sorted(rows, reverse=True)[:top]:
+        print(f"{1e6 * tottime / runs:>11.1f} {tottime / total:>6.1%} {ncalls / runs:>10.1f}  {where}")
+
+
+def profile(case: str, ns: Any) -> int:
+    kw = _settings(case, ns.strategy)
+    stats: list[dict] = []
+    if case == "fork":
+        for i in range(ns.runs):
+            stats += shmcomm.run(profiled_host, nranks=ns.nranks, blocks=ns.blocks, seed=i, **kw)
+    else:
+        with shmcomm.Pool(nranks=ns.nranks) as pool:
+            pool.run(profiled_host, blocks=ns.blocks, **kw)  # forks the ranks: not counted
+            for i in range(ns.runs):
+                stats += pool.run(profiled_host, blocks=ns.blocks, seed=i, **kw)
+    print(f"cProfile (thread CPU) of {case}, {ns.runs} runs at {ns.nranks} ranks x {ns.blocks} "
+          f"blocks: host functions and kernels of every rank")
+    print_profile(stats, ns.runs)
+    return 0
 
 
 CASES = ("fork", "pool", "hazard", "schedule", "schedule+races", "hazard+races")
@@ -82,11 +159,17 @@ def build_parser() -> argparse.ArgumentParser:
                    default=None,
                    help="the cases of these modes only (eager: fork and pool; default: all)")
     p.add_argument("--strategy", default="random", help="schedule mode's strategy (default: %(default)s)")
+    p.add_argument("--profile", choices=CASES, default=None, metavar="CASE",
+                   help=f"instead of the table: where the CPU of CASE goes ({', '.join(CASES)}; "
+                        "cProfile of the host functions and kernels, per run over all ranks; default: "
+                        "off)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     ns = build_parser().parse_args(argv)
+    if ns.profile:
+        return profile(ns.profile, ns)
     cases = list(ns.cases)
     if ns.modes:
         keep = {"eager": ("fork", "pool")}

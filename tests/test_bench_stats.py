@@ -97,3 +97,23 @@ def test_small_benchmarks_refuse_bad_arguments(name, argv, capsys):
     with pytest.raises(SystemExit) as exc:
         _load(name).build_parser().parse_args(argv)
     assert exc.value.code == 2 and argv[0] in capsys.readouterr().err
+
+
+@pytest.mark.timeout(120)
+def test_runs_per_second_profile_counts_the_ranks_host_and_kernels(capsys):
+    """--profile: every rank returns its host's and blocks' stats, the scheduler's own work
+    among them in schedule mode, and the merged table names functions per run."""
+    import shmcomm
+
+    rps = _load("runs_per_second")
+    stats = shmcomm.run(rps.profiled_host, nranks=2, blocks=2, mode="schedule", seed=1)
+    assert len(stats) == 2
+    for per_rank in stats:
+        names = {(os.path.basename(f), fn) for f, _line, fn in per_rank}
+        assert ("runs_per_second.py", "ring_kernel") in names  # the blocks' kernels
+        assert ("runtime.py", "launch") in names  # the host function
+        assert ("scheduler.py", "switch") in names  # schedule mode's points
+    rps.print_profile(stats, runs=1, top=5)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("profiled CPU over all ranks: ") and "calls per run" in out[0]
+    assert len(out) == 2 + 5 and all("us/run" not in row for row in out[2:])
