@@ -65,6 +65,18 @@ def busy(rt):
     _print_maps()
     print("RUNNING", rt.rank, flush=True)
     rt.launch(_busy, blocks=2)
+
+def busy_slow_reporter(rt):
+    # the rank that wins the report is held up before it prints (a loaded box deschedules it)
+    import shmcomm.launch.mpi as m
+    claim = m._claim_report
+    def slow_claim(*args):
+        won = claim(*args)
+        if won:
+            time.sleep(1.0)
+        return won
+    m._claim_report = slow_claim
+    busy(rt)
 '''
 
 
@@ -233,10 +245,21 @@ def test_thread_level_below_multiple_is_refused():
 @pytest.mark.parametrize("signum,status,text", [
     (signal.SIGINT, 130, "interrupted by SIGINT"), (signal.SIGTERM, 143, "terminated by SIGTERM")])
 def test_ctrl_c_or_sigterm_stops_every_rank(programs, signum, status, text):
+    _interrupt(programs, "busy", signum, status, text)
+
+
+def test_an_interrupt_is_reported_by_a_reporter_held_up_before_it_prints(programs):
+    """Every rank gets the forwarded signal; the ones that lost the report must not abort the
+    job before the reporter's line is out."""
+    _interrupt(programs, "busy_slow_reporter", signal.SIGTERM, 143, "terminated by SIGTERM")
+
+
+def _interrupt(programs: str, program: str, signum: int, status: int, text: str) -> None:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, programs]))
     env.pop("SHMCOMM_TRANSPORT", None)
     proc = subprocess.Popen([find_mpiexec(), "-n", "4", sys.executable, "-m", "shmcomm", "launch",
-                             "--transport", "mpi", "--program", "mpiprogs:busy", "--timeout", "120"],
+                             "--transport", "mpi", "--program", f"mpiprogs:{program}",
+                             "--timeout", "120"],
                             cwd=programs, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     try:

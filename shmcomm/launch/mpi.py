@@ -47,6 +47,7 @@ from .mpi_trace import merge_trace
 POLL_S = 0.05
 GATHER_S = 5.0  # how long rank 0 waits for the other ranks' pending waits after a timeout
 KILL_WAIT_S = 30.0  # a rank stopped by another's failure waits this long for MPI_Abort to come
+INTERRUPT_WAIT_S = 2.0  # the same after a forwarded Ctrl-C / SIGTERM, which must end promptly
 EXIT_FAILURE, EXIT_TIMEOUT, EXIT_INTERRUPTED = 1, 124, 130
 _TAG_WAITS = 71
 
@@ -104,9 +105,12 @@ def run_mpi(host: Callable[..., Any], config: Config, args: tuple = (),
         ctl.abort(C.ABORT_INTERRUPT)
         how, code = (("interrupted by SIGINT (Ctrl-C)", EXIT_INTERRUPTED)
                      if isinstance(exc, KeyboardInterrupt) else ("terminated by SIGTERM", 143))
-        if _claim_report(transport, ctl, rank):  # one rank says so; every rank stops now
+        reporter = _claim_report(transport, ctl, rank)  # one rank says so; every rank stops
+        if reporter:
             print(f"shmcomm run {how}; every rank was stopped", file=sys.stderr, flush=True)
         unlink_mpi_segments()
+        if not reporter:  # the signal reached every rank: an Abort from here could kill the
+            time.sleep(INTERRUPT_WAIT_S)  # reporter before its line is out; its Abort ends us
         world.Abort(code)
         os._exit(code)
     except BaseException as exc:  # host code failed: one report, then the whole job stops
