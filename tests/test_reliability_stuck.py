@@ -96,6 +96,26 @@ def test_a_ttest_poll_loop_is_named_at_the_wait_timeout():
     assert row.split()[:2] == ["1", "0"], row
 
 
+def test_a_poll_stamped_after_the_reports_clock_still_counts_as_waiting():
+    """The report reads its clock, then each agent's line: a poller that tested again in
+    between stamped a later millisecond, and is still waiting; a stale stamp is not."""
+    import numpy as np
+
+    from shmcomm.core import control as C
+    from shmcomm.launch.deadlock import POLL_FRESH_MS, is_waiting
+
+    line = np.zeros(C.LINE, np.int32)
+    line[C.A_STATE] = C.POLLING
+    now = 10_000
+    for stamp, waiting in ((now, True), (now + 7, True), (now - POLL_FRESH_MS, True),
+                           (now - POLL_FRESH_MS - 1, False), (now + 10 * POLL_FRESH_MS, False)):
+        line[C.A_POLL] = stamp
+        assert is_waiting(line, now) is waiting, stamp
+    line[C.A_STATE] = C.RUNNING
+    line[C.A_POLL] = now
+    assert not is_waiting(line, now)
+
+
 # --- a whole job suspended -----------------------------------------------------------------
 
 JOB = textwrap.dedent("""

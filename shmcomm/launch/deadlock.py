@@ -149,11 +149,13 @@ def agent_lines(ctl: C.Control, rank: int) -> list[tuple[int | None, np.ndarray]
 
 
 def is_waiting(line: np.ndarray, now_ms: int, fresh_ms: int = POLL_FRESH_MS) -> bool:
-    """Whether an agent line shows a wait now: registered, or a TTEST loop still testing."""
+    """Whether an agent line shows a wait now: registered, or a TTEST loop still testing.
+    ``now_ms`` is read before the line: a poller that tested again in between stamped a later
+    millisecond (on a loaded box, many later), which is as fresh as a stamp can be."""
     state = int(line[C.A_STATE])
     if state == C.WAITING:
         return True
-    return state == C.POLLING and 0 <= now_ms - int(line[C.A_POLL]) <= fresh_ms
+    return state == C.POLLING and abs(now_ms - int(line[C.A_POLL])) <= fresh_ms
 
 
 class DeadlockWatch:
