@@ -50,6 +50,12 @@ LINE = 32  # int32 words in a line: 128 bytes, room for an agent's 18 fields
 HOST_SLOT = MAX_BLOCKS
 SLOTS = MAX_BLOCKS + 1
 
+
+def agent_id(rank: int, slot: int) -> int:
+    """The run-wide id of the agent in ``slot`` of ``rank`` (schedule mode's agents, a deferred
+    block thread's key)."""
+    return rank * SLOTS + slot
+
 # header lines
 _H_INFO, _H_ABORT, _H_REPORTER, _H_ACTIVE, _H_HOSTBAR = 0, 1, 2, 3, 4
 _HEADER_LINES = 6

@@ -487,7 +487,8 @@ class Launch:
         defer = rt.model.inline_streams  # one agent at a time: woken once the host passes the turn
         self.threads = [block_threads.start(
             rt._block_main, (a, self.kernel, self.args, self.kwargs, self.errors),
-            f"shmcomm-r{rt.rank}-b{a.block_idx}", defer, a.slot) for a in agents]
+            f"shmcomm-r{rt.rank}-b{a.block_idx}", defer, C.agent_id(rt.rank, a.slot))
+            for a in agents]
         self.started = True  # after the starts: `done` must not see unstarted threads
         self._go.set()
 

@@ -203,8 +203,7 @@ def record_enabled(sh: Shared, step: int, enabled: Sequence[int]) -> None:
     sh.en_start[step + 1] = end
 
 
-def agent_id(rank: int, slot: int) -> int:
-    return rank * C.SLOTS + slot
+agent_id = C.agent_id
 
 
 def agent_name(aid: int) -> str:
@@ -285,7 +284,7 @@ class Scheduler:
         finally:
             sh.wrank[aid] = -1
 
-    def await_turn(self, aid: int, fresh: bool = False, passed_to: int = -1) -> None:
+    def await_turn(self, aid: int, fresh: bool = False, passed_to: int | None = None) -> None:
         """Sleep until ``aid`` holds the turn; raises :class:`Aborted` when the run aborts.
         ``fresh``: a block's start (its first point then takes no step of its own).
         ``passed_to``: the agent ``aid`` just gave the turn to (its thread is woken first)."""
@@ -296,8 +295,8 @@ class Scheduler:
         go, cell = turn
         self.threads[aid] = (threading.get_ident(), threading.get_native_id())
         # the blocks a launch handed the turn holder, now that it passed it (the one it passed
-        # the turn to first, if it is one of them)
-        release_deferred(passed_to % _SLOTS if passed_to // _SLOTS == aid // _SLOTS else None)
+        # the turn to first, if it is one of them: they are keyed by agent id)
+        release_deferred(passed_to)
         while cell.value == 0:
             if self.abort.value:
                 self._raise_aborted(aid)
