@@ -37,9 +37,9 @@ class Agent:
     """Execution state of one block thread (``slot`` = block index) or host thread."""
 
     __slots__ = ("rt", "rank", "slot", "block_idx", "block_num", "ctl", "line", "state_addr", "state_cp",
-                 "seq", "policy", "spin_s", "wait_timeout", "pipes", "hooks", "fences", "rng", "ub_used",
-                 "is_host", "active", "kernel", "wait_fields", "since_cell", "poll_cell", "polling",
-                 "stall_s", "ub", "first_slot", "__weakref__")
+                 "seq", "policy", "spin_s", "wait_timeout", "pipes", "hooks", "fences", "seed", "_rng",
+                 "ub_used", "is_host", "active", "kernel", "wait_fields", "since_cell", "poll_cell",
+                 "polling", "stall_s", "ub", "first_slot", "__weakref__")
 
     def __init__(self, rt: RankRuntime, slot: int, block_num: int, seed: int,
                  block_idx: int | None = None) -> None:
@@ -70,7 +70,8 @@ class Agent:
         self.policy = cfg.wait_policy
         self.spin_s = cfg.spin_us * 1e-6
         self.wait_timeout = cfg.wait_timeout
-        self.rng = random.Random(seed)
+        self.seed = seed  # of the block's own stream (rng), made at its first use
+        self._rng: random.Random | None = None
         self.ub_used = 0
         self.ub: Any = None  # the block's UB as bytes, made at the first TASSIGN
         self.first_slot = slot - max(self.block_idx, 0)  # the launch's block 0 (SYNCALL counter)
@@ -79,6 +80,15 @@ class Agent:
         self.hooks: Any = None  # the same model when it observes scalar instructions, else None
         self.fences: Any = None  # the same model when pipe_barrier / dsb do anything in it
         self.kernel: Any = None  # the kernel function of the launch (reports point at it)
+
+    @property
+    def rng(self) -> random.Random:
+        """The block's seeded stream (made when first asked for: seeding one costs 4 us, and
+        only a hazard model draws from it)."""
+        rng = self._rng
+        if rng is None:
+            rng = self._rng = random.Random(self.seed)
+        return rng
 
     def set_state(self, state: int) -> None:
         at.store(self.state_addr, state)

@@ -35,7 +35,7 @@ from ...core.heap import SymmetricArray
 from ...core.model import BlockModel, RankModel, StepClock, atomic_add
 from ...types import CMP_SYMBOLS, PIPE_ALL, PIPE_MTE2, PIPE_MTE3, PIPE_NAMES, PIPE_V
 from ..trace import HostTrace, block_tracer, close_block
-from .checkers import CHECKER_CLASSES, observer_table
+from .checkers import NO_OBSERVERS, Observers
 from .dma import AsyncEngine
 from .jitter import Jitter
 from .report import Advice, kernel_site
@@ -151,19 +151,23 @@ class HazardRankModel(RankModel):
 
 class _Stream:
     """The random stream of a block's due times, made at its first draw: a block that queues
-    nothing draws none (a launch made one per block, ~4 us each, while its host held the turn of
-    a scheduled run)."""
+    nothing draws none (seeding a stream costs ~4 us, paid while the host holds the turn of a
+    scheduled run). Its seed is the first draw of the block's own stream (``agent.rng``),
+    taken then too when ``seed`` is ``None``: that stream is seeded only if something draws."""
 
-    __slots__ = ("seed", "rng")
+    __slots__ = ("seed", "agent", "rng")
 
-    def __init__(self, seed: int) -> None:
-        self.seed = seed
+    def __init__(self, seed: int | None, agent: Agent) -> None:
+        self.seed, self.agent = seed, agent
         self.rng: random.Random | None = None
 
     def random(self) -> float:
         rng = self.rng
         if rng is None:
-            rng = self.rng = random.Random(self.seed)
+            seed = self.seed
+            if seed is None:
+                seed = self.agent.rng.getrandbits(64)
+            rng = self.rng = random.Random(seed)
         return rng.random()
 
 
@@ -177,9 +181,11 @@ class HazardBlockModel(BlockModel):
         self.m_pipes = "pipes" in models
         self.m_check = "checkers" in models
         self.delay = cfg.hazard_delay
-        self.rng = _Stream(agent.rng.getrandbits(64))  # due times: one stream
         clock = rank_model.step_clock
         self.wall = clock is None  # due times in seconds (else in a scheduled run's steps)
+        # due times: one stream, seeded by the block's first draw (on a step clock, where
+        # nothing else draws, at the stream's own first draw)
+        self.rng = _Stream(agent.rng.getrandbits(64) if self.wall else None, agent)
         if clock is not None:
             rng = self.rng
             self._now = clock.now  # type: ignore[method-assign]
@@ -187,15 +193,13 @@ class HazardBlockModel(BlockModel):
         self.vis = RemoteStores(self._apply) if "visibility" in models else None
         self.lines = LineModel(agent.rt.windows, self._clobber) if "lines" in models else None
         self.set_read_add = cfg.set_semantics == "read-add"
-        # jitter and idle draw from their own stream: how often a wait idles depends on timing.
-        # On a step clock (a scheduled run) there is no jitter: its seed is drawn all the same
-        # (the seeds' other draws stay put), but no Jitter is made, whose 50 us switch interval
-        # only let the rank's starting and ending threads take the GIL from the turn's holder
+        # jitter and idle draw from their own stream (the block's second draw): how often a
+        # wait idles depends on timing. On a step clock (a scheduled run) there is no jitter
+        # (its 50 us switch interval only let the rank's starting and ending threads take the
+        # GIL from the turn's holder), so no draw for it either
         self.jitter = None
-        if "jitter" in models:
-            jitter_seed = agent.rng.getrandbits(64)
-            if self.wall:
-                self.jitter = Jitter(random.Random(jitter_seed))
+        if "jitter" in models and self.wall:
+            self.jitter = Jitter(random.Random(agent.rng.getrandbits(64)))
         self.tracer = block_tracer(agent)
         if self.tracer and not self.wall:  # stamped with steps: a replay gives the same trace
             self.tracer.use_clock(self._now)
@@ -215,8 +219,7 @@ class HazardBlockModel(BlockModel):
                                self.wall) if self.m_pipes else None
         self.launch = rank_model.launch
         self.advice = rank_model.advice
-        checkers = [cls(self) for cls in CHECKER_CLASSES] if self.m_check else []
-        self.on = observer_table(checkers)  # event -> the checkers' methods
+        self.on = Observers(self) if self.m_check else NO_OBSERVERS  # event -> checkers' methods
         # the scalar hooks are wanted only by these sub-models
         self.observes = bool(self.lines or self.m_check or self.jitter or self.tracer)
 
