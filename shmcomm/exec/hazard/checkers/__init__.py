@@ -38,6 +38,8 @@ finding a real failure, on every correct program?), override the events it needs
 
 from __future__ import annotations
 
+from typing import Any
+
 from .arrival_count import ArrivalCount, ArrivalTakers
 from .base import Checker
 from .event_twice import EventTwice
@@ -57,27 +59,34 @@ EVENTS = ("notify", "wait", "stored", "drained", "fenced", "set_flag", "finish",
           "clobber")
 
 
-def observers(checkers: list[Checker], event: str) -> tuple:
-    """The bound ``event`` methods of the checkers that override it."""
-    return tuple(getattr(c, event) for c in checkers if event in _overrides(type(c)))
+class Observers(dict):
+    """``event -> `` the bound methods of a block's checkers that override it, each entry made
+    at its event's first use, and each checker at its first event (every block of every launch
+    makes a table, and most blocks see few of the events: making all eight checkers up front
+    was two thirds of a hazard block model's setup). A checker's state starts at its first
+    event, where it would have been had it been made with the block."""
+
+    __slots__ = ("block", "made")
+
+    def __init__(self, block: Any) -> None:
+        super().__init__()
+        self.block = block
+        self.made: dict[type, Checker] = {}
+
+    def __missing__(self, event: str) -> tuple:
+        made, out = self.made, []
+        for cls in _BY_EVENT[event]:
+            c = made.get(cls)
+            if c is None:
+                c = made[cls] = cls(self.block)
+            out.append(getattr(c, event))
+        got = self[event] = tuple(out)
+        return got
 
 
-def observer_table(checkers: list[Checker]) -> dict[str, tuple]:
-    """``event -> observers(checkers, event)`` for every event (every block makes one)."""
-    on: dict[str, list] = {e: [] for e in EVENTS}
-    for c in checkers:
-        for e in _overrides(type(c)):
-            on[e].append(getattr(c, e))
-    return {e: tuple(m) for e, m in on.items()}
+NO_OBSERVERS: dict[str, tuple] = {e: () for e in EVENTS}  # checkers off (read, never written)
 
-
-_OVERRIDES: dict[type, tuple[str, ...]] = {}
-
-
-def _overrides(cls: type) -> tuple[str, ...]:
-    """The events ``cls`` overrides (asked for each block of every launch: kept per class)."""
-    got = _OVERRIDES.get(cls)
-    if got is None:
-        got = _OVERRIDES[cls] = tuple(e for e in EVENTS
-                                      if getattr(cls, e) is not getattr(Checker, e))
-    return got
+# event -> the checker classes that override it, in CHECKER_CLASSES' order
+_BY_EVENT: dict[str, tuple[type[Checker], ...]] = {
+    e: tuple(c for c in CHECKER_CLASSES if getattr(c, e) is not getattr(Checker, e))
+    for e in EVENTS}
