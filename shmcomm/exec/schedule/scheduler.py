@@ -32,6 +32,7 @@ Layout of the shared area (little-endian, 8-byte words unless said)::
              is (signal, host barrier, SYNCALL, GM word); a stale poller's polled word too
     stale    per id: its last step was a stale poll
     prio     per id: PCT priority
+    blocks   per rank: its live blocks
     changes  PCT change steps
     report   a deadlock's wait-for table (UTF-8)
     record   per step: the agent chosen (int16), the agent that decided (int16), its op (uint8)
@@ -105,6 +106,7 @@ _PARTS: tuple[tuple[str, _Format, Any], ...] = (
     ("wrank", "i", ("agents", 1)), ("woff", "q", ("agents", 1)), ("wcmp", "i", ("agents", 1)),
     ("wval", "i", ("agents", 1)), ("wkind", "i", ("agents", 1)), ("stale", "i", ("agents", 1)),
     ("prio", "q", ("agents", 1)),
+    ("blocks", "i", ("agents", 1)),  # per rank: its live blocks (a joining host waits for 0)
     ("changes", "q", MAX_PCT_DEPTH), ("report_area", "B", REPORT_BYTES),
     ("en_start", "i", EN_STEPS + 1),  # step i's enabled agents: en_ids[en_start[i]:en_start[i+1]]
     ("rec_next", "h", MAX_STEPS), ("rec_me", "h", MAX_STEPS), ("rec_op", "B", MAX_STEPS),
@@ -153,6 +155,7 @@ class Shared:
     wkind: memoryview
     stale: memoryview
     prio: memoryview
+    blocks: memoryview
     changes: memoryview
     rec_next: memoryview
     rec_me: memoryview
@@ -216,6 +219,8 @@ def register(sh: Shared, aid: int, state: int = RUNNABLE) -> None:
     n = sh.hdr[H_LIVE]
     sh.live[n] = aid
     sh.hdr[H_LIVE] = n + 1
+    if aid % _SLOTS != _HOST:
+        sh.blocks[aid // _SLOTS] += 1
     sh.state[aid] = state
     sh.pending[aid] = 0
     sh.yielded[aid] = 0
@@ -397,22 +402,24 @@ class Scheduler:
     def _remove_live(self, aid: int) -> None:
         sh = self.sh
         n = sh.hdr[H_LIVE]
-        ids = list(sh.live[:n])
+        live = sh.live
+        ids = live[:n].tolist()
         if aid in ids:
-            ids.remove(aid)
-            for i, a in enumerate(ids):
-                sh.live[i] = a
+            i = ids.index(aid)
+            for j in range(i, n - 1):  # the later ones move up: registration order stays
+                live[j] = ids[j + 1]
             sh.hdr[H_LIVE] = n - 1
+            if aid % _SLOTS != _HOST:
+                sh.blocks[aid // _SLOTS] -= 1
 
     def enabled(self) -> list[int]:
         """The live agents that can take a step now, in registration order."""
         sh = self.sh
-        state, pending, wrank, woff, wcmp, wval, yielded = (
-            sh.state, sh.pending, sh.wrank, sh.woff, sh.wcmp, sh.wval, sh.yielded)
+        state, pending, wrank, woff, wcmp, wval, yielded, blocks = (
+            sh.state, sh.pending, sh.wrank, sh.woff, sh.wcmp, sh.wval, sh.yielded, sh.blocks)
         cells, cell_of = self._cells, self._cell
         ids = sh.live[:sh.hdr[H_LIVE]].tolist()
         out = []
-        busy = None  # the ranks with a live block, made once a joining host needs it
         live = None  # the live ids as a set, made once a host joining one launch needs it
         for a in ids:
             s = state[a]
@@ -436,9 +443,7 @@ class Scheduler:
                     if live.isdisjoint(range(lo, lo + wval[a])):
                         out.append(a)
                     continue
-                if busy is None:
-                    busy = {x // _SLOTS for x in ids if x % _SLOTS != _HOST}
-                if a // _SLOTS not in busy:
+                if not blocks[a // _SLOTS]:  # all of its rank's blocks are done
                     out.append(a)
         return out
 
