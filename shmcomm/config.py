@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import functools
 import os
 import warnings
 from collections.abc import Callable, Iterable, Mapping
@@ -71,7 +72,7 @@ class Setting:
     short: str | None = None
     metavar: str | None = None
 
-    @property
+    @functools.cached_property
     def env(self) -> str:
         return "SHMCOMM_" + self.name.upper()
 
@@ -347,10 +348,14 @@ def from_env(env: Mapping[str, str] | None = None, names: Iterable[str] | None =
              ) -> dict[str, Any]:
     """The settings that ``SHMCOMM_*`` variables give (parsed and checked), by name."""
     env = os.environ if env is None else env
+    # one scan of the names (os.environ encodes the key of every lookup: 28 of them cost more)
+    found = {k: env[k] for k in env if k.startswith("SHMCOMM_")}
     out: dict[str, Any] = {}
+    if not found:
+        return out
     for name in BY_NAME if names is None else names:
         s = BY_NAME[name]
-        raw = env.get(s.env)
+        raw = found.get(s.env)
         if raw is not None and raw != "":
             out[name] = s.parse(raw, f"environment variable {s.env}")
     return out
