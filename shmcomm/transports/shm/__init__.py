@@ -171,12 +171,21 @@ class ShmTransport(Transport):
                            for a in range(b + self.size, b + self.size + 4 * SLEEPER_BUCKETS, 4)]
                           for b in self.bases]
         self._locks = [b + self.size + 64 for b in self.bases]
+        self._words: dict[int, ShmWord] = {}
 
     # -- words and views ---------------------------------------------------------------------
 
     def word(self, rank: int, offset: int) -> ShmWord:
-        return ShmWord(rank, offset, self.bases[rank] + offset,
-                       self._sleepers[rank][sleeper_bucket(offset)])
+        """The word at ``offset`` of ``rank``'s window. A signal-matrix word is made once and
+        kept with the mapping (immutable; a pool's rank makes the same Signals every run)."""
+        key = (rank << 40) | offset
+        w = self._words.get(key)
+        if w is None:
+            w = ShmWord(rank, offset, self.bases[rank] + offset,
+                        self._sleepers[rank][sleeper_bucket(offset)])
+            if offset < self.signal_bytes:  # (bounded by the matrix; heap words are not kept)
+                self._words[key] = w
+        return w
 
     def control_word(self, address: int) -> ShmWord:
         return ShmWord(-1, 0, address, None)
@@ -229,6 +238,7 @@ class ShmTransport(Transport):
 
     def close(self) -> None:
         self._sleepers = []
+        self._words = {}
         for s in self.segments:
             s.close()
         self.segments = []
