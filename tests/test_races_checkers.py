@@ -317,3 +317,25 @@ def test_advisory_and_exact_checkers_are_declared():
     assert set(ADVISORY) == {"notify-unfenced", "phase-reuse", "stale-at-launch",
                              "arrival-takers"}
     assert set(CHECKERS) == set(EXACT) | set(ADVISORY)
+
+
+def test_a_blocks_checkers_are_made_at_their_first_event_and_shared_by_its_events():
+    """A block's event table makes each checker at the first event it observes, once: the
+    checker that watches stores and notifies sees both through one state."""
+    from shmcomm.exec.hazard.checkers import CHECKER_CLASSES, EVENTS, Observers
+    from shmcomm.exec.hazard.checkers.notify_unfenced import NotifyUnfenced
+
+    class Block:
+        agent = None
+
+    on = Observers(Block())
+    assert on.made == {}
+    assert on["clobber"] and len(on.made) == 1  # only the line checker so far
+    stored, notify = on["stored"], on["notify"]
+    unfenced = on.made[NotifyUnfenced]
+    assert any(getattr(f, "__self__", None) is unfenced for f in stored)
+    assert any(getattr(f, "__self__", None) is unfenced for f in notify)
+    for e in EVENTS:
+        on[e]
+    assert set(on.made) == set(CHECKER_CLASSES)  # every checker observes some event
+    assert on["notify"] is notify  # an event's table is made once

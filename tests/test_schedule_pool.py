@@ -111,3 +111,37 @@ def test_closing_the_pool_leaves_no_process_or_segment():
     assert _children() - before == set()
     mine = [n for n in os.listdir("/dev/shm") if n.startswith(f"shmcomm.{os.getpid()}.")]
     assert mine == []
+
+
+def test_a_joining_host_is_enabled_once_its_ranks_blocks_have_left_the_live_list():
+    """The scheduler's bookkeeping of live agents: registration order survives removals, and a
+    host joining all of its blocks is enabled exactly when none of its rank's blocks is live."""
+    import ctypes
+
+    from shmcomm.core import control as C
+    from shmcomm.exec.schedule import scheduler as S
+
+    nranks = 2
+    buf = ctypes.create_string_buffer(S.shared_bytes(nranks))
+    sched = S.Scheduler.__new__(S.Scheduler)
+    sched.sh, sched._cells = S.Shared(ctypes.addressof(buf), nranks), {}
+    sh = sched.sh
+    host0, host1 = S.agent_id(0, C.HOST_SLOT), S.agent_id(1, C.HOST_SLOT)
+    blocks0 = [S.agent_id(0, b) for b in range(3)]
+    block1 = S.agent_id(1, 0)
+    for a in (host0, host1, *blocks0, block1):
+        S.register(sh, a)
+    assert list(sh.blocks[:nranks]) == [3, 1]
+    sh.state[host0] = sh.state[host1] = S.JOINING
+    sh.wrank[host0] = sh.wrank[host1] = -1
+    assert sched.enabled() == [*blocks0, block1]
+    sched._remove_live(blocks0[1])
+    assert sh.live_ids() == [host0, host1, blocks0[0], blocks0[2], block1]
+    sched._remove_live(block1)
+    assert sched.enabled() == [host1, blocks0[0], blocks0[2]]
+    sched._remove_live(blocks0[0])
+    sched._remove_live(blocks0[2])
+    sched._remove_live(blocks0[2])  # not live any more: nothing changes
+    assert list(sh.blocks[:nranks]) == [0, 0]
+    assert sched.enabled() == [host0, host1]
+    sh.release()

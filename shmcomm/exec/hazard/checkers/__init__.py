@@ -77,8 +77,8 @@ class Observers(dict):
         made, out = self.made, []
         for cls in _BY_EVENT[event]:
             c = made.get(cls)
-            if c is None:
-                c = made[cls] = cls(self.block)
+            if c is None:  # (setdefault: two threads' first events still share one checker)
+                c = made.setdefault(cls, cls(self.block))
             out.append(getattr(c, event))
         got = self[event] = tuple(out)
         return got
