@@ -202,6 +202,7 @@ def test_run_model_defaults_are_no_ops():
         writer.close()
     assert m.hint(host_put_notify, ()) == "" and m.schedule is None
     assert m.shared_bytes == 0 and m.conns == [] and m.config is cfg
+    assert m.first_rank is None and not m.one_at_a_time and m.turn_cpu is None
     with pytest.raises(NotImplementedError, match="rank_model"):
         m(object())
     m.set_trace("/tmp/x.json")

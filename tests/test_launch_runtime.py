@@ -238,3 +238,83 @@ def test_ranks_are_pinned_round_robin_when_they_outnumber_the_cpus():
         again = pool.run(_affinities, blocks=2)
     assert [h for h, _ in pinned] == [h for h, _ in again] == [[cpus[r % n]] for r in range(n)]
     assert all(h == b[0] == b[1] == cpus for h, b in free), free
+
+
+def _one_cpu(affinities):
+    """The one CPU every rank and block of a run's ``affinities`` is on (asserted)."""
+    cpus = {tuple(c) for host, blocks in affinities for c in (host, *blocks)}
+    assert len(cpus) == 1 and len(next(iter(cpus))) == 1, affinities
+    return next(iter(cpus))[0]
+
+
+@pytest.mark.xdist_group("cpu-claims")  # (the claims are the box's: not beside each other)
+def test_a_scheduled_run_keeps_every_rank_on_one_cpu_no_other_run_holds():
+    """One agent at a time runs in schedule mode: every rank and block of the run is on one
+    CPU (a hand-off of the turn is then a switch, not a wake of another CPU), whatever the
+    number of ranks, and never on a CPU another run holds; with every CPU held, or
+    pin_ranks=False, the ranks are placed as in any other run. A pool follows each run."""
+    from shmcomm.launch.turncpu import claim_cpu
+
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("one CPU: nothing to choose")
+    n = len(cpus)
+    for nranks in (2, n + 1):
+        assert _one_cpu(shmcomm.run(_affinities, nranks=nranks, blocks=2, mode="schedule")) in cpus
+    free = shmcomm.run(_affinities, nranks=n, blocks=2, mode="schedule", pin_ranks=False)
+    assert all(h == b[0] == b[1] == cpus for h, b in free), free
+    held = [claim_cpu(cpus)]  # as another run would (another test worker's run may hold one)
+    try:
+        got = shmcomm.run(_affinities, nranks=2, blocks=2, mode="schedule")
+        if held[0] is not None and len({tuple(c) for h, b in got for c in (h, *b)}) == 1:
+            assert _one_cpu(got) != held[0].cpu
+        while held[-1] is not None:  # now every CPU is held: the ranks are spread
+            held.append(claim_cpu(cpus))
+        spread = shmcomm.run(_affinities, nranks=n, blocks=2, mode="schedule")
+        assert [h for h, _ in spread] == [[c] for c in cpus], spread
+    finally:
+        for c in held:
+            if c is not None:
+                c.release()
+    with shmcomm.Pool(nranks=n) as pool:
+        one = pool.run(_affinities, blocks=2, mode="schedule")
+        spread = pool.run(_affinities, blocks=2)
+    assert _one_cpu(one) in cpus
+    assert [h for h, _ in spread] == [[c] for c in cpus], spread
+
+
+@pytest.mark.xdist_group("cpu-claims")
+def test_a_cpu_claim_is_one_runs_and_ends_with_it():
+    """A claim holds its CPU against every other claim until released; a forked child does not
+    keep its parent's claim."""
+    from shmcomm.launch.turncpu import claim_cpu
+
+    cpus = sorted(os.sched_getaffinity(0))
+    first = claim_cpu(cpus)
+    assert first is not None
+    second = claim_cpu(cpus)
+    try:
+        assert second is None or second.cpu != first.cpu
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child lives on while the parent releases: the claim ends all the same
+            os.write(w, b"x")  # (its fork handlers, which drop the claim, have run by now)
+            time.sleep(5.0)
+            os._exit(0)
+        os.close(w)
+        try:
+            assert os.read(r, 1) == b"x"
+            os.close(r)
+            first.release()
+            first.release()  # twice: nothing more
+            again = [claim_cpu(cpus) for _ in cpus]
+            assert first.cpu in {c.cpu for c in again if c is not None}
+            for c in again:
+                if c is not None:
+                    c.release()
+        finally:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+    finally:
+        if second is not None:
+            second.release()

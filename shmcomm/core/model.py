@@ -300,11 +300,16 @@ class RunModel:
       ``prepare`` and in each rank process before the run;
     * ``first_rank``: after ``prepare``, the rank the run needs first (a scheduled run's first
       agent's), which the launcher starts before the others; ``None``: rank order.
+    * ``one_at_a_time``: the model runs one agent of the whole run at a time (a scheduled run);
+      the launcher then keeps every rank on one CPU (``pin_ranks``), its choice in
+      ``turn_cpu`` (``None``: the ranks are spread as in any other run).
     """
 
     shared_bytes = 0
     schedule: Any = None
     first_rank: int | None = None
+    one_at_a_time = False
+    turn_cpu: int | None = None
 
     def __init__(self, config: Config,
                  rank_model: Callable[[Any], RankModel] | None = None) -> None:

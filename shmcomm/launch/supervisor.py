@@ -38,7 +38,6 @@ from ..core import control as C
 from ..core.gm import Windows
 from ..core.model import RankModel, RunModel
 from ..core.runtime import KernelError
-from ..core.runtime import RankRuntime as CoreRuntime
 from ..errors import (
     Aborted,
     ArgumentError,
@@ -62,6 +61,7 @@ from .reaping import reapable_children
 from .resources import death_hint, oom_kills
 from .stuck import STACK_SIGNAL, StoppedWatch, WaitLog, stuck_report
 from .tracefile import TraceFile
+from .turncpu import CpuClaim, claim_cpu
 
 POLL_S = 0.02
 STOP_GRACE_S = 1.0
@@ -152,6 +152,7 @@ class _Launcher:
         self.oom_before = oom_kills()  # a rank SIGKILLed after this count grew: out of memory
         self.started_at: float | None = None  # when supervision began
         self.stalled_s = 0.0  # time the launcher itself was stopped (not run time)
+        self.cpu_claim: CpuClaim | None = None  # the CPU a scheduled run keeps its ranks on
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -173,6 +174,7 @@ class _Launcher:
         reapable = reapable_children()  # a rank's SIGSEGV is lost if SIGCHLD is ignored
         try:
             try:
+                self._claim_cpu()
                 self._start()
                 self._supervise()
                 self._check_complete()
@@ -190,6 +192,8 @@ class _Launcher:
                 self._overran()
                 self._release()
         finally:
+            if self.cpu_claim is not None:
+                self.cpu_claim.release()
             restore()
             reapable()
             if trace is not None:
@@ -241,6 +245,19 @@ class _Launcher:
                     "open-files limit, ulimit -n, or lower nranks)") from None
         for rank in start_order(cfg.nranks, self.model.first_rank):
             self._spawn(rank)
+
+    def _claim_cpu(self) -> None:
+        """A run that executes one agent at a time keeps its ranks on one CPU that no other
+        run holds (``pin_ranks``): each hand-off of the turn is then a switch on that CPU, not
+        a wake of another (see :mod:`.turncpu`)."""
+        self.model.turn_cpu = None
+        if not (self.config.pin_ranks and self.model.one_at_a_time):
+            return
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) >= 2:
+            self.cpu_claim = claim_cpu(cpus)
+            if self.cpu_claim is not None:
+                self.model.turn_cpu = self.cpu_claim.cpu
 
     def _processes(self) -> RunProcesses:
         """Who tracks the run's processes and their descendants (one per run here)."""
@@ -680,15 +697,19 @@ _ALLOWED: list[int] = []
 _pinned: list[int | None] = [None]  # the CPU this rank process is pinned to
 
 
-def pin_rank(rank: int, nranks: int, pin: bool) -> None:
+def pin_rank(rank: int, nranks: int, pin: bool, turn_cpu: int | None = None) -> None:
     """With ``pin``, pin this rank process (every thread it has; threads it starts later
-    inherit it) to one of the launcher's CPUs, round robin, when the ranks are at least as many
-    as those CPUs; else let it run on all of them. Left to itself the kernel often keeps 5 or 6
-    of 8 short-waiting ranks on one of 2 cores, and every barrier then waits for that core:
-    at 8 ranks x 1 block a barrier took 1.3-1.6x as long. A pool's later runs keep the pin
-    (nothing to do) or change it."""
+    inherit it) to ``turn_cpu`` (a run of one agent at a time: every rank on the CPU its
+    launcher claimed), else to one of the launcher's CPUs, round robin, when the ranks are at
+    least as many as those CPUs; else let it run on all of them. Left to itself the kernel often
+    keeps 5 or 6 of 8 short-waiting ranks on one of 2 cores, and every barrier then waits for
+    that core: at 8 ranks x 1 block a barrier took 1.3-1.6x as long. A pool's later runs keep
+    the pin (nothing to do) or change it."""
     cpus = _ALLOWED or sorted(os.sched_getaffinity(0))
-    cpu = cpus[rank % len(cpus)] if pin and nranks >= len(cpus) >= 2 else None
+    if pin and turn_cpu is not None and turn_cpu in cpus:
+        cpu: int | None = turn_cpu
+    else:
+        cpu = cpus[rank % len(cpus)] if pin and nranks >= len(cpus) >= 2 else None
     if _pinned[0] == cpu:
         return
     for tid in os.listdir("/proc/self/task"):
@@ -731,14 +752,13 @@ def collect_after_run(runs: int) -> None:
 
 
 def serve_run(rank: int, config: Config, transport: ShmTransport, ctl: C.Control,
-              conn: Connection, host: Callable, args: tuple,
-              model: Callable[[CoreRuntime], RankModel],
+              conn: Connection, host: Callable, args: tuple, model: RunModel,
               checked: Callable[[Any], Any] | None = None) -> int:
     """One run's work in a rank process: ``host(rt, *args)``, its result or failure sent to the
     launcher. ``checked``: what a passing result becomes once the model has closed (a pool's
     check of what the run left in the process). Returns the rank's exit status."""
     sys.setswitchinterval(config.switch_interval)
-    pin_rank(rank, config.nranks, config.pin_ranks)
+    pin_rank(rank, config.nranks, config.pin_ranks, model.turn_cpu)
     ctl.set_rank(rank, C.R_PID, os.getpid())
     ctl.set_rank(rank, C.R_STATE, C.R_RUNNING)
     msg: tuple[str, Any]

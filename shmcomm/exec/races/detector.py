@@ -162,6 +162,10 @@ class RaceDetector(RunModel):
     def first_rank(self) -> int | None:  # type: ignore[override]
         return self.inner.first_rank
 
+    @property
+    def one_at_a_time(self) -> bool:  # type: ignore[override]
+        return self.inner.one_at_a_time
+
     def prepare(self, ctl: Any) -> None:
         if self.clocks is None:  # a run of its own: the ranks inherit these at their fork
             self.clocks = WordClocks(self.layout)

@@ -51,6 +51,8 @@ class ScheduleMode(RunModel):
     schedule back after they end (``collect``; then ``schedule`` holds it). ``config`` is the
     run's configuration: a replay takes the recorded run's seed and schedule options."""
 
+    one_at_a_time = True
+
     def __init__(self, config: Config, choices: list[int] | None = None,
                  record_enabled: bool = False) -> None:
         super().__init__(config)
