@@ -280,3 +280,35 @@ def _interrupt(programs: str, program: str, signum: int, status: int, text: str)
     assert err.count(text) == 1, err
     assert "Traceback" not in err
     _assert_no_mpi_files_left(out)
+
+
+_DRAINER = """
+import sys, time
+from shmcomm.launch.mpi import drain_stderr
+sys.stderr.write("report\\n"); sys.stderr.flush()
+t0 = time.monotonic()
+read = drain_stderr(float(sys.argv[1]))
+print(read, time.monotonic() - t0, time.monotonic(), flush=True)
+"""
+
+
+def test_a_report_waits_until_its_stderr_pipe_was_read_before_the_abort():
+    """A rank's report goes out through a pipe that mpiexec's proxy reads: the rank waits until
+    the pipe holds nothing more (bounded) before it aborts the job, or the proxy could miss it."""
+    for timeout, reader in ((30.0, True), (0.3, False)):
+        p = subprocess.Popen([sys.executable, "-c", _DRAINER, str(timeout)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        try:
+            if reader:
+                time.sleep(0.5)
+                read_at = time.monotonic()  # (the clock is the box's: comparable across processes)
+                assert p.stderr.readline() == "report\n"
+            got, waited, returned_at = p.stdout.readline().split()
+            assert got == str(reader)
+            if reader:
+                assert float(returned_at) >= read_at, (returned_at, read_at)
+            else:
+                assert float(waited) >= timeout, waited
+        finally:
+            p.kill()
+            p.communicate()

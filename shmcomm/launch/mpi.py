@@ -23,9 +23,13 @@ them, so a killed rank or ``mpiexec`` leaves nothing behind.
 
 from __future__ import annotations
 
+import array
+import fcntl
 import os
 import signal
+import stat
 import sys
+import termios
 import threading
 import time
 import traceback
@@ -48,6 +52,7 @@ POLL_S = 0.05
 GATHER_S = 5.0  # how long rank 0 waits for the other ranks' pending waits after a timeout
 KILL_WAIT_S = 30.0  # a rank stopped by another's failure waits this long for MPI_Abort to come
 INTERRUPT_WAIT_S = 2.0  # the same after a forwarded Ctrl-C / SIGTERM, which must end promptly
+STDERR_DRAIN_S = 2.0  # how long a report waits for mpiexec to read it before MPI_Abort
 EXIT_FAILURE, EXIT_TIMEOUT, EXIT_INTERRUPTED = 1, 124, 130
 _TAG_WAITS = 71
 
@@ -108,6 +113,7 @@ def run_mpi(host: Callable[..., Any], config: Config, args: tuple = (),
         reporter = _claim_report(transport, ctl, rank)  # one rank says so; every rank stops
         if reporter:
             print(f"shmcomm run {how}; every rank was stopped", file=sys.stderr, flush=True)
+            drain_stderr(STDERR_DRAIN_S)
         unlink_mpi_segments()
         if not reporter:  # the signal reached every rank: an Abort from here could kill the
             time.sleep(INTERRUPT_WAIT_S)  # reporter before its line is out; its Abort ends us
@@ -202,11 +208,36 @@ def _die(world: Any, message: str, code: int) -> None:
     """Print ``message`` on stderr and stop every rank of the job with ``MPI_Abort``."""
     sys.stdout.flush()
     print(message, file=sys.stderr, flush=True)
+    drain_stderr(STDERR_DRAIN_S)
     try:
         unlink_mpi_segments()
     finally:
         world.Abort(code)
         os._exit(code)  # should Abort ever return, this rank still ends here
+
+
+def drain_stderr(timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds until what this process wrote to stderr has been read,
+    when stderr is a pipe (mpiexec's proxy forwards a rank's output through one): an
+    ``MPI_Abort`` right after the report can end the job before the proxy read it, and the
+    user is left with an exit status and no reason. True once read (or not a pipe)."""
+    try:
+        if not stat.S_ISFIFO(os.fstat(2).st_mode):
+            return True
+    except OSError:
+        return True
+    unread = array.array("i", [0])
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.ioctl(2, termios.FIONREAD, unread, True)  # bytes still in the pipe
+        except OSError:
+            return True
+        if unread[0] == 0:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.001)
 
 
 def mapped_mpi_segments() -> list[str]:
