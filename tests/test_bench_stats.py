@@ -85,14 +85,15 @@ def test_argument_types(make, text, ok):
 
 
 @pytest.mark.parametrize("name", ["race_overhead", "runs_per_second", "schedule_strategies",
-                                  "hazard_overhead"])
+                                  "hazard_overhead", "handoff_latency"])
 def test_small_benchmarks_document_every_option(name):
     assert_every_option_documented(_load(name).build_parser())
 
 
 @pytest.mark.parametrize("name, argv", [("race_overhead", ["--reps", "0"]),
                                         ("runs_per_second", ["--modes", "fast"]),
-                                        ("hazard_overhead", ["--nranks", "65"])])
+                                        ("hazard_overhead", ["--nranks", "65"]),
+                                        ("handoff_latency", ["--iters", "5"])])
 def test_small_benchmarks_refuse_bad_arguments(name, argv, capsys):
     with pytest.raises(SystemExit) as exc:
         _load(name).build_parser().parse_args(argv)
@@ -117,3 +118,23 @@ def test_runs_per_second_profile_counts_the_ranks_host_and_kernels(capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("profiled CPU over all ranks: ") and "calls per run" in out[0]
     assert len(out) == 2 + 5 and all("us/run" not in row for row in out[2:])
+
+
+@pytest.mark.timeout(120)
+def test_handoff_latency_prints_every_figure(capsys):
+    """The futex hand-off on one CPU, on two and left to the kernel, and a scheduled run's cost
+    per point: each printed as a number (none asserted: the box is shared)."""
+    import re
+
+    assert _load("handoff_latency").main(["--iters", "50", "--repeats", "2", "--points", "3",
+                                          "--runs", "2", "--nranks", "2", "--blocks", "2"]) == 0
+    out = capsys.readouterr().out
+    names = ["both on one CPU", "left to the kernel", "a run of the kernel with no points",
+             "one scheduling point (hand-off included)"]
+    if len(os.sched_getaffinity(0)) > 1:
+        names.append("on two different CPUs")
+    for name in names:
+        m = re.search(re.escape(name) + r" +(-?[0-9.]+) (us|ms)", out)
+        assert m, (name, out)
+        if name != names[3]:  # (the point's cost is a difference of two runs: it may be noise)
+            assert float(m.group(1)) > 0, (name, out)
