@@ -11,7 +11,9 @@ under that hand-off and what a step costs on top of it:
   wake on another CPU can cost ten times one on the same CPU (an inter-processor interrupt).
 * ``step``: schedule mode on a pool, a kernel whose blocks each take ``--points`` scheduling
   points (a ``TNOTIFY`` to a word of their own), against the same kernel with none; the
-  difference over the points is one step's cost, hand-off included.
+  difference over the points is one step's cost, hand-off included. Measured with the ranks
+  where a scheduled run keeps them (every one on one CPU, ``pin_ranks``) and, alternating in
+  the same repeats, left to the kernel (``pin_ranks=False``).
 
     python benchmarks/handoff_latency.py [--iters 2000] [--repeats 5] [--points 20]
                                          [--nranks 8] [--blocks 4] [--no-step]
@@ -114,21 +116,22 @@ def points_host(rt, points: int) -> None:
     rt.launch(_points_kernel, args=(points,))
 
 
-def step_cost(pool: shmcomm.Pool, blocks: int, points: int, runs: int) -> tuple[float, float]:
+def step_cost(pool: shmcomm.Pool, blocks: int, points: int, runs: int,
+              pin: bool) -> tuple[float, float]:
     """Milliseconds per run of the kernel with ``points`` points per block and with none."""
     out = []
     for n in (points, 0):
         t0 = time.perf_counter()
         for i in range(runs):
             pool.run(points_host, args=(n,), blocks=blocks, seed=i, mode="schedule",
-                     detect_races=False)
+                     detect_races=False, pin_ranks=pin)
         out.append(1e3 * (time.perf_counter() - t0) / runs)
     return out[0], out[1]
 
 
 def _row(name: str, samples: list[float], unit: str, load: float) -> None:
     st = _bench.Stats.of(samples)
-    print(f"  {name:<44} {st.median:9.1f} {unit}  ({st.q1:.1f}..{st.q3:.1f})")
+    print(f"  {name:<50} {st.median:9.1f} {unit}  ({st.q1:.1f}..{st.q3:.1f})")
     _bench.warn_if_unstable(name, st, load=load)
 
 
@@ -171,15 +174,18 @@ def main(argv: list[str] | None = None) -> int:
     total = ns.nranks * ns.blocks * ns.points
     print(f"schedule mode on a pool, {ns.nranks} ranks x {ns.blocks} blocks, {ns.points} points "
           f"per block ({total} points a run), {ns.runs} runs x {ns.repeats} repeats:")
-    per_point, empty = [], []
+    per_point: dict[bool, list[float]] = {True: [], False: []}
+    empty: dict[bool, list[float]] = {True: [], False: []}
     with shmcomm.Pool(nranks=ns.nranks) as pool:
         pool.run(points_host, args=(1,), blocks=ns.blocks, mode="schedule", detect_races=False)
         for _ in range(ns.repeats):
-            with_points, without = step_cost(pool, ns.blocks, ns.points, ns.runs)
-            per_point.append(1e3 * (with_points - without) / total)
-            empty.append(without)
-    _row("a run of the kernel with no points", empty, "ms", load)
-    _row("one scheduling point (hand-off included)", per_point, "us", load)
+            for pin in (True, False):
+                with_points, without = step_cost(pool, ns.blocks, ns.points, ns.runs, pin)
+                per_point[pin].append(1e3 * (with_points - without) / total)
+                empty[pin].append(without)
+    for pin, where in ((True, "ranks on one CPU"), (False, "ranks left to the kernel")):
+        _row(f"{where}: a run with no points", empty[pin], "ms", load)
+        _row(f"{where}: one scheduling point", per_point[pin], "us", load)
     return 0
 
 
