@@ -115,7 +115,8 @@ def test_closing_the_pool_leaves_no_process_or_segment():
 
 def test_a_joining_host_is_enabled_once_its_ranks_blocks_have_left_the_live_list():
     """The scheduler's bookkeeping of live agents: registration order survives removals, and a
-    host joining all of its blocks is enabled exactly when none of its rank's blocks is live."""
+    host joining all of its blocks is enabled exactly when none of its rank's blocks is live; one
+    joining a launch, when none of that launch's is."""
     import ctypes
 
     from shmcomm.core import control as C
@@ -144,4 +145,14 @@ def test_a_joining_host_is_enabled_once_its_ranks_blocks_have_left_the_live_list
     sched._remove_live(blocks0[2])  # not live any more: nothing changes
     assert list(sh.blocks[:nranks]) == [0, 0]
     assert sched.enabled() == [host0, host1]
+    # a host joining one launch (slots 4..5) while another launch of its rank (slot 6) runs on
+    stream = [S.agent_id(0, b) for b in (4, 5, 6)]
+    for a in stream:
+        S.register(sh, a)
+    sh.wrank[host0], sh.woff[host0], sh.wval[host0] = S.JOIN_SLOTS, 4, 2
+    assert sched.enabled() == [host1, *stream]
+    for a in stream[:2]:
+        sh.state[a] = S.DONE
+        sched._remove_live(a)
+    assert sched.enabled() == [host0, host1, stream[2]]
     sh.release()

@@ -420,7 +420,6 @@ class Scheduler:
         cells, cell_of = self._cells, self._cell
         ids = sh.live[:sh.hdr[H_LIVE]].tolist()
         out = []
-        live = None  # the live ids as a set, made once a host joining one launch needs it
         for a in ids:
             s = state[a]
             if s == RUNNABLE or s == DRAINING:
@@ -437,10 +436,13 @@ class Scheduler:
                     out.append(a)  # only to retire its pending work (yielded: PCT runs it last)
             elif s == JOINING:  # a host joining its blocks (wrank JOIN_SLOTS: one launch's)
                 if wrank[a] == JOIN_SLOTS:
-                    if live is None:  # (a scan of every live id per joining host cost more)
-                        live = set(ids)
+                    # live: registered and not done (the first block still running ends it)
                     lo = a - _HOST + woff[a]
-                    if live.isdisjoint(range(lo, lo + wval[a])):
+                    for b in range(lo, lo + wval[a]):
+                        sb = state[b]
+                        if sb != UNREG and sb != DONE:
+                            break
+                    else:
                         out.append(a)
                     continue
                 if not blocks[a // _SLOTS]:  # all of its rank's blocks are done
