@@ -132,27 +132,31 @@ def test_a_joining_host_is_enabled_once_its_ranks_blocks_have_left_the_live_list
     block1 = S.agent_id(1, 0)
     for a in (host0, host1, *blocks0, block1):
         S.register(sh, a)
-    assert list(sh.blocks[:nranks]) == [3, 1]
+
+    def done(a):  # as a scheduling point with DONE does it
+        sh.state[a] = S.DONE
+        sched._remove_live(a)
+
     sh.state[host0] = sh.state[host1] = S.JOINING
-    sh.wrank[host0] = sh.wrank[host1] = -1
+    for h in (host0, host1):  # every block slot of its rank, as Scheduler.join gives it
+        sh.woff[h], sh.wval[h] = 0, C.MAX_BLOCKS
     assert sched.enabled() == [*blocks0, block1]
-    sched._remove_live(blocks0[1])
+    done(blocks0[1])
     assert sh.live_ids() == [host0, host1, blocks0[0], blocks0[2], block1]
-    sched._remove_live(block1)
+    done(block1)
     assert sched.enabled() == [host1, blocks0[0], blocks0[2]]
-    sched._remove_live(blocks0[0])
-    sched._remove_live(blocks0[2])
+    done(blocks0[0])
+    done(blocks0[2])
     sched._remove_live(blocks0[2])  # not live any more: nothing changes
-    assert list(sh.blocks[:nranks]) == [0, 0]
+    assert sh.live_ids() == [host0, host1]
     assert sched.enabled() == [host0, host1]
     # a host joining one launch (slots 4..5) while another launch of its rank (slot 6) runs on
     stream = [S.agent_id(0, b) for b in (4, 5, 6)]
     for a in stream:
         S.register(sh, a)
-    sh.wrank[host0], sh.woff[host0], sh.wval[host0] = S.JOIN_SLOTS, 4, 2
+    sh.woff[host0], sh.wval[host0] = 4, 2
     assert sched.enabled() == [host1, *stream]
     for a in stream[:2]:
-        sh.state[a] = S.DONE
-        sched._remove_live(a)
+        done(a)
     assert sched.enabled() == [host0, host1, stream[2]]
     sh.release()

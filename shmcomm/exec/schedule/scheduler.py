@@ -32,7 +32,6 @@ Layout of the shared area (little-endian, 8-byte words unless said)::
              is (signal, host barrier, SYNCALL, GM word); a stale poller's polled word too
     stale    per id: its last step was a stale poll
     prio     per id: PCT priority
-    blocks   per rank: its live blocks
     changes  PCT change steps
     report   a deadlock's wait-for table (UTF-8)
     record   per step: the agent chosen (int16), the agent that decided (int16), its op (uint8)
@@ -55,7 +54,6 @@ from ...errors import Aborted, ShmcommError
 from ...types import CMP_FUNCS, CMP_SYMBOLS
 
 UNREG, RUNNABLE, BLOCKED, JOINING, DRAINING, DONE = range(6)
-JOIN_SLOTS = -2  # a JOINING host's wrank: it joins the slots [woff, woff + wval) only
 STATE_NAMES = ("unregistered", "runnable", "blocked", "joining", "draining", "done")
 
 # ops of a scheduling point (the record and the trace name them)
@@ -85,7 +83,7 @@ EN_STEPS = 1 << 16  # steps whose enabled agents can be recorded
 EN_IDS = 1 << 20  # agent ids those records can hold
 _WAIT_S = 0.05  # a waiting agent re-checks the abort flag this often
 _CMP = CMP_FUNCS
-_SLOTS, _HOST = C.SLOTS, C.HOST_SLOT
+_HOST = C.HOST_SLOT
 
 
 class ScheduleError(ShmcommError):
@@ -106,7 +104,6 @@ _PARTS: tuple[tuple[str, _Format, Any], ...] = (
     ("wrank", "i", ("agents", 1)), ("woff", "q", ("agents", 1)), ("wcmp", "i", ("agents", 1)),
     ("wval", "i", ("agents", 1)), ("wkind", "i", ("agents", 1)), ("stale", "i", ("agents", 1)),
     ("prio", "q", ("agents", 1)),
-    ("blocks", "i", ("agents", 1)),  # per rank: its live blocks (a joining host waits for 0)
     ("changes", "q", MAX_PCT_DEPTH), ("report_area", "B", REPORT_BYTES),
     ("en_start", "i", EN_STEPS + 1),  # step i's enabled agents: en_ids[en_start[i]:en_start[i+1]]
     ("rec_next", "h", MAX_STEPS), ("rec_me", "h", MAX_STEPS), ("rec_op", "B", MAX_STEPS),
@@ -155,7 +152,6 @@ class Shared:
     wkind: memoryview
     stale: memoryview
     prio: memoryview
-    blocks: memoryview
     changes: memoryview
     rec_next: memoryview
     rec_me: memoryview
@@ -219,8 +215,6 @@ def register(sh: Shared, aid: int, state: int = RUNNABLE) -> None:
     n = sh.hdr[H_LIVE]
     sh.live[n] = aid
     sh.hdr[H_LIVE] = n + 1
-    if aid % _SLOTS != _HOST:
-        sh.blocks[aid // _SLOTS] += 1
     sh.state[aid] = state
     sh.pending[aid] = 0
     sh.yielded[aid] = 0
@@ -280,14 +274,8 @@ class Scheduler:
         """The host ``aid`` joins its blocks: all of its rank's, or (``slots``: first slot and
         count) one launch's, so a stream launch can be joined while another stream runs."""
         sh = self.sh
-        if slots is None:
-            sh.wrank[aid] = -1
-        else:
-            sh.wrank[aid], sh.woff[aid], sh.wval[aid] = JOIN_SLOTS, slots[0], slots[1]
-        try:
-            self.switch(aid, op, JOINING)
-        finally:
-            sh.wrank[aid] = -1
+        sh.woff[aid], sh.wval[aid] = slots if slots is not None else (0, C.MAX_BLOCKS)
+        self.switch(aid, op, JOINING)
 
     def await_turn(self, aid: int, fresh: bool = False, passed_to: int | None = None) -> None:
         """Sleep until ``aid`` holds the turn; raises :class:`Aborted` when the run aborts.
@@ -409,14 +397,12 @@ class Scheduler:
             for j in range(i, n - 1):  # the later ones move up: registration order stays
                 live[j] = ids[j + 1]
             sh.hdr[H_LIVE] = n - 1
-            if aid % _SLOTS != _HOST:
-                sh.blocks[aid // _SLOTS] -= 1
 
     def enabled(self) -> list[int]:
         """The live agents that can take a step now, in registration order."""
         sh = self.sh
-        state, pending, wrank, woff, wcmp, wval, yielded, blocks = (
-            sh.state, sh.pending, sh.wrank, sh.woff, sh.wcmp, sh.wval, sh.yielded, sh.blocks)
+        state, pending, wrank, woff, wcmp, wval, yielded = (
+            sh.state, sh.pending, sh.wrank, sh.woff, sh.wcmp, sh.wval, sh.yielded)
         cells, cell_of = self._cells, self._cell
         ids = sh.live[:sh.hdr[H_LIVE]].tolist()
         out = []
@@ -434,18 +420,13 @@ class Scheduler:
                     yielded[a] = 0  # it can make progress: no longer a mere retirement step
                 elif pending[a]:
                     out.append(a)  # only to retire its pending work (yielded: PCT runs it last)
-            elif s == JOINING:  # a host joining its blocks (wrank JOIN_SLOTS: one launch's)
-                if wrank[a] == JOIN_SLOTS:
-                    # live: registered and not done (the first block still running ends it)
-                    lo = a - _HOST + woff[a]
-                    for b in range(lo, lo + wval[a]):
-                        sb = state[b]
-                        if sb != UNREG and sb != DONE:
-                            break
-                    else:
-                        out.append(a)
-                    continue
-                if not blocks[a // _SLOTS]:  # all of its rank's blocks are done
+            elif s == JOINING:  # a host joining the blocks in its slots [woff, woff + wval)
+                lo = a - _HOST + woff[a]
+                for b in range(lo, lo + wval[a]):
+                    sb = state[b]
+                    if sb != UNREG and sb != DONE:  # live (the first one still running ends it)
+                        break
+                else:
                     out.append(a)
         return out
 
