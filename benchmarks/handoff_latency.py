@@ -91,14 +91,13 @@ def futex_round_trip(iters: int, cpus: tuple[set[int] | None, set[int] | None]) 
         dt = time.perf_counter() - t0
     finally:
         os.sched_setaffinity(0, mask)
-        if os.waitpid(pid, os.WNOHANG)[0] == 0:
-            deadline = time.monotonic() + DEADLINE_S
-            while os.waitpid(pid, os.WNOHANG)[0] == 0:
-                if time.monotonic() > deadline:
-                    os.kill(pid, signal.SIGKILL)
-                    os.waitpid(pid, 0)
-                    break
-                time.sleep(0.01)
+        deadline = time.monotonic() + DEADLINE_S
+        while os.waitpid(pid, os.WNOHANG)[0] == 0:  # the partner ends (or is ended) here
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                break
+            time.sleep(0.01)
         del cells, cps, view
         buf.close()
     if not ok:
