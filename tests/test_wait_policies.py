@@ -104,11 +104,22 @@ def test_box_busy_compares_foreign_runnable_tasks_with_the_cores_and_caches():
     try:
         W._busy[0] = -1.0
         assert W._box_busy(ctl) is False  # no box runs a million tasks
-        ctl.ncores = -1
+        ctl.ncores = -4
         assert W._box_busy(ctl) is False  # sampled at most every BUSY_SAMPLE_S
         W._busy[0] = -1.0
-        assert W._box_busy(ctl) is True  # at least this test runs, which is more than -1 cores
+        # at least this test runs: 1 task, minus the 2 ranks' host threads (the run's own,
+        # whether or not they have launched yet), is more than -4 cores
+        assert W._box_busy(ctl) is True
         ctl.set_rank(1, C.R_BLOCKS, 10**6)  # the run's own launched blocks are not foreign load
+        W._busy[0] = -1.0
+        assert W._box_busy(ctl) is False
+    finally:
+        W._busy[:] = saved
+        ctl.close()
+    # a rank that has launched nothing yet still runs its host thread: the run's own too (64
+    # ranks starting up on a box where fewer than 64 tasks run are no foreign load)
+    ctl = C.Control(64, ncores=0)
+    try:
         W._busy[0] = -1.0
         assert W._box_busy(ctl) is False
     finally:
