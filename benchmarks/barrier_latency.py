@@ -4,13 +4,18 @@ Every case runs in fresh processes, and every figure is the **slowest rank's** m
 barrier over ``iters`` back-to-back barriers (the max over all ranks and blocks), repeated
 ``repeats`` times; a row gives min / median / max over the repeats. The repeats of the cases of
 one shape are interleaved in ``--rounds`` rounds (fresh processes each), so that a shared box's
-load falls on every case alike. All rows of one invocation
-are measured in the same run, so their ratios are what to read (the box is shared: the 1-minute
-load average is kept with every row); the ratios that matter are printed after the tables, each
-with its spread: repeat i of a case over repeat i of its baseline (the same round) gives one
-paired ratio, and the table shows their quartiles. A ratio whose paired ratios spread over more
-than a third of their median, or whose rows spread over more than half of theirs, is marked
-NOISY and the run ends with a warning: rerun it on a quieter box.
+load falls on every case alike. Each round of each case first runs ``--warmups`` repeats that
+are not counted (as pyperf does, and the OSU micro-benchmarks' skipped iterations): the first
+barriers after a fork run on cold caches and copy-on-write pages (at 8 ranks x 1 block on 2
+cores the first ~20 cost about twice the rest), and a row is about the barrier, not the start;
+and every loop ends with one untimed barrier, so that no rank's teardown lands in another's
+last timed one. All rows of one invocation are measured in the same run, so their ratios are
+what to read (the box is shared: the 1-minute load average is kept with every row); the
+ratios that matter are printed after the tables, each with its spread: repeat i of a case over
+repeat i of its baseline (the same round) gives one paired ratio, and the table shows their
+quartiles. A ratio whose paired ratios spread over more than a third of their median, or whose
+rows spread over more than half of theirs, is marked NOISY and the run ends with a warning:
+rerun it on a quieter box.
 
 Measured, for each ``nranks x blocks``:
 
@@ -226,6 +231,7 @@ def _shm_kernel(ctx, which: str, iters: int, repeats: int, out: list, seed_base,
                 CentralBarrier(ctx)
                 inside += perf() - t0
         lat.append(inside / iters)
+    EpochBarrier(ctx)  # untimed: see _time_loop
     out[b] = lat
 
 
@@ -278,6 +284,10 @@ def _time_loop(wait, iters: int, repeats: int, align) -> list[float]:
             wait()
             inside += perf() - t0
         lat.append(inside / iters)
+    # untimed, and every implementation ends with it: without it the ranks that leave the last
+    # timed barrier first tear down (results, exit) on the cores the others still need to leave
+    # it, and that lands in the last repeat (+20 us per barrier at 8x1 over 200 barriers)
+    align()
     return lat
 
 
@@ -524,8 +534,8 @@ class Bench:
                 if i in failed:
                     continue
                 loads[i].append(os.getloadavg()[0])
-                try:
-                    got[i] += [x * 1e6 for x in fn(reps)]
+                try:  # the round's first --warmups repeats are not counted
+                    got[i] += [x * 1e6 for x in fn(reps + a.warmups)[a.warmups:]]
                 except Exception as exc:  # one failing case must not hide the rest of the table
                     failed.add(i)
                     self.notes.append(f"{impl} {n}x{b} {policy}: failed: {exc}")
@@ -667,7 +677,8 @@ class Bench:
     def markdown(self) -> str:
         lines = [f"# Barrier latency ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})", "",
                  "Slowest rank's mean latency per barrier in us (min / median / max over "
-                 f"{self.a.repeats} repeats); ratio = shmcomm median / baseline median (lower is "
+                 f"{self.a.repeats} repeats of {self.a.iters} barriers, after {self.a.warmups} "
+                 "uncounted warm-up repeat(s) per round); ratio = shmcomm median / baseline median (lower is "
                  "better); load = median 1-min loadavg at the start of its rounds (it counts this "
                  "benchmark's own processes too).", ""]
         for kind, title in (("barrier", "Barriers against baselines"), ("policy", "Wait policies"),
@@ -857,6 +868,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--iters", type=int, default=None,
                    help="barriers per repeat (default: 200; quick: 30)")
     p.add_argument("--repeats", type=int, default=None, help="repeats per case (default: 5)")
+    p.add_argument("--warmups", type=int, default=1,
+                   help="repeats each round of a case runs first and does not count "
+                        "(default: %(default)s)")
     p.add_argument("--rounds", type=int, default=None,
                    help="split the repeats into this many rounds that interleave a group's cases "
                         "(default: 5; quick: 1)")
@@ -904,6 +918,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     a.scaling = a.scaling or ([4, 32] if q else [2, 4, 8, 16, 32, 64])
     if a.repeats < 1 or a.iters < 1 or a.rounds < 1:
         p.error("--iters, --repeats and --rounds must be >= 1")
+    if a.warmups < 0:
+        p.error(f"--warmups must be >= 0, got {a.warmups}")
     return a
 
 
