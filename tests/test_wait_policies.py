@@ -117,11 +117,17 @@ def test_box_busy_compares_foreign_runnable_tasks_with_the_cores_and_caches():
         W._busy[:] = saved
         ctl.close()
     # a rank that has launched nothing yet still runs its host thread: the run's own too (64
-    # ranks starting up on a box where fewer than 64 tasks run are no foreign load)
+    # ranks starting up on a box where fewer than 64 tasks run are no foreign load) ...
     ctl = C.Control(64, ncores=0)
     try:
         W._busy[0] = -1.0
         assert W._box_busy(ctl) is False
+        # ... but a host joining its blocks sleeps: 64 of them are no own load
+        for r in range(64):
+            ctl.words[ctl.agent_word(r, C.HOST_SLOT) + C.A_STATE] = C.JOINING
+        ctl.ncores = -1
+        W._busy[0] = -1.0
+        assert W._box_busy(ctl) is True
     finally:
         W._busy[:] = saved
         ctl.close()

@@ -310,11 +310,10 @@ def _box_busy(ctl: C.Control) -> bool:
     The run's own threads count as possibly runnable: every launched block (a block just woken
     from its futex is runnable before it counts itself active again: counting only active
     blocks took the run's own wake-ups for foreign load, at 8 ranks x 4 blocks on a quiet box
-    10x slower barriers than plain yield) and every rank's host thread (it sets up, launches
-    and starts its blocks before it joins them: counting only launched blocks took the ranks'
-    start for foreign load, and that verdict, held for ``BUSY_SAMPLE_S``, sent the first
-    barriers of a run to futex sleeps, 2-3x slower at 8 ranks x 1 block). Foreign load the
-    count misses is still seen by the yield phase (a yield that kept the waiter away).
+    10x slower barriers than plain yield) and every rank's host thread that is not joining its
+    blocks (it sets up, launches and starts them first: counting only launched blocks took the
+    ranks' start for foreign load, and that verdict, held for ``BUSY_SAMPLE_S``, sent the
+    first barriers of a run to futex sleeps, 2-3x slower at 8 ranks x 1 block).
 
     Then yielding hands whole time slices to other programs (tens of ms per barrier measured
     at load 15-35), while a futex sleeper is woken, and placed ahead of them, by the
@@ -330,7 +329,9 @@ def _box_busy(ctl: C.Control) -> bool:
     except (OSError, ValueError, IndexError):
         running = 0
     words = ctl.words
-    own = ctl.nranks + sum(int(words[ctl.rank_word(r, C.R_BLOCKS)]) for r in range(ctl.nranks))
+    own = sum(int(words[ctl.rank_word(r, C.R_BLOCKS)])
+              + (int(words[ctl.agent_word(r, C.HOST_SLOT) + C.A_STATE]) != C.JOINING)
+              for r in range(ctl.nranks))
     busy = running - own > ctl.ncores
     _busy[0], _busy[1] = now, busy
     return busy
