@@ -57,6 +57,7 @@ def test_quick_benchmark_writes_json_table_and_plot(tmp_path):
     (["--policies", "busy"], "--policies"), (["--sections", "bogus"], "--sections"),
     (["--nranks", "2,x"], "--nranks"), (["--policy-shapes", "8"], "--policy-shapes"),
     (["--policy-barriers", "mp"], "--policy-barriers"), (["--iters", "0"], "--iters"),
+    (["--warmups", "-1"], "--warmups"),
 ])
 def test_bad_arguments_exit_2(argv, words):
     proc = subprocess.run([sys.executable, SCRIPT, *argv], capture_output=True, text=True,
@@ -64,13 +65,31 @@ def test_bad_arguments_exit_2(argv, words):
     assert proc.returncode == 2 and words in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_every_option_has_help_and_default():
+def _module():
     import importlib.util
-
-    from test_cli import assert_every_option_documented
 
     spec = importlib.util.spec_from_file_location("bench_barrier_latency", SCRIPT)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod  # dataclasses look their module up there
     spec.loader.exec_module(mod)
-    assert_every_option_documented(mod.build_parser())
+    return mod
+
+
+def test_every_option_has_help_and_default():
+    from test_cli import assert_every_option_documented
+
+    assert_every_option_documented(_module().build_parser())
+
+
+def test_each_round_runs_its_warmup_repeats_first_and_drops_them():
+    mod = _module()
+    bench = mod.Bench(mod.parse(["--warmups", "2", "--repeats", "5", "--rounds", "2", "--no-mpi"]))
+    asked = []
+
+    def case(reps):  # a case's repeats in order: the warm-ups first, slow as a fresh start is
+        asked.append(reps)
+        return [1.0] * 2 + [1e-6 * (10 + i) for i in range(reps - 2)]
+
+    bench.group([("barrier", "user", 8, 1, "adaptive", 200, case)])
+    assert asked == [3 + 2, 2 + 2]  # 5 repeats in two rounds, each round with its 2 warm-ups
+    assert [round(u, 6) for u in bench.rows[0].us] == [10, 11, 12, 10, 11]
