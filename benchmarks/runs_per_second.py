@@ -4,9 +4,11 @@ mode and the race detector.
 The kernel: every block of every rank notifies its peer block on the next rank and waits for
 the notify from the previous one (one ``TNOTIFY`` and one ``TWAIT`` per block, plus the launch).
 The cases: ``fork`` (eager mode, a fork per run), ``pool`` (eager mode on a pool), ``hazard``,
-``schedule``, ``schedule+races`` and ``hazard+races`` (on the pool; ``+races``: with
-``detect_races=True``, every other case with ``detect_races=False``, so the detector's default
-does not hide in the baselines). ``--reps`` alternating rounds of ``--runs`` runs of each case; the figure
+``schedule``, ``schedule-eager`` (schedule mode over eager semantics, ``hazards="none"``: the
+interleavings only, without the hazard model's pipes, visibility, lines and checkers),
+``schedule+races`` and ``hazard+races`` (on the pool; ``+races``: with ``detect_races=True``,
+every other case with ``detect_races=False``, so the detector's default does not hide in the
+baselines). ``--reps`` alternating rounds of ``--runs`` runs of each case; the figure
 is the median runs/s over rounds with its quartiles, and each ratio is the median of the
 rounds' ratios (both sides measured in the same round, so under the same load), with a warning
 when the rounds spread too much or the box is loaded.
@@ -119,21 +121,28 @@ def profile(case: str, ns: Any) -> int:
     return 0
 
 
-CASES = ("fork", "pool", "hazard", "schedule", "schedule+races", "hazard+races")
+CASES = ("fork", "pool", "hazard", "schedule", "schedule-eager", "schedule+races", "hazard+races")
 # (numerator, denominator, what the ratio says), shown when both cases ran
 RATIOS = (("pool", "fork", "pool / fork per run (eager)"),
           ("schedule", "fork", "schedule on the pool / eager fork per run"),
           ("schedule", "pool", "schedule / eager, both on the pool"),
           ("schedule", "schedule+races", "cost of the detector in schedule mode (without / with)"),
+          ("schedule-eager", "schedule", "cost of hazard semantics in schedule mode (without / with)"),
           ("hazard", "hazard+races", "cost of the detector in hazard mode (without / with)"))
 
 
+def _mode(case: str) -> str:
+    mode = case.split("+")[0].split("-")[0]
+    return "eager" if mode in ("fork", "pool") else mode
+
+
 def _settings(case: str, strategy: str) -> dict:
-    mode = case.split("+")[0]
-    mode = "eager" if mode in ("fork", "pool") else mode
+    mode = _mode(case)
     kw: dict = {"mode": mode}
     if mode == "schedule":
         kw["strategy"] = strategy
+    if case == "schedule-eager":
+        kw["hazards"] = "none"  # schedule mode over eager semantics
     # the detector is on by default in hazard and schedule mode: each case says which it is
     kw["detect_races"] = case.endswith("+races")
     return kw
@@ -174,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     if ns.modes:
         keep = {"eager": ("fork", "pool")}
         cases = [c for c in cases if c in keep.get(c, ()) or any(
-            c in keep.get(m, ()) or c.split("+")[0] == m for m in ns.modes)]
+            c in keep.get(m, ()) or _mode(c) == m for m in ns.modes)]
     print(f"runs per second: {_bench.machine_line(_bench.machine())}", flush=True)
     load0 = os.getloadavg()
     rates: dict[str, list[float]] = {c: [] for c in cases}
@@ -207,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     for num, den, what in RATIOS:
         if num in rates and den in rates:
             per_round = [a / b for a, b in zip(rates[num], rates[den], strict=True)]
-            print(f"  {what:<56} {_bench.paired(per_round, load=load)}")
+            print(f"  {what:<59} {_bench.paired(per_round, load=load)}")
     return 0
 
 

@@ -100,6 +100,17 @@ def test_small_benchmarks_refuse_bad_arguments(name, argv, capsys):
     assert exc.value.code == 2 and argv[0] in capsys.readouterr().err
 
 
+def test_runs_per_second_cases_name_their_settings():
+    rps = _load("runs_per_second")
+    assert rps._settings("schedule-eager", "pct:3") == {
+        "mode": "schedule", "strategy": "pct:3", "hazards": "none", "detect_races": False}
+    assert rps._settings("schedule+races", "random") == {
+        "mode": "schedule", "strategy": "random", "detect_races": True}
+    assert rps._settings("pool", "random") == {"mode": "eager", "detect_races": False}
+    assert [c for c in rps.CASES if rps._mode(c) == "schedule"] == [
+        "schedule", "schedule-eager", "schedule+races"]
+
+
 @pytest.mark.timeout(120)
 def test_runs_per_second_profile_counts_the_ranks_host_and_kernels(capsys):
     """--profile: every rank returns its host's and blocks' stats, the scheduler's own work
