@@ -122,10 +122,18 @@ def test_box_busy_compares_foreign_runnable_tasks_with_the_cores_and_caches():
     try:
         W._busy[0] = -1.0
         assert W._box_busy(ctl) is False
-        # ... but a host joining its blocks sleeps: 64 of them are no own load
+        # ... and a job's ranks on other hosts are none of this box's load (their lines here
+        # stay empty: each host keeps its own segment)
+        ctl.local = frozenset({0})
+        ctl.ncores = -1
+        W._busy[0] = -1.0
+        assert W._box_busy(ctl) is True  # this test, less rank 0's host, is more than -1 cores
+        ctl.local = frozenset(range(64))
+        W._busy[0] = -1.0
+        assert W._box_busy(ctl) is False
+        # ... and a host joining its blocks sleeps: 64 of them are no own load
         for r in range(64):
             ctl.words[ctl.agent_word(r, C.HOST_SLOT) + C.A_STATE] = C.JOINING
-        ctl.ncores = -1
         W._busy[0] = -1.0
         assert W._box_busy(ctl) is True
     finally:

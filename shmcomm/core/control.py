@@ -97,6 +97,9 @@ class Control:
         """``segment(nbytes)`` makes the zeroed memory (default: a new shm :class:`Segment`; the
         mpi launcher passes memory its host's ranks share)."""
         self.nranks = nranks
+        # the ranks whose lines this segment holds: every rank, but only this host's in a job
+        # across hosts (each host keeps its own segment)
+        self.local: frozenset[int] = frozenset(range(nranks))
         self.ncores = ncores or len(os.sched_getaffinity(0))
         self._rank_line = _HEADER_LINES
         self._agent_line = self._rank_line + nranks

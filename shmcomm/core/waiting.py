@@ -331,7 +331,7 @@ def _box_busy(ctl: C.Control) -> bool:
     words = ctl.words
     own = sum(int(words[ctl.rank_word(r, C.R_BLOCKS)])
               + (int(words[ctl.agent_word(r, C.HOST_SLOT) + C.A_STATE]) != C.JOINING)
-              for r in range(ctl.nranks))
+              for r in ctl.local)  # the ranks on this box (a job across hosts: this host's)
     busy = running - own > ctl.ncores
     _busy[0], _busy[1] = now, busy
     return busy
