@@ -250,8 +250,8 @@ def _one_cpu(affinities):
 @pytest.mark.xdist_group("cpu-claims")  # (the claims are the box's: not beside each other)
 def test_a_scheduled_run_keeps_every_rank_on_one_cpu_no_other_run_holds():
     """One agent at a time runs in schedule mode: every rank and block of the run is on one
-    CPU (a hand-off of the turn is then a switch, not a wake of another CPU), whatever the
-    number of ranks, and never on a CPU another run holds; with every CPU held, or
+    CPU while it takes turns (a hand-off of the turn is then a switch, not a wake of another
+    CPU), whatever the number of ranks, and never on a CPU another run holds; with every CPU held, or
     pin_ranks=False, the ranks are placed as in any other run. A pool follows each run."""
     from shmcomm.launch.turncpu import claim_cpu
 
@@ -278,8 +278,13 @@ def test_a_scheduled_run_keeps_every_rank_on_one_cpu_no_other_run_holds():
                 c.release()
     with shmcomm.Pool(nranks=n) as pool:
         one = pool.run(_affinities, blocks=2, mode="schedule")
+        # between its turns a rank's host thread (its process's main thread) is off the turn's
+        # CPU: its setup and its end run beside the turn's holder
+        off = [os.sched_getaffinity(pid) for pid in pool.pids.values()]
         spread = pool.run(_affinities, blocks=2)
-    assert _one_cpu(one) in cpus
+    turn = _one_cpu(one)
+    assert turn in cpus
+    assert off == [set(cpus) - {turn}] * n, (turn, off)
     assert [h for h, _ in spread] == [[c] for c in cpus], spread
 
 

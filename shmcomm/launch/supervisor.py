@@ -694,30 +694,41 @@ def _rank_main(rank: int, parent: int, config: Config, transport: ShmTransport, 
 
 # the CPUs the launcher may use, as the rank process inherited them (rank_process_setup)
 _ALLOWED: list[int] = []
-_pinned: list[int | None] = [None]  # the CPU this rank process is pinned to
+# the CPU this rank process is pinned to, and whether its host thread is apart
+_pinned: list[tuple[int | None, bool] | None] = [None]
 
 
 def pin_rank(rank: int, nranks: int, pin: bool, turn_cpu: int | None = None) -> None:
-    """With ``pin``, pin this rank process (every thread it has; threads it starts later
-    inherit it) to ``turn_cpu`` (a run of one agent at a time: every rank on the CPU its
-    launcher claimed), else to one of the launcher's CPUs, round robin, when the ranks are at
-    least as many as those CPUs; else let it run on all of them. Left to itself the kernel often
-    keeps 5 or 6 of 8 short-waiting ranks on one of 2 cores, and every barrier then waits for
-    that core: at 8 ranks x 1 block a barrier took 1.3-1.6x as long. A pool's later runs keep
-    the pin (nothing to do) or change it."""
+    """With ``pin``, pin this rank process's threads (threads they start later inherit it).
+
+    With ``turn_cpu`` (a run of one agent at a time, on the CPU its launcher claimed): every
+    thread but the calling one goes there (the block threads a pool's process keeps, so a turn
+    handed to one is a switch on that CPU), and the calling thread, the host, to the other
+    CPUs: its setup before its first turn runs beside the turn's holder instead of in its way,
+    and the rank model moves it to the turn's CPU for its turns (``ScheduleRankModel``). Else
+    to one of the launcher's CPUs, round robin, when the ranks are at least as many as those
+    CPUs; else let it run on all of them. Left to itself the kernel often keeps 5 or 6 of 8
+    short-waiting ranks on one of 2 cores, and every barrier then waits for that core: at 8 ranks
+    x 1 block a barrier took 1.3-1.6x as long. A pool's later runs keep the pin (nothing to do)
+    or change it."""
     cpus = _ALLOWED or sorted(os.sched_getaffinity(0))
+    host: list[int] | None = None
     if pin and turn_cpu is not None and turn_cpu in cpus:
         cpu: int | None = turn_cpu
+        host = [c for c in cpus if c != turn_cpu] or [turn_cpu]
     else:
         cpu = cpus[rank % len(cpus)] if pin and nranks >= len(cpus) >= 2 else None
-    if _pinned[0] == cpu:
+    want = (cpu, host is not None)
+    if _pinned[0] == want:
         return
+    me = threading.get_native_id()
     for tid in os.listdir("/proc/self/task"):
         try:
-            os.sched_setaffinity(int(tid), cpus if cpu is None else {cpu})
+            os.sched_setaffinity(int(tid), host if host is not None and int(tid) == me
+                                 else cpus if cpu is None else {cpu})
         except OSError:  # a thread that ended meanwhile, or a CPU taken away (cgroups)
             pass
-    _pinned[0] = cpu
+    _pinned[0] = want
 
 
 def rank_process_setup(parent: int) -> bool:

@@ -166,6 +166,14 @@ class RaceDetector(RunModel):
     def one_at_a_time(self) -> bool:  # type: ignore[override]
         return self.inner.one_at_a_time
 
+    @property
+    def turn_cpu(self) -> int | None:
+        return self.inner.turn_cpu
+
+    @turn_cpu.setter
+    def turn_cpu(self, cpu: int | None) -> None:  # the launcher's claim: the inner model pins
+        self.inner.turn_cpu = cpu
+
     def prepare(self, ctl: Any) -> None:
         if self.clocks is None:  # a run of its own: the ranks inherit these at their fork
             self.clocks = WordClocks(self.layout)

@@ -100,7 +100,7 @@ class ScheduleMode(RunModel):
             sh.release()
 
     def __call__(self, rt: Any) -> ScheduleRankModel:
-        return ScheduleRankModel(rt, self.strategy, self.semantics)
+        return ScheduleRankModel(rt, self.strategy, self.semantics, self.turn_cpu)
 
     def collect(self, ctl: Any, failures: list[Failure]) -> None:
         sh = Shared(ctl.extra_base, ctl.nranks)

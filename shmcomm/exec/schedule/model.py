@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ...core import control as C
+from ...core.affinity import pin_thread
 from ...core.agent import HOOKED
 from ...core.model import BlockModel, RankModel, StepClock
 from ...core.waiting import KIND_SYNCALL, WaitSite, first_unsatisfied
@@ -385,7 +386,8 @@ class ScheduleRankModel(RankModel):
     inline_streams = True  # ... so a stream launch starts on the host thread, with the turn
 
     def __init__(self, rt: RankRuntime, strategy: Any,
-                 semantics: Callable[[RankRuntime, StepClock], RankModel]) -> None:
+                 semantics: Callable[[RankRuntime, StepClock], RankModel],
+                 turn_cpu: int | None = None) -> None:
         super().__init__(rt)
         self.sched = Scheduler(rt.ctl, rt.windows.transport, strategy)
         self.sem = semantics(rt, Steps(self.sched, float(rt.config.schedule_delay)))
@@ -394,6 +396,10 @@ class ScheduleRankModel(RankModel):
         HOOKED[0] = True  # TNOTIFY / TWAIT look for hooks from now on
         self.watch = TurnWatch(self.sched, rt.rank, float(rt.config.turn_timeout))
         self.watch.start()
+        # the launcher keeps the turn on one CPU and this host thread off it until now (its
+        # setup ran beside the turn's holder): its turns, and the block threads it starts, are
+        # on that CPU, so a hand-off to it is a switch there, not a wake of another CPU
+        self.off_turn = pin_thread(None if turn_cpu is None else (turn_cpu,))
         self.sched.await_turn(self.host)  # the host runs only with the turn, from its start
 
     @property
@@ -468,3 +474,5 @@ class ScheduleRankModel(RankModel):
             self.sched.switch(self.host, OP["host end"], DONE)
         except Aborted:
             pass
+        finally:  # what the rank does after its last turn runs off the turn's CPU again
+            pin_thread(self.off_turn)
