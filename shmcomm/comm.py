@@ -184,7 +184,10 @@ def _new_signal(cls: type, ptr: Any) -> Signal:
         _check_signal_ptr(ptr, "Signal", 4)
         word = ptr.offset >> 2
         ptr.windows.regions.note_user("Signal", ptr.rank, ((word, word + 1),))
-        sig = _make_signal(cls, ptr)
+        if table is not None and cls is Signal:
+            sig = ptr.kind.kept.pop(ptr.offset, None)  # this process made it in an earlier run
+        if sig is None:
+            sig = _make_signal(cls, ptr)
         if cls is not Signal:
             return sig
         table[ptr.offset] = sig  # type: ignore[index]

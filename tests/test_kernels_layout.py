@@ -371,3 +371,31 @@ def test_signal_region_grows_with_signal_bytes_and_is_not_claimable_twice():
     for fits, claims in shmcomm.run(host, nranks=2, signal_bytes=256 * 1024):
         assert fits
         assert claims == [("epoch_barrier", USER_FREE_START, USER_FREE_START + EPOCH_BARRIER.words)]
+
+
+def _pool_user_word(rt):
+    rt.launch(_user_on_word, args=(EPOCH_BARRIER_OFFSET + EPOCH_INTRA,))
+
+
+def _pool_epoch(rt):
+    rt.launch(_epoch)
+
+
+def _pool_epoch_then_user_word(rt):
+    rt.launch(_epoch)
+    rt.launch(_user_on_word, args=(EPOCH_BARRIER_OFFSET + EPOCH_INTRA,))
+
+
+@pytest.mark.timeout(120)
+def test_a_pool_keeps_its_signals_but_each_run_notes_its_own_words():
+    """A pool's rank keeps the Signals a run made, for its next runs; what a run notes of the
+    words is its own: a word a user's Signal took in one run is free for a library kernel in
+    the next, and taken again (overlap error) only where the next run makes that Signal."""
+    with shmcomm.Pool(nranks=2) as pool:
+        pool.run(_pool_user_word, blocks=2)  # a user's Signal on the barrier's word 320
+        pool.run(_pool_epoch, blocks=2)  # the library's claim, in a run without that Signal
+        with pytest.raises(RunError) as info:
+            pool.run(_pool_epoch_then_user_word, blocks=2)
+        msg = _first_line(info).split("SignalOverlapError: ", 1)[1]
+        assert msg.startswith("Signal: user signal words [320, 321)") and "'epoch_barrier'" in msg
+        pool.run(_pool_user_word, blocks=2)

@@ -98,6 +98,22 @@ class Windows:
         self._kinds: dict[np.dtype, list[PtrKind]] = {}
         self.regions = SignalRegions(self.signal_bytes // 4)
 
+    def next_run(self) -> Windows:
+        """This process's windows for its next run (a pool's rank serves many): the interned
+        pointers and the Signals made on them stay, so a kernel does not build them again
+        every run; what a run notes of its signal words starts anew (``regions``), and a kept
+        user Signal goes back into that record at its first use in the run (``comm``).
+        Returns itself."""
+        self.regions = SignalRegions(self.signal_bytes // 4)
+        for kinds in self._kinds.values():
+            for k in kinds:
+                if k.signals:
+                    for sig in k.signals.values():
+                        set_signal(sig.ptr, None)
+                    k.kept.update(k.signals)
+                    k.signals.clear()
+        return self
+
     def kind(self, dtype: np.dtype, rank: int) -> PtrKind:
         """The one :class:`PtrKind` of ``(dtype, rank)``: every such pointer shares it."""
         kinds = self._kinds.get(dtype)
@@ -141,7 +157,7 @@ class PtrKind:
     """
 
     __slots__ = ("windows", "dtype", "itemsize", "rank", "nranks", "size", "intern_end", "peers",
-                 "ptrs", "signals", "lib_signals")
+                 "ptrs", "signals", "lib_signals", "kept")
 
     def __init__(self, windows: Windows, dtype: np.dtype, rank: int, peers: list[PtrKind]) -> None:
         self.windows = windows
@@ -155,6 +171,7 @@ class PtrKind:
         self.ptrs: dict[int, GMPtr] = {}
         self.signals: dict[int, Any] | None = {} if dtype == I32 else None
         self.lib_signals: dict[int, Any] | None = {} if dtype == I32 else None
+        self.kept: dict[int, Any] = {}  # user Signals of earlier runs, not yet used in this one
 
 
 _new = object.__new__

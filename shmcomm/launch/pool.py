@@ -39,6 +39,7 @@ from typing import Any
 
 from ..config import Config
 from ..core import control as C
+from ..core.gm import Windows
 from ..core.heap import SymmetricArray
 from ..core.threads import IDLE_NAME
 from ..errors import ArgumentError, RunError, ShmcommError
@@ -343,6 +344,7 @@ def _serve(rank: int, parent: int, transport: ShmTransport, ctl: C.Control, jobs
     modules = _ModuleState()
     observers = list(SymmetricArray.observers)
     read_observers = list(SymmetricArray.read_observers)
+    windows = Windows(transport)  # kept from run to run, with the pointers and Signals made
     runs = 0
     while True:
         try:
@@ -355,7 +357,7 @@ def _serve(rank: int, parent: int, transport: ShmTransport, ctl: C.Control, jobs
             return 1
         model.use_pool(races, rank)  # the race detector: this rank's end of the pool's pipe
         if serve_run(rank, config, transport, ctl, results, host, args, model,
-                     functools.partial(_checked_result, modules)) != 0:
+                     functools.partial(_checked_result, modules), windows) != 0:
             return 1  # a failed run: the launcher replaces the pool
         # the run's models watched host accesses: the next run's must not see them
         SymmetricArray.observers[:] = observers

@@ -764,7 +764,7 @@ def collect_after_run(runs: int) -> None:
 
 def serve_run(rank: int, config: Config, transport: ShmTransport, ctl: C.Control,
               conn: Connection, host: Callable, args: tuple, model: RunModel,
-              checked: Callable[[Any], Any] | None = None) -> int:
+              checked: Callable[[Any], Any] | None = None, windows: Windows | None = None) -> int:
     """One run's work in a rank process: ``host(rt, *args)``, its result or failure sent to the
     launcher. ``checked``: what a passing result becomes once the model has closed (a pool's
     check of what the run left in the process). Returns the rank's exit status."""
@@ -776,7 +776,8 @@ def serve_run(rank: int, config: Config, transport: ShmTransport, ctl: C.Control
     rt: RankRuntime | None = None
     try:
         transport.attach(rank)
-        rt = RankRuntime(rank, config, Windows(transport), ctl, model)
+        rt = RankRuntime(rank, config, Windows(transport) if windows is None else
+                         windows.next_run(), ctl, model)
         result = host(rt, *args)
         rt.join_launches()  # every launch, from any host thread, finishes before we report
         msg = ("ok", result)
