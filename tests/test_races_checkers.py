@@ -320,9 +320,12 @@ def test_advisory_and_exact_checkers_are_declared():
 
 
 def test_a_blocks_checkers_are_made_at_their_first_event_and_shared_by_its_events():
-    """A block's event table makes each checker at the first event it observes, once: the
-    checker that watches stores and notifies sees both through one state."""
+    """A block's event table makes each checker once, at the first event that can change what
+    it finds: the checker that watches stores and notifies is made at the first store (a
+    notify before it finds nothing), then sees both through one state; the tables made
+    before it are made again with it."""
     from shmcomm.exec.hazard.checkers import CHECKER_CLASSES, EVENTS, Observers
+    from shmcomm.exec.hazard.checkers.flag_unbalanced import FlagUnbalanced
     from shmcomm.exec.hazard.checkers.notify_unfenced import NotifyUnfenced
 
     class Block:
@@ -331,11 +334,19 @@ def test_a_blocks_checkers_are_made_at_their_first_event_and_shared_by_its_event
     on = Observers(Block())
     assert on.made == {}
     assert on["clobber"] and len(on.made) == 1  # only the line checker so far
-    stored, notify = on["stored"], on["notify"]
+    before = on["notify"]
+    assert NotifyUnfenced not in on.made and not any(
+        isinstance(getattr(f, "__self__", None), NotifyUnfenced) for f in before)
+    assert on["finish"] == () and FlagUnbalanced not in on.made  # no flag set: none left over
+    stored = on["stored"]
     unfenced = on.made[NotifyUnfenced]
+    notify = on["notify"]
+    assert notify is not before  # made again, with the store checker
     assert any(getattr(f, "__self__", None) is unfenced for f in stored)
     assert any(getattr(f, "__self__", None) is unfenced for f in notify)
+    on["set_flag"]
+    assert any(isinstance(getattr(f, "__self__", None), FlagUnbalanced) for f in on["finish"])
     for e in EVENTS:
         on[e]
-    assert set(on.made) == set(CHECKER_CLASSES)  # every checker observes some event
+    assert set(on.made) == set(CHECKER_CLASSES)  # every checker is made at some event
     assert on["notify"] is notify  # an event's table is made once

@@ -33,7 +33,9 @@ sees who really reads the data.
 
 To add a checker: subclass :class:`.base.Checker` in a new module here, set ``exact`` (is every
 finding a real failure, on every correct program?), override the events it needs, report with
-``self.found(...)``, and add the class to :data:`CHECKER_CLASSES`.
+``self.found(...)``, and add the class to :data:`CHECKER_CLASSES`. If the events it observes do
+nothing until some other event happened (a store, a flag), name those in ``starts_on``: a block
+that never sees them never makes it.
 """
 
 from __future__ import annotations
@@ -61,10 +63,13 @@ EVENTS = ("notify", "wait", "stored", "drained", "fenced", "set_flag", "finish",
 
 class Observers(dict):
     """``event -> `` the bound methods of a block's checkers that override it, each entry made
-    at its event's first use, and each checker at its first event (every block of every launch
-    makes a table, and most blocks see few of the events: making all eight checkers up front
-    was two thirds of a hazard block model's setup). A checker's state starts at its first
-    event, where it would have been had it been made with the block."""
+    at its event's first use, and each checker at the first event that can change what it
+    finds (its ``starts_on``; by default the first event it observes): every block of every
+    launch makes a table, and most blocks see few of the events (making all eight checkers up
+    front was two thirds of a hazard block model's setup; a block that stores nothing never
+    makes the store checker). A checker's state starts where it would have been had it been
+    made with the block: every event before its first one was a no-op for it. Making one
+    drops the entries made without it, of the events it observes."""
 
     __slots__ = ("block", "made")
 
@@ -74,19 +79,28 @@ class Observers(dict):
         self.made: dict[type, Checker] = {}
 
     def __missing__(self, event: str) -> tuple:
-        made, out = self.made, []
-        for cls in _BY_EVENT[event]:
-            c = made.get(cls)
-            if c is None:  # (setdefault: two threads' first events still share one checker)
-                c = made.setdefault(cls, cls(self.block))
-            out.append(getattr(c, event))
-        got = self[event] = tuple(out)
+        made = self.made
+        for cls in _MAKES[event]:
+            if cls not in made:
+                # (setdefault: two threads' first events still share one checker)
+                made.setdefault(cls, cls(self.block))
+                for e in _OBSERVES[cls]:
+                    if e != event:
+                        self.pop(e, None)
+        got = self[event] = tuple(getattr(made[cls], event) for cls in _BY_EVENT[event]
+                                  if cls in made)
         return got
 
 
 NO_OBSERVERS: dict[str, tuple] = {e: () for e in EVENTS}  # checkers off (read, never written)
 
-# event -> the checker classes that override it, in CHECKER_CLASSES' order
+# checker class -> the events it overrides; event -> the classes that override it, in
+# CHECKER_CLASSES' order; event -> the classes made at it
+_OBSERVES: dict[type[Checker], frozenset[str]] = {
+    c: frozenset(e for e in EVENTS if getattr(c, e) is not getattr(Checker, e))
+    for c in CHECKER_CLASSES}
 _BY_EVENT: dict[str, tuple[type[Checker], ...]] = {
-    e: tuple(c for c in CHECKER_CLASSES if getattr(c, e) is not getattr(Checker, e))
-    for e in EVENTS}
+    e: tuple(c for c in CHECKER_CLASSES if e in _OBSERVES[c]) for e in EVENTS}
+_MAKES: dict[str, tuple[type[Checker], ...]] = {
+    e: tuple(c for c in CHECKER_CLASSES
+             if e in (_OBSERVES[c] if c.starts_on is None else c.starts_on)) for e in EVENTS}

@@ -23,6 +23,10 @@ class Checker:
     name = ""
     exact = True
     decides = ""  # one line: what a finding means (the docs' table)
+    # the events that can take it out of its first state, where every event it observes is a
+    # no-op: it is made at the first of them (None: at the first event it observes). A block
+    # that never sees one never makes it (most blocks store nothing and set no flag)
+    starts_on: frozenset[str] | None = None
 
     def __init__(self, block: HazardBlockModel) -> None:
         self.block = block

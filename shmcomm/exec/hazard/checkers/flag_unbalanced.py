@@ -10,6 +10,7 @@ from .base import Checker
 class FlagUnbalanced(Checker):
     name = "flag-unbalanced"
     decides = "a set_flag never consumed when the kernel returns"
+    starts_on = frozenset({"set_flag"})  # a block that set no flag has none left over
 
     def finish(self) -> None:
         block = self.block

@@ -23,6 +23,7 @@ class NotifyUnfenced(Checker):
     name = "notify-unfenced"
     exact = False
     decides = "TNOTIFY after MTE3 stores with no drain, or remote stores with no dsb"
+    starts_on = frozenset({"stored"})  # clean until the first store: nothing to find before
 
     def __init__(self, block: Any) -> None:
         super().__init__(block)
