@@ -54,6 +54,7 @@ _QUEUED = (PIPE_MTE2, PIPE_MTE3)  # pipes that wait in their queue for a wait_fl
 # retires src's work at once, since Python code after it may read the tile (tile.array)
 _PIPES = (PIPE_MTE2, PIPE_MTE3, PIPE_V)
 _DSB_ALL, _DSB_DDR = 0, 1
+_NO_QUEUE: tuple = ()  # the queue of a pipe that nothing was issued to yet
 _perf = time.perf_counter
 
 
@@ -144,7 +145,7 @@ class HazardRankModel(RankModel):
         model = HazardBlockModel(agent, self)
         if self.host_trace:
             self.host_trace.block(agent)
-        if model.observes:
+        if model.observes():
             agent.hooks = model
         return model
 
@@ -190,9 +191,13 @@ class HazardBlockModel(BlockModel):
             rng = self.rng
             self._now = clock.now  # type: ignore[method-assign]
             self._due = lambda: clock.due(rng)  # type: ignore[method-assign]
-        self.vis = RemoteStores(self._apply) if "visibility" in models else None
-        self.lines = LineModel(agent.rt.windows, self._clobber) if "lines" in models else None
-        self.set_read_add = cfg.set_semantics == "read-add"
+        # the remote stores not yet visible and the Set lines not yet written back, each made
+        # at its first one (None until then: nothing pending); a read-add Set is an atomic at
+        # the memory and fills no line
+        self.vis_on = "visibility" in models
+        self.fills = "lines" in models and cfg.set_semantics != "read-add"
+        self.vis: RemoteStores | None = None
+        self.lines: LineModel | None = None
         # jitter and idle draw from their own stream (the block's second draw): how often a
         # wait idles depends on timing. On a step clock (a scheduled run) there is no jitter
         # (its 50 us switch interval only let the rank's starting and ending threads take the
@@ -203,7 +208,9 @@ class HazardBlockModel(BlockModel):
         self.tracer = block_tracer(agent)
         if self.tracer and not self.wall:  # stamped with steps: a replay gives the same trace
             self.tracer.use_clock(self._now)
-        self.queues: list[deque] = [deque() for _ in PIPE_NAMES]  # issued, not yet retired
+        # issued, not yet retired: a pipe's queue is made at its first item (most blocks of a
+        # communication kernel queue nothing; until then every queue reads as empty)
+        self.queues: list[Any] = [_NO_QUEUE] * len(PIPE_NAMES)
         self.issued = [0] * len(PIPE_NAMES)
         self.retired = [0] * len(PIPE_NAMES)
         self.marks: dict[tuple[int, int, int], tuple[int, str]] = {}
@@ -215,13 +222,14 @@ class HazardBlockModel(BlockModel):
         self.fences3: list[tuple[int, int]] = []
         self.pending = False
         # TPUT_ASYNC / TGET_ASYNC: the DMA engine, which no pipe_barrier or dsb drains
-        self.dma = AsyncEngine(self._due, self._now, 10 * self.delay + 0.01,
-                               self.wall) if self.m_pipes else None
+        self.dma: AsyncEngine | None = None  # made at the first TPUT_ASYNC / TGET_ASYNC
         self.launch = rank_model.launch
         self.advice = rank_model.advice
         self.on = Observers(self) if self.m_check else NO_OBSERVERS  # event -> checkers' methods
-        # the scalar hooks are wanted only by these sub-models
-        self.observes = bool(self.lines or self.m_check or self.jitter or self.tracer)
+
+    def observes(self) -> bool:
+        """Whether its sub-models want the scalar hooks (notify, wait, ...)."""
+        return bool(self.fills or self.m_check or self.jitter or self.tracer)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -384,19 +392,24 @@ class HazardBlockModel(BlockModel):
     def dma_post(self, copy: Any) -> None:
         if self.jitter:
             self.jitter.point()
-        if self.dma is None:
-            copy.land()
+        if self.m_pipes:
+            self._engine().post(copy)
         else:
-            self.dma.post(copy)
+            copy.land()
 
     def dma_wait(self, copy: Any) -> None:
-        if self.dma is None:
-            super().dma_wait(copy)
+        if self.m_pipes:
+            self._engine().wait(copy)
         else:
-            self.dma.wait(copy)
+            super().dma_wait(copy)
 
     def dma_test(self, copy: Any) -> bool:
-        return super().dma_test(copy) if self.dma is None else self.dma.test(copy)
+        return self._engine().test(copy) if self.m_pipes else super().dma_test(copy)
+
+    def _engine(self) -> AsyncEngine:
+        if self.dma is None:
+            self.dma = AsyncEngine(self._due, self._now, 10 * self.delay + 0.01, self.wall)
+        return self.dma
 
     def idle(self) -> None:
         if self.jitter:
@@ -418,7 +431,10 @@ class HazardBlockModel(BlockModel):
         return self._now() + self.delay * (0.5 + self.rng.random())
 
     def _enqueue(self, pipe: int, item: tuple) -> None:
-        self.queues[pipe].append(item)
+        q = self.queues[pipe]
+        if q is _NO_QUEUE:
+            q = self.queues[pipe] = deque()
+        q.append(item)
         self.issued[pipe] += 1
         if self.tracer:
             self.tracer.instant(f"{_KIND_NAMES[item[0]]} issue", pipe=PIPE_NAMES[pipe])
@@ -496,7 +512,9 @@ class HazardBlockModel(BlockModel):
     # -- stores and visibility ---------------------------------------------------------------
 
     def _complete_store(self, dst: GlobalTensor, data: np.ndarray, atomic: int) -> None:
-        if self.vis is not None and dst.ptr.rank != self.agent.rank:
+        if self.vis_on and dst.ptr.rank != self.agent.rank:
+            if self.vis is None:
+                self.vis = RemoteStores(self._apply)
             self.vis.add(self._due(), dst, data.copy(), atomic)
         else:
             self._apply(dst, data, atomic)
@@ -524,12 +542,14 @@ class HazardBlockModel(BlockModel):
             self.tracer.notify(sig, value, op)
         for f in self.on["notify"]:
             f(sig, value, op)
-        if self.lines:
-            if op and not self.set_read_add:  # a read-add Set is an atomic at the memory
-                self.lines.fill(ptr.rank, ptr.offset, value, self._due(),
-                                kernel_site(self.agent) if self.m_check else "")
-            else:
-                self.lines.touch(ptr.rank, ptr.offset)
+        if op and self.fills:
+            if self.lines is None:
+                self.lines = LineModel(self.agent.rt.windows, self._clobber)
+            self.lines.fill(ptr.rank, ptr.offset, value, self._due(),
+                            kernel_site(self.agent) if self.m_check else "")
+            self._sync_pending()
+        elif self.lines:  # any other notify on a line this block holds writes it back first
+            self.lines.touch(ptr.rank, ptr.offset)
             self._sync_pending()
 
     def wait(self, sig: Any, value: int, cmp: int) -> None:

@@ -73,8 +73,7 @@ class Observers(dict):
 
     __slots__ = ("block", "made")
 
-    def __init__(self, block: Any) -> None:
-        super().__init__()
+    def __init__(self, block: Any) -> None:  # (dict's own __init__ has nothing to fill)
         self.block = block
         self.made: dict[type, Checker] = {}
 
