@@ -286,7 +286,10 @@ class Scheduler:
             turn = self._turns[aid] = (self._go_word(aid),
                                        ctypes.c_int32.from_address(self.sh.go_addr(aid)))
         go, cell = turn
-        self.threads[aid] = (threading.get_ident(), threading.get_native_id())
+        ident = threading.get_ident()
+        known = self.threads.get(aid)
+        if known is None or known[0] != ident:  # (its kernel id costs a system call to ask)
+            self.threads[aid] = (ident, threading.get_native_id())
         # the blocks a launch handed the turn holder, now that it passed it (the one it passed
         # the turn to first, if it is one of them: they are keyed by agent id)
         release_deferred(passed_to)
@@ -401,28 +404,26 @@ class Scheduler:
     def enabled(self) -> list[int]:
         """The live agents that can take a step now, in registration order."""
         sh = self.sh
-        state, pending, wrank, woff, wcmp, wval, yielded = (
-            sh.state, sh.pending, sh.wrank, sh.woff, sh.wcmp, sh.wval, sh.yielded)
-        cells, cell_of = self._cells, self._cell
-        ids = sh.live[:sh.hdr[H_LIVE]].tolist()
+        state = sh.state
+        cells = self._cells
         out = []
-        for a in ids:
+        for a in sh.live[:sh.hdr[H_LIVE]].tolist():  # (the hottest loop of a scheduled run)
             s = state[a]
             if s == RUNNABLE or s == DRAINING:
                 out.append(a)
             elif s == BLOCKED:
-                key = (wrank[a], woff[a])
+                key = sh.wrank[a] << 40 | sh.woff[a]
                 cell = cells.get(key)
                 if cell is None:
-                    cell = cell_of(key)
-                if _CMP[wcmp[a]](cell.value, wval[a]):
+                    cell = self._cell(key)
+                if _CMP[sh.wcmp[a]](cell.value, sh.wval[a]):
                     out.append(a)
-                    yielded[a] = 0  # it can make progress: no longer a mere retirement step
-                elif pending[a]:
+                    sh.yielded[a] = 0  # it can make progress: no longer a mere retirement step
+                elif sh.pending[a]:
                     out.append(a)  # only to retire its pending work (yielded: PCT runs it last)
             elif s == JOINING:  # a host joining the blocks in its slots [woff, woff + wval)
-                lo = a - _HOST + woff[a]
-                for b in range(lo, lo + wval[a]):
+                lo = a - _HOST + sh.woff[a]
+                for b in range(lo, lo + sh.wval[a]):
                     sb = state[b]
                     if sb != UNREG and sb != DONE:  # live (the first one still running ends it)
                         break
@@ -430,10 +431,12 @@ class Scheduler:
                     out.append(a)
         return out
 
-    def _cell(self, key: tuple[int, int]) -> Any:
-        """The acquire-read cell of a waited word (a plain read on x86-64: the turn's hand-off
-        already orders every earlier write before this read)."""
-        cell = self._cells[key] = self._word(*key).cell
+    def _cell(self, key: int) -> Any:
+        """The acquire-read cell of a waited word, ``key`` its rank << 40 | its byte offset (a
+        plain read on x86-64: the turn's hand-off already orders every earlier write before
+        this read)."""
+        rank, offset = key >> 40, key & ((1 << 40) - 1)
+        cell = self._cells[key] = self._word(rank, offset).cell
         return cell
 
     def _deadlock(self, aid: int) -> None:
@@ -507,7 +510,7 @@ class _Kept:
         self.go: dict[int, Any] = {}
         self.turns: dict[int, tuple[Any, Any]] = {}
         self.words: dict[tuple[int, int], Any] = {}
-        self.cells: dict[tuple[int, int], Any] = {}
+        self.cells: dict[int, Any] = {}  # rank << 40 | offset -> the word's read cell
 
 
 _KEPT: dict[tuple[int, int, int], _Kept] = {}
