@@ -334,6 +334,9 @@ class HazardBlockModel(BlockModel):
     def barrier(self, pipe: int) -> None:
         if self.jitter:
             self.jitter.point()
+        if not (self.n2 or self.n3 or self.issued[PIPE_V]):  # nothing ever issued: no drain
+            self._sync_pending()
+            return
         pipes = _PIPES if pipe == PIPE_ALL else (pipe,) if pipe in _PIPES else ()
         if PIPE_MTE2 in pipes:
             self._covered2(self.n2)
@@ -498,7 +501,7 @@ class HazardBlockModel(BlockModel):
     def _after_sync(self, src: int) -> None:
         """The scalar unit waited for a sync: tell the checkers when the program's syncs cover
         every MTE3 store issued (whatever retired on its own time: that is no guarantee)."""
-        if src == PIPE_MTE3 and self.sync3 >= self.n3:
+        if src == PIPE_MTE3 and self.sync3 >= self.n3 and self.n3:  # (none stored: no news)
             for f in self.on["drained"]:
                 f()
 

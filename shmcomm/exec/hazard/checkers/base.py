@@ -51,7 +51,8 @@ class Checker:
         """A TSTORE (also inside TPUT) was issued to MTE3; ``remote``: into another rank."""
 
     def drained(self) -> None:
-        """Every MTE3 store issued so far has retired (pipe_barrier / wait_flag on MTE3)."""
+        """Every MTE3 store issued so far has retired (pipe_barrier / wait_flag on MTE3);
+        only once the block issued one."""
 
     def fenced(self) -> None:
         """``dsb(DSB_DDR)`` or ``dsb(DSB_ALL)``: drained stores are visible everywhere."""
