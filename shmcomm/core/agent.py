@@ -11,6 +11,7 @@ UB budget.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import random
 import threading
 from typing import TYPE_CHECKING, Any
@@ -41,7 +42,8 @@ class Agent:
                  "ub_used", "is_host", "active", "kernel", "wait_fields", "since_cell", "poll_cell",
                  "polling", "stall_s", "ub", "first_slot", "__weakref__")
 
-    def __init__(self, rt: RankRuntime, slot: int, block_num: int, seed: int,
+    def __init__(self, rt: RankRuntime, slot: int, block_num: int,
+                 seed: int | tuple[int, int, int, int],
                  block_idx: int | None = None) -> None:
         self.rt = rt
         self.rank = rt.rank
@@ -70,7 +72,9 @@ class Agent:
         self.policy = cfg.wait_policy
         self.spin_s = cfg.spin_us * 1e-6
         self.wait_timeout = cfg.wait_timeout
-        self.seed = seed  # of the block's own stream (rng), made at its first use
+        # of the block's own stream (rng), made at its first use; a (run seed, rank, launch,
+        # slot) key is hashed into one then (most blocks never draw)
+        self.seed = seed
         self._rng: random.Random | None = None
         self.ub_used = 0
         self.ub: Any = None  # the block's UB as bytes, made at the first TASSIGN
@@ -87,7 +91,8 @@ class Agent:
         only a hazard model draws from it)."""
         rng = self._rng
         if rng is None:
-            rng = self._rng = random.Random(self.seed)
+            seed = self.seed
+            rng = self._rng = random.Random(block_seed(*seed) if isinstance(seed, tuple) else seed)
         return rng
 
     def set_state(self, state: int) -> None:
@@ -116,6 +121,12 @@ class Agent:
 
     def __repr__(self) -> str:
         return f"<Agent {self.where()} of {self.block_num} blocks>"
+
+
+def block_seed(seed: int, rank: int, launch: int, slot: int) -> int:
+    """A per-(rank, launch, block) seed derived from the run's seed, stable across runs."""
+    h = hashlib.blake2b(f"{seed}:{rank}:{launch}:{slot}".encode(), digest_size=8)
+    return int.from_bytes(h.digest(), "little")
 
 
 def current() -> Agent:

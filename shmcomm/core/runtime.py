@@ -12,7 +12,6 @@ to it once and bound to every block of every launch.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import traceback
 import zlib
@@ -120,7 +119,7 @@ class RankRuntime:
         # what library kernels keep across launches of this run (their prepared signals), by name
         self.kernel_state: dict[str, Any] = {}
         self._regions_digest = 0  # of the rt.signal_region calls so far (their symmetry check)
-        self.host_agent = Agent(self, C.HOST_SLOT, 0, seed=_seed(config.seed, rank, 0, C.HOST_SLOT))
+        self.host_agent = Agent(self, C.HOST_SLOT, 0, seed=(config.seed, rank, 0, C.HOST_SLOT))
         self.agents: list[Agent] = []  # the blocks of every launch running now
         self._lock = threading.Lock()  # launches may start and end in several host threads
         self._slots = 0  # bit s: control slot s belongs to a running launch
@@ -466,7 +465,7 @@ class Launch:
                 rt.model.launch_starting(self)
                 rt.model.launch_start()  # before peers can see this launch's count
                 agents = [Agent(rt, first + b, self.blocks,
-                                _seed(rt.config.seed, rt.rank, self.seq, b), block_idx=b)
+                                (rt.config.seed, rt.rank, self.seq, b), block_idx=b)
                           for b in range(self.blocks)]
                 for a in agents:
                     a.set_state(C.IDLE)
@@ -664,8 +663,3 @@ class Stream:
     def __repr__(self) -> str:
         return f"<Stream rank {self.rt.rank}: {len(self.pending)} launch(es) issued>"
 
-
-def _seed(seed: int, rank: int, launch: int, slot: int) -> int:
-    """A per-(rank, launch, block) seed derived from the run's seed, stable across runs."""
-    h = hashlib.blake2b(f"{seed}:{rank}:{launch}:{slot}".encode(), digest_size=8)
-    return int.from_bytes(h.digest(), "little")

@@ -32,13 +32,17 @@ class BlockThread:
     def __init__(self, fn: Callable[..., Any], args: tuple, name: str) -> None:
         self.name = name
         self._fn, self._args = fn, args
-        self._done = threading.Event()
+        # held until the block returned (a lock costs a fraction of an Event to make, and a
+        # launch makes one per block)
+        self._done = threading.Lock()
+        self._done.acquire()
 
     def is_alive(self) -> bool:
-        return not self._done.is_set()
+        return self._done.locked()
 
     def join(self, timeout: float | None = None) -> None:
-        self._done.wait(timeout)
+        if self._done.acquire(timeout=-1 if timeout is None else max(timeout, 0.0)):
+            self._done.release()  # the next joiner passes too
 
 
 class _Worker:
@@ -119,7 +123,7 @@ def _serve(worker: _Worker) -> None:
             keep = len(_idle) < KEEP_IDLE
             if keep:
                 _idle.append(worker)
-        job._done.set()  # after it is idle again: the next launch finds it
+        job._done.release()  # after it is idle again: the next launch finds it
         if not keep:
             return
 
