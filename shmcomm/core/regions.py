@@ -174,10 +174,12 @@ class SignalRegions:
         """Record a user's signal on words ``ranges`` (``[start, end)`` pairs) of ``rank``'s
         window; raise ``SignalOverlapError`` (prefixed with ``what``) if a kernel claimed one."""
         with self._lock:
-            for s, e in ranges:
-                for h in self._overlapping(s, e):
-                    first = ranges[0][0]
-                    raise SignalOverlapError(self._user_message(what, rank, first, ranges[-1][1], h))
+            if self._spans:  # (no kernel claimed anything yet: nothing to overlap)
+                for s, e in ranges:
+                    for h in self._overlapping(s, e):
+                        first = ranges[0][0]
+                        raise SignalOverlapError(self._user_message(what, rank, first,
+                                                                    ranges[-1][1], h))
             user = self._user
             for s, e in ranges:
                 for w in range(s, e):
