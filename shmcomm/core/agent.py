@@ -10,7 +10,6 @@ UB budget.
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import random
 import threading
@@ -53,18 +52,15 @@ class Agent:
         self.block_idx = -1 if self.is_host else (slot if block_idx is None else block_idx)
         self.block_num = block_num
         self.ctl = rt.ctl
-        self.line = rt.ctl.agent_addr(rt.rank, slot)
+        # its control line: the state word (c_void_p: the unchecked store of every wait), the
+        # wait fields (A_SEQ .. A_KIND, written at every registered wait), and the plain stores
+        # the launcher reads to tell a stuck agent from a waiting one
+        self.line, self.state_cp, self.wait_fields, self.since_cell, self.poll_cell = (
+            rt.ctl.agent_views(rt.rank, slot))
         self.state_addr = self.line + 4 * C.A_STATE
-        self.state_cp = ctypes.c_void_p(self.state_addr)  # for the unchecked store of every wait
         at.store(self.line + 4 * C.A_BLOCK, self.block_idx)
         if self.block_idx == 0:
             at.store(self.line + 4 * C.A_SYNCALL, 0)  # a fresh launch's SYNCALL rounds
-        # the wait fields of the control line (A_SEQ .. A_KIND), written at every registered wait
-        self.wait_fields = (ctypes.c_int32 * (C.A_KIND - C.A_SEQ + 1)).from_address(
-            self.line + 4 * C.A_SEQ)
-        # plain stores the launcher reads to tell a stuck agent from a waiting one
-        self.since_cell = ctypes.c_int32.from_address(self.line + 4 * C.A_SINCE)
-        self.poll_cell = ctypes.c_int32.from_address(self.line + 4 * C.A_POLL)
         self.polling: Any = None  # what its last failed TTEST tested (see waiting.note_poll)
         self.stall_s = 0.0  # seconds the current wait spent stopped (not counted as waiting)
         self.seq = 0

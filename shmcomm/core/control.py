@@ -120,11 +120,13 @@ class Control:
         self.abort_cell = ctypes.c_int32.from_address(self.abort_addr)  # plain reads, to poll
         self.active_cp = ctypes.c_void_p(self.active_addr)
         self.active_cell = ctypes.c_int32.from_address(self.active_addr)
+        self._views: dict[int, tuple] = {}  # agent id -> its line's views (agent_views)
 
     def _addr(self, word: int) -> int:
         return self.base + 4 * word
 
     def close(self) -> None:
+        self._views = {}  # (views into the memory that goes now)
         self.words = None
         self.segment.close()
 
@@ -163,6 +165,22 @@ class Control:
 
     def agent_addr(self, rank: int, slot: int) -> int:
         return self._addr(self.agent_word(rank, slot))
+
+    def agent_views(self, rank: int, slot: int) -> tuple[int, Any, Any, Any, Any]:
+        """An agent line's address and its ctypes views: its state word (``c_void_p``), its
+        wait fields ``A_SEQ .. A_KIND`` (an int32 array), ``A_SINCE`` and ``A_POLL`` (int32
+        cells). Made once per segment: a pool's ranks make agents on the same lines every run,
+        and making the views cost more than the rest of an agent."""
+        aid = agent_id(rank, slot)
+        v = self._views.get(aid)
+        if v is None:
+            line = self.agent_addr(rank, slot)
+            v = self._views[aid] = (
+                line, ctypes.c_void_p(line + 4 * A_STATE),
+                (ctypes.c_int32 * (A_KIND - A_SEQ + 1)).from_address(line + 4 * A_SEQ),
+                ctypes.c_int32.from_address(line + 4 * A_SINCE),
+                ctypes.c_int32.from_address(line + 4 * A_POLL))
+        return v
 
     def agents_of(self, rank: int) -> np.ndarray:
         w = self.agent_word(rank, 0)
