@@ -86,8 +86,8 @@ class Observers(dict):
                 for e in _OBSERVES[cls]:
                     if e != event:
                         self.pop(e, None)
-        got = self[event] = tuple(getattr(made[cls], event) for cls in _BY_EVENT[event]
-                                  if cls in made)
+        got = self[event] = tuple([getattr(made[cls], event) for cls in _BY_EVENT[event]
+                                   if cls in made])
         return got
 
 
