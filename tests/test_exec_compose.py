@@ -7,7 +7,8 @@ talks to the result through ``RunModel``'s declared hooks only.
 * a combination that does not exist raises ``ArgumentError`` naming the setting;
 * ``RunModel``'s hooks are no-ops by default, and a minimal custom subclass plugged into the
   launcher gets every one of them called (shared area, pipes, collect, finish, hint);
-* the launcher's source probes no model attribute (no ``getattr`` / ``hasattr`` on it).
+* the launcher's source probes no model attribute (no ``getattr`` / ``hasattr`` on it);
+* every layer's block model stays under CPython's limit of shared instance attribute keys.
 """
 
 from __future__ import annotations
@@ -315,3 +316,35 @@ def test_a_pool_runs_the_race_detector():
     with Pool(2, window_bytes=1 << 16) as p:
         assert p.run(host_put_notify, detect_races=True) == [True, True]
         assert p.run(host_put_notify, blocks=1, mode="schedule", **BOUNDS) == [True, True]
+
+
+def _model_sizes(ctx, out):
+    """The instance attribute counts of this block's models, outermost first."""
+    from shmcomm.core.agent import current
+
+    m, sizes = current().pipes, []
+    while m is not None:
+        sizes.append((type(m).__name__, len(vars(m))))
+        m = getattr(m, "inner", None) or getattr(m, "sem", None)
+    out[ctx.block_idx] = sizes
+
+
+def _sizes_host(rt):
+    out = [None] * 2
+    rt.launch(_model_sizes, blocks=2, args=(out,))
+    return out
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("mode", ["hazard", "schedule"])
+def test_block_models_keep_under_cpythons_shared_attribute_keys(mode):
+    """Every launch makes a model per block per layer, a scheduled run on the turn's CPU: with
+    30 instance attributes or more, CPython stops sharing a class's attribute keys between its
+    instances and making one costs half again."""
+    got = shmcomm.run(_sizes_host, nranks=2, mode=mode, detect_races=True)
+    names = {n for per_rank in got for block in per_rank for n, _ in block}
+    assert {"RaceBlockModel", "HazardBlockModel"} <= names, names
+    for per_rank in got:
+        for block in per_rank:
+            for name, n in block:
+                assert n < 30, (name, n)
