@@ -30,7 +30,7 @@ from ...core.model import BlockModel, RankModel, StepClock
 from ...core.waiting import KIND_SYNCALL, WaitSite, first_unsatisfied
 from ...errors import Aborted
 from ...types import CMP_FUNCS, WaitCmp
-from .scheduler import BLOCKED, DONE, DRAINING, OP, RUNNABLE, W_GM, Scheduler, agent_id
+from .scheduler import BLOCKED, DONE, DRAINING, H_LIVE, OP, RUNNABLE, W_GM, Scheduler, agent_id
 from .turnwatch import TurnWatch
 
 if TYPE_CHECKING:
@@ -474,5 +474,9 @@ class ScheduleRankModel(RankModel):
             self.sched.switch(self.host, OP["host end"], DONE)
         except Aborted:
             pass
-        finally:  # what the rank does after its last turn runs off the turn's CPU again
-            pin_thread(self.off_turn)
+        finally:  # what the rank does after its last turn runs off the turn's CPU again,
+            # beside the agents still taking turns there; after the run's last turn it stays (that
+            # CPU is idle now; the others are busy with the ranks' ends and the launcher, and a
+            # move waits for them): the next run's setup moves it (``pin_rank``)
+            if self.sched.sh.hdr[H_LIVE]:
+                pin_thread(self.off_turn)
