@@ -125,7 +125,7 @@ def test_a_joining_host_is_enabled_once_its_ranks_blocks_have_left_the_live_list
     nranks = 2
     buf = ctypes.create_string_buffer(S.shared_bytes(nranks))
     sched = S.Scheduler.__new__(S.Scheduler)
-    sched.sh, sched._cells = S.Shared(ctypes.addressof(buf), nranks), {}
+    sched.sh, sched._cells, sched._waits = S.Shared(ctypes.addressof(buf), nranks), {}, {}
     sh = sched.sh
     host0, host1 = S.agent_id(0, C.HOST_SLOT), S.agent_id(1, C.HOST_SLOT)
     blocks0 = [S.agent_id(0, b) for b in range(3)]
@@ -159,4 +159,40 @@ def test_a_joining_host_is_enabled_once_its_ranks_blocks_have_left_the_live_list
     for a in stream[:2]:
         done(a)
     assert sched.enabled() == [host0, host1, stream[2]]
+    sh.release()
+
+
+def test_a_blocked_agent_is_judged_by_the_wait_it_published_last():
+    """A process keeps what it read of a blocked agent's wait; the agent's next wait (another
+    word, value or comparison) is read anew, never judged by the one before."""
+    import ctypes
+    from types import SimpleNamespace
+
+    from shmcomm.exec.schedule import scheduler as S
+    from shmcomm.types import WaitCmp
+
+    buf = ctypes.create_string_buffer(S.shared_bytes(1))
+    words = (ctypes.c_int32 * 2)(0, 5)
+    sched = S.Scheduler.__new__(S.Scheduler)
+    sched.sh, sched._waits = S.Shared(ctypes.addressof(buf), 1), {}
+    sched._cells = {0 << 40 | 4 * i: ctypes.c_int32.from_buffer(words, 4 * i) for i in range(2)}
+    sh, block = sched.sh, S.agent_id(0, 0)
+    S.register(sh, block)
+
+    def blocks_on(index, value, cmp):
+        word = SimpleNamespace(offset=4 * index)
+        sched.block_on(block, SimpleNamespace(sig_rank=0, words=[word], kind=0), 0, value, cmp)
+        sh.state[block] = S.BLOCKED
+
+    blocks_on(0, 1, WaitCmp.GE)
+    assert sched.enabled() == []
+    blocks_on(1, 5, WaitCmp.EQ)  # another word, whose value holds
+    assert sched.enabled() == [block]
+    blocks_on(1, 6, WaitCmp.EQ)  # the same word, another value
+    assert sched.enabled() == []
+    blocks_on(1, 6, WaitCmp.LT)  # the same word and value, another comparison
+    assert sched.enabled() == [block]
+    words[0] = 1
+    blocks_on(0, 1, WaitCmp.GE)  # back to the first word, which now holds
+    assert sched.enabled() == [block]
     sh.release()

@@ -29,7 +29,8 @@ Layout of the shared area (little-endian, 8-byte words unless said)::
     pending  int32 per id: hazard work still to retire; yielded: a failed TTEST (PCT demotes)
     go       int32 per id, each on its own 64-byte line: 1 = your turn (the futex word)
     wait     per id: signal rank (-1: a control word), byte offset, comparison, value, what it
-             is (signal, host barrier, SYNCALL, GM word); a stale poller's polled word too
+             is (signal, host barrier, SYNCALL, GM word); a stale poller's polled word too; how
+             many waits it published (a process keeps what it read of a wait until this moves)
     stale    per id: its last step was a stale poll
     prio     per id: PCT priority
     changes  PCT change steps
@@ -102,7 +103,8 @@ _PARTS: tuple[tuple[str, _Format, Any], ...] = (
     ("pending", "i", ("agents", 1)), ("yielded", "i", ("agents", 1)),
     ("go", "i", ("agents", 16)),  # one 64-byte line per agent: the futex words of the turn
     ("wrank", "i", ("agents", 1)), ("woff", "q", ("agents", 1)), ("wcmp", "i", ("agents", 1)),
-    ("wval", "i", ("agents", 1)), ("wkind", "i", ("agents", 1)), ("stale", "i", ("agents", 1)),
+    ("wval", "i", ("agents", 1)), ("wkind", "i", ("agents", 1)), ("wgen", "i", ("agents", 1)),
+    ("stale", "i", ("agents", 1)),
     ("prio", "q", ("agents", 1)),
     ("changes", "q", MAX_PCT_DEPTH), ("report_area", "B", REPORT_BYTES),
     ("en_start", "i", EN_STEPS + 1),  # step i's enabled agents: en_ids[en_start[i]:en_start[i+1]]
@@ -150,6 +152,7 @@ class Shared:
     wcmp: memoryview
     wval: memoryview
     wkind: memoryview
+    wgen: memoryview
     stale: memoryview
     prio: memoryview
     changes: memoryview
@@ -241,6 +244,9 @@ class Scheduler:
         # blocks that got the turn at their start and have not reached a point since: their
         # first point offers the same choice as their start did (nothing of theirs ran between)
         self._fresh: set[int] = set()
+        # blocked agent -> (its wait's number, the waited word's cell, comparison, value): what
+        # this process read of each wait, until its agent publishes another (this run's numbers)
+        self._waits: dict[int, tuple[int, Any, Any, int]] = {}
 
     # -- words ---------------------------------------------------------------------------------
 
@@ -317,6 +323,7 @@ class Scheduler:
         sh.wval[aid] = value
         sh.wkind[aid] = (W_BARRIER if site.kind == KIND_HOST_BARRIER else
                          W_SYNCALL if site.kind == KIND_SYNCALL else W_SIGNAL)
+        sh.wgen[aid] += 1
 
     def poll_on(self, aid: int, rank: int, offset: int, value: int, cmp: int,
                 kind: int = W_SIGNAL) -> None:
@@ -404,19 +411,17 @@ class Scheduler:
     def enabled(self) -> list[int]:
         """The live agents that can take a step now, in registration order."""
         sh = self.sh
-        state = sh.state
-        cells = self._cells
+        state, wgen, waits = sh.state, sh.wgen, self._waits
         out = []
         for a in sh.live[:sh.hdr[H_LIVE]].tolist():  # (the hottest loop of a scheduled run)
             s = state[a]
             if s == RUNNABLE or s == DRAINING:
                 out.append(a)
             elif s == BLOCKED:
-                key = sh.wrank[a] << 40 | sh.woff[a]
-                cell = cells.get(key)
-                if cell is None:
-                    cell = self._cell(key)
-                if _CMP[sh.wcmp[a]](cell.value, sh.wval[a]):
+                w = waits.get(a)
+                if w is None or w[0] != wgen[a]:
+                    w = self._wait(a)
+                if w[2](w[1].value, w[3]):
                     out.append(a)
                     sh.yielded[a] = 0  # it can make progress: no longer a mere retirement step
                 elif sh.pending[a]:
@@ -431,13 +436,18 @@ class Scheduler:
                     out.append(a)
         return out
 
-    def _cell(self, key: int) -> Any:
-        """The acquire-read cell of a waited word, ``key`` its rank << 40 | its byte offset (a
-        plain read on x86-64: the turn's hand-off already orders every earlier write before
-        this read)."""
-        rank, offset = key >> 40, key & ((1 << 40) - 1)
-        cell = self._cells[key] = self._word(rank, offset).cell
-        return cell
+    def _wait(self, aid: int) -> tuple[int, Any, Any, int]:
+        """What blocked agent ``aid`` waits for, as published: its number, the acquire-read cell
+        of the waited word (a plain read on x86-64: the turn's hand-off already orders every
+        earlier write before this read), the comparison and the value."""
+        sh = self.sh
+        key = sh.wrank[aid] << 40 | sh.woff[aid]  # the words' cells are kept from run to run
+        cell = self._cells.get(key)
+        if cell is None:
+            rank, offset = key >> 40, key & ((1 << 40) - 1)
+            cell = self._cells[key] = self._word(rank, offset).cell
+        w = self._waits[aid] = (sh.wgen[aid], cell, _CMP[sh.wcmp[aid]], sh.wval[aid])
+        return w
 
     def _deadlock(self, aid: int) -> None:
         """No live agent can take a step: write the wait-for table, abort, wake everyone."""
