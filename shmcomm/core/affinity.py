@@ -6,6 +6,9 @@ from __future__ import annotations
 import os
 from collections.abc import Collection
 
+# the CPUs this process's host thread takes outside its turns (set by the rank's setup)
+_APART: list[frozenset[int]] = []
+
 
 def pin_thread(cpus: Collection[int] | None) -> frozenset[int] | None:
     """Pin the calling thread (only it: ``sched_setaffinity`` of thread id 0) to ``cpus``;
@@ -22,4 +25,14 @@ def pin_thread(cpus: Collection[int] | None) -> frozenset[int] | None:
     return before
 
 
-__all__ = ["pin_thread"]
+def set_apart(cpus: Collection[int] | None) -> None:
+    """Note the CPUs this process's host thread takes outside its turns (``None``: none)."""
+    _APART[:] = [] if cpus is None else [frozenset(cpus)]
+
+
+def apart() -> frozenset[int] | None:
+    """The CPUs :func:`set_apart` noted, or ``None``."""
+    return _APART[0] if _APART else None
+
+
+__all__ = ["apart", "pin_thread", "set_apart"]

@@ -35,7 +35,7 @@ from typing import Any
 
 from ..config import MAX_BLOCKS, Config
 from ..core import control as C
-from ..core.affinity import pin_thread
+from ..core.affinity import set_apart
 from ..core.gm import Windows
 from ..core.model import RankModel, RunModel
 from ..core.runtime import KernelError
@@ -727,10 +727,9 @@ def pin_rank(rank: int, nranks: int, pin: bool, turn_cpu: int | None = None) -> 
     else:
         cpu = cpus[rank % len(cpus)] if pin and nranks >= len(cpus) >= 2 else None
     want = (cpu, host is not None)
-    if _pinned[0] == want:
-        if host is not None and os.sched_getaffinity(0) != set(host):
-            pin_thread(host)  # the last run's last turn left the host on the turn's CPU
-        return
+    set_apart(host)
+    if _pinned[0] == want:  # (a host the last run's last turn left on the turn's CPU stays:
+        return  # that CPU idles until the run's first turn, a move would wait for the others)
     base = _POLICY[0] if _POLICY else os.SCHED_OTHER
     policy = os.SCHED_BATCH if host is not None and base == os.SCHED_OTHER else base
     me = threading.get_native_id()

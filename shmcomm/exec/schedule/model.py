@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ...core import control as C
-from ...core.affinity import pin_thread
+from ...core.affinity import apart, pin_thread
 from ...core.agent import HOOKED
 from ...core.model import BlockModel, RankModel, StepClock
 from ...core.waiting import KIND_SYNCALL, WaitSite, first_unsatisfied
@@ -477,6 +477,6 @@ class ScheduleRankModel(RankModel):
         finally:  # what the rank does after its last turn runs off the turn's CPU again,
             # beside the agents still taking turns there; after the run's last turn it stays (that
             # CPU is idle now; the others are busy with the ranks' ends and the launcher, and a
-            # move waits for them): the next run's setup moves it (``pin_rank``)
+            # move waits for them), also for the next run's setup if the process serves one
             if self.sched.sh.hdr[H_LIVE]:
-                pin_thread(self.off_turn)
+                pin_thread(apart() or self.off_turn)
