@@ -236,6 +236,7 @@ _FIELDS: dict[str, tuple] = {s.name: (s.type, s.low, s.high) if s.low is not Non
 MODE_ONLY = {s.name: s.modes for s in SETTINGS if s.modes != MODES}
 # SHMCOMM_* variables that are not settings but are read elsewhere (none today)
 OTHER_ENV: frozenset[str] = frozenset()
+_KNOWN_ENV = frozenset(s.env for s in SETTINGS) | OTHER_ENV  # every name a variable may have
 
 
 def _post_init(self: Any) -> None:
@@ -261,7 +262,7 @@ def _from_kwargs(cls: type, env: Mapping[str, str] | None = None, **kwargs: Any)
     if unknown:
         raise ArgumentError(f"unknown configuration key(s) {', '.join(unknown)}; "
                             f"known: {', '.join(sorted(BY_NAME))}")
-    env = os.environ if env is None else env
+    env = shmcomm_env(env)  # (one scan of the environment for both readers below)
     values = from_env(env)
     given = {k: v for k, v in kwargs.items() if v is not None}
     values.update(given)
@@ -350,9 +351,7 @@ else:
 def from_env(env: Mapping[str, str] | None = None, names: Iterable[str] | None = None
              ) -> dict[str, Any]:
     """The settings that ``SHMCOMM_*`` variables give (parsed and checked), by name."""
-    env = os.environ if env is None else env
-    # one scan of the names (os.environ encodes the key of every lookup: 28 of them cost more)
-    found = {k: env[k] for k in env if k.startswith("SHMCOMM_")}
+    found = shmcomm_env(env)
     out: dict[str, Any] = {}
     if not found:
         return out
@@ -362,6 +361,19 @@ def from_env(env: Mapping[str, str] | None = None, names: Iterable[str] | None =
         if raw is not None and raw != "":
             out[name] = s.parse(raw, f"environment variable {s.env}")
     return out
+
+
+def shmcomm_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The ``SHMCOMM_*`` variables of ``env`` (default: the environment), in one scan: a
+    lookup per setting in ``os.environ`` encodes every key, and even a scan decodes every name,
+    so the process environment's names are matched undecoded."""
+    if env is None or env is os.environ:
+        data = getattr(os.environ, "_data", None)  # (CPython: the encoded names and values)
+        if isinstance(data, dict):
+            return {os.fsdecode(k): os.fsdecode(v) for k, v in data.items()
+                    if isinstance(k, bytes) and k.startswith(b"SHMCOMM_")}
+        env = os.environ
+    return {k: env[k] for k in env if k.startswith("SHMCOMM_")}
 
 
 def check_block_threads(nranks: int, blocks: int, label: str) -> None:
@@ -402,9 +414,8 @@ def _parse_hazards(value: str, label: str) -> frozenset[str]:
 def warn_unknown_env(env: Any = None, stacklevel: int = 2) -> None:
     """Warn about every ``SHMCOMM_*`` environment variable that is no setting (a misspelling is
     otherwise silently ignored), with the nearest known name."""
-    env = os.environ if env is None else env
-    known = {s.env for s in SETTINGS} | OTHER_ENV
-    for var in sorted(v for v in env if v.startswith("SHMCOMM_") and v not in known):
+    known = _KNOWN_ENV
+    for var in sorted(v for v in shmcomm_env(env) if v not in known):
         near = difflib.get_close_matches(var, known, n=1)
         hint = f"; did you mean {near[0]}?" if near else f"; known: {', '.join(sorted(known))}"
         warnings.warn(f"unknown environment variable {var} is ignored{hint}", ShmcommWarning,

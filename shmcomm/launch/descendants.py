@@ -31,22 +31,23 @@ SWEEP_S = 5.0  # how long a sweep keeps killing what keeps forking
 PR_SET_CHILD_SUBREAPER = 36
 
 _libc = ctypes.CDLL(None, use_errno=True)
-_WRITE_ENDS: set[int] = set()  # sweeper pipes of live runs: no forked child may hold one
+# the sweeper pipes and cgroup member lists of live runs: no forked child may hold one
+_RUN_FDS: set[int] = set()
 OWNED: set[int] = set()  # rank and sweeper pids of every live run of this process
 _lock = threading.Lock()
 _subreaper_users = [0]
 
 
-def _close_write_ends() -> None:
-    for fd in list(_WRITE_ENDS):
+def _close_run_fds() -> None:
+    for fd in list(_RUN_FDS):
         try:
             os.close(fd)
         except OSError:
             pass
-    _WRITE_ENDS.clear()
+    _RUN_FDS.clear()
 
 
-os.register_at_fork(after_in_child=_close_write_ends)
+os.register_at_fork(after_in_child=_close_run_fds)
 
 
 def cgroup2_dir() -> str | None:
@@ -90,6 +91,16 @@ def _members(cgroup: str) -> list[int]:
             return [int(x) for x in f.read().split()]
     except (OSError, ValueError):
         return []
+
+
+def _read_all(fd: int) -> bytes:
+    """The whole file open at ``fd``, read from its start (a kernel file: made anew)."""
+    data = b""
+    while True:
+        chunk = os.pread(fd, 1 << 16, len(data))
+        if not chunk:
+            return data
+        data += chunk
 
 
 def _rmdir(d: str) -> bool:
@@ -146,6 +157,7 @@ class RunProcesses:
         self.closed = False
         self.before = set(_children(os.getpid()))  # the caller's own children: never ours
         self.fd = -1
+        self.members_fd = -1  # the cgroup's member list, open from the first sweep on
         self.sweeper = 0
         try:
             self._start_sweeper()
@@ -185,7 +197,7 @@ class RunProcesses:
         got = os.read(pr, 32)
         os.close(pr)
         self.fd, self.sweeper = w, int(got) if got.isdigit() else 0
-        _WRITE_ENDS.add(w)
+        _RUN_FDS.add(w)
         if self.sweeper:
             OWNED.add(self.sweeper)
 
@@ -227,7 +239,7 @@ class RunProcesses:
         deadline = time.monotonic() + SWEEP_S
         while time.monotonic() < deadline:
             if self.cgroup:
-                left = [p for p in _members(self.cgroup) if p not in keep]
+                left = [p for p in self._members() if p not in keep]
             else:
                 left = [p for p in _children(os.getpid())
                         if p not in keep and p not in OWNED and p not in self.before]
@@ -245,6 +257,22 @@ class RunProcesses:
                 time.sleep(0.01)
         return killed
 
+    def _members(self) -> list[int]:
+        """The processes in the run's cgroup: its member list is kept open (a pool sweeps after
+        every run, and an open, a read and a close cost it 70 us there)."""
+        assert self.cgroup is not None
+        if self.members_fd < 0:
+            try:
+                self.members_fd = os.open(os.path.join(self.cgroup, "cgroup.procs"),
+                                          os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                return _members(self.cgroup)
+            _RUN_FDS.add(self.members_fd)
+        try:
+            return [int(x) for x in _read_all(self.members_fd).split()]
+        except (OSError, ValueError):
+            return []
+
     def close(self) -> None:
         """End of the run: kill what is left, remove the cgroup, stop the sweeper."""
         if self.closed:
@@ -260,9 +288,13 @@ class RunProcesses:
                     _libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
         for pid in self.ranks:
             OWNED.discard(pid)
+        if self.members_fd >= 0:
+            _RUN_FDS.discard(self.members_fd)
+            os.close(self.members_fd)
+            self.members_fd = -1
         if self.fd >= 0:
             self._tell("done")
-            _WRITE_ENDS.discard(self.fd)
+            _RUN_FDS.discard(self.fd)
             os.close(self.fd)
             self.fd = -1
             OWNED.discard(self.sweeper)  # it exits on its own (not our child: init reaps it)
