@@ -332,7 +332,6 @@ class RaceRankModel(RankModel):
 
     def __init__(self, rt: RankRuntime, det: RaceDetector) -> None:
         super().__init__(rt)
-        self.inner = det.inner(rt)
         self.det = det
         self.layout = det.layout
         assert det.clocks is not None  # prepare (or use_pool) made them
@@ -373,6 +372,9 @@ class RaceRankModel(RankModel):
         SymmetricArray.observers.append(self._host_write)
         SymmetricArray.read_observers.append(self._host_read)
         SymmetricArray.pre_observers.append(self._host_pre_write)
+        # the model it observes last: a scheduled run's host waits there for its first turn,
+        # and what is made above is no work for the turn's CPU then
+        self.inner = det.inner(rt)
         # the host's own TNOTIFY / TWAIT / TTEST (host code may call them) synchronize too
         rt.host_agent.hooks = _HostHooks(self, rt.host_agent.hooks)
         HOOKED[0] = True
@@ -626,16 +628,19 @@ class RaceRankModel(RankModel):
                           (self._host_pre_write, SymmetricArray.pre_observers)):
             if obs in each:
                 each.remove(obs)
-        self._flush_host()  # the host's accesses after its last launch or barrier
-        with self.send_lock:
-            if not any(g.end is None for g in self.launches):
-                # no block of the rank runs and its host is done: no record follows, so the
-                # frontiers after its last records would let the launcher forget nothing that
-                # could still race (a run without records sends nothing, and wakes no one)
-                while self.outbox and not self.outbox[-1][3]:
-                    self.outbox.pop()
-            self._send_outbox()  # before the rank reports: the launcher reads all of it first
-        self.inner.close()
+        try:  # first: a scheduled run's host passes its last turn there, and what follows is
+            self.inner.close()  # no work for the turn's CPU (it is this process's own state)
+        finally:
+            self._flush_host()  # the host's accesses after its last launch or barrier
+            with self.send_lock:
+                if not any(g.end is None for g in self.launches):
+                    # no block of the rank runs and its host is done: no record follows, so
+                    # the frontiers after its last records would let the launcher forget
+                    # nothing that could still race (a run without records sends nothing, and
+                    # wakes no one)
+                    while self.outbox and not self.outbox[-1][3]:
+                        self.outbox.pop()
+                self._send_outbox()  # before the rank reports: the launcher reads it all first
 
     def _host_range(self, arr: SymmetricArray, key: Any) -> tuple[int, int, int] | None:
         """What the host's access ``arr[key]`` touches in the windows; ``None`` when it touches
