@@ -353,3 +353,34 @@ def test_a_cpu_claim_is_one_runs_and_ends_with_it():
     finally:
         if second is not None:
             second.release()
+
+
+def test_the_launchers_wait_follows_a_changing_set_of_pipes():
+    """The launcher's wait for its pipes (one poll object for the whole run): a pipe with data
+    or whose writer closed is ready, one no longer asked about is not reported, and a new pipe
+    that got a closed one's descriptor number is watched as itself."""
+    from multiprocessing import Pipe
+
+    from shmcomm.launch.polling import Readable
+
+    readable = Readable()
+    a, a_w = Pipe(duplex=False)
+    b, b_w = Pipe(duplex=False)
+    assert readable.wait([a, b], 0.01) == []
+    a_w.send("x")
+    assert readable.wait([a, b], 1.0) == [a]
+    assert readable.wait([b], 0.01) == []  # a still holds data, but is not asked about
+    b_w.close()
+    assert set(readable.wait([a, b], 1.0)) == {a, b}
+    fd = b.fileno()
+    b.close()
+    c, c_w = Pipe(duplex=False)
+    try:
+        if c.fileno() == fd:  # (the usual lowest-free descriptor: the reuse under test)
+            assert readable.wait([c], 0.01) == []
+        c_w.send("y")
+        assert set(readable.wait([a, c], 1.0)) == {a, c}
+        assert readable.wait([], 0.01) == []
+    finally:
+        for conn in (a, a_w, c, c_w):
+            conn.close()

@@ -29,7 +29,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from multiprocessing.connection import Connection, Pipe, wait
+from multiprocessing.connection import Connection, Pipe
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
@@ -58,6 +58,7 @@ from .deadlock import CorruptControl, DeadlockWatch
 from .descendants import RunProcesses
 from .launchers import external_launcher
 from .paths import check_run_paths
+from .polling import Readable
 from .reaping import reapable_children
 from .resources import death_hint, oom_kills
 from .stuck import STACK_SIGNAL, StoppedWatch, WaitLog, stuck_report
@@ -363,13 +364,14 @@ class _Launcher:
         deadlock = DeadlockWatch(self.ctl, self.transport, cfg.deadlock_grace)
         self.waitlog = WaitLog(self.ctl, self.transport)
         stopped = StoppedWatch()
+        readable = Readable()
         logged = start
         while self.conns or any(r not in self.exited and r not in self.results
                                 for r in self.pids):
             # a model that reports from the launcher (the race detector) has its own pipes
             observed = list(self.model.conns)
             if self.conns or observed:
-                for conn in wait(list(self.conns) + observed, timeout=POLL_S):
+                for conn in readable.wait([*self.conns, *observed], POLL_S):
                     if conn in self.conns:
                         self._receive(conn)
                     elif conn in observed:
