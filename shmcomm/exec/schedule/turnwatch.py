@@ -110,7 +110,10 @@ class TurnWatch:
 class _Watcher:
     """The process's watch thread: started by the first run's watch and kept for the next runs
     of a pool's process (a thread start per run cost the rank a context switch before its first
-    turn), asleep while no run is watched. A forked child starts its own."""
+    turn), asleep while no run is watched. It goes to sleep only after a whole tick without a
+    watch: a pool's next run, a few milliseconds later, finds it still ticking and arms it
+    without a wake (its wake cost the rank's setup a system call, and the thread's own run the
+    CPU every rank sets up on). A forked child starts its own."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -125,13 +128,12 @@ class _Watcher:
                 self.thread = threading.Thread(target=self._run, daemon=True,
                                                name=f"shmcomm-turnwatch-r{watch.rank}")
                 self.thread.start()
-        self.armed.set()
+            self.armed.set()  # (no wake when the thread still ticks)
 
     def disarm(self, watch: TurnWatch) -> None:
         with self.lock:
             if self.watch is watch:
                 self.watch = None
-                self.armed.clear()
 
     def _run(self) -> None:
         while True:
@@ -139,7 +141,10 @@ class _Watcher:
             time.sleep(TICK_S)
             with self.lock:
                 watch = self.watch
-            if watch is not None and not watch.tick(time.monotonic()):
+                if watch is None:  # a whole tick without a run: sleep until one arms
+                    self.armed.clear()
+                    continue
+            if not watch.tick(time.monotonic()):
                 self.disarm(watch)
 
 
