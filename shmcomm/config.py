@@ -187,8 +187,9 @@ SETTINGS: tuple[Setting, ...] = (
             "pin each rank process to one of them, round robin, so that they stay spread evenly; "
             "in schedule mode (one agent at a time) every rank takes its turns on one CPU no "
             "other scheduled run holds, so that each hand-off of the turn stays on it, and sets "
-            "up and ends on the others (the shm transport; the MPI transport leaves placement to "
-            "mpiexec)"),
+            "up and ends on the others; its threads then run in the batch policy, so that an "
+            "agent woken for its turn does not preempt the one passing it (the shm transport; "
+            "the MPI transport leaves placement to mpiexec)"),
     Setting("seed", int, 0, "seed of the run's randomness (jitter, hazard models, schedules)",
             0, 2**63 - 1),
     Setting("mode", str, "eager", "eager: everything completes at once; hazard: queued pipes, "
