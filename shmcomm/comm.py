@@ -181,14 +181,13 @@ def _new_signal(cls: type, ptr: Any) -> Signal:
     table = ptr.kind.signals if type(ptr) is GMPtr else None
     sig = table.get(ptr.offset) if table is not None and cls is Signal else None
     if sig is None:
-        if table is not None and cls is Signal:  # made (and checked) in an earlier run?
-            sig = ptr.kind.kept.pop(ptr.offset, None)
-        if sig is None:
+        # made (and checked) by an earlier run of this process, or new
+        kept = ptr.kind.kept.pop(ptr.offset, None) if table is not None and cls is Signal else None
+        if kept is None:
             _check_signal_ptr(ptr, "Signal", 4)
         word = ptr.offset >> 2
         ptr.windows.regions.note_user("Signal", ptr.rank, ((word, word + 1),))
-        if sig is None:
-            sig = _make_signal(cls, ptr)
+        sig = _make_signal(cls, ptr) if kept is None else kept
         if cls is not Signal:
             return sig
         table[ptr.offset] = sig  # type: ignore[index]
