@@ -239,7 +239,7 @@ class RunProcesses:
         deadline = time.monotonic() + SWEEP_S
         while time.monotonic() < deadline:
             if self.cgroup:
-                left = [p for p in self._members() if p not in keep]
+                left = [p for p in self._cgroup_members() if p not in keep]
             else:
                 left = [p for p in _children(os.getpid())
                         if p not in keep and p not in OWNED and p not in self.before]
@@ -257,7 +257,7 @@ class RunProcesses:
                 time.sleep(0.01)
         return killed
 
-    def _members(self) -> list[int]:
+    def _cgroup_members(self) -> list[int]:
         """The processes in the run's cgroup: its member list is kept open (a pool sweeps after
         every run, and an open, a read and a close cost it 70 us there)."""
         assert self.cgroup is not None
