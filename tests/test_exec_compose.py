@@ -32,11 +32,11 @@ from shmcomm.exec.compose import reads
 from shmcomm.exec.eager import EagerBlockModel, TracedEagerBlockModel
 from shmcomm.exec.hazard.model import HazardBlockModel
 from shmcomm.exec.races import RaceDetector
-from shmcomm.exec.races.detector import RaceBlockModel
+from shmcomm.exec.races.block import RaceBlockModel
 from shmcomm.exec.schedule import ScheduleMode
 from shmcomm.exec.schedule.model import ScheduleBlockModel
 from shmcomm.launch import mpi, pool, supervisor
-from shmcomm.launch.supervisor import _Launcher
+from shmcomm.launch.supervisor import Launcher
 from shmcomm.pipe import DSB_DDR, PIPE_ALL, dsb, pipe_barrier
 
 pytestmark = pytest.mark.timeout(120)
@@ -219,7 +219,7 @@ def test_launcher_probes_no_model_attribute():
     assert "__getattr__" not in vars(RaceDetector)  # no launcher-level forwarding
     assert issubclass(RaceDetector, RunModel) and issubclass(ScheduleMode, RunModel)
     with pytest.raises(ArgumentError, match="^model: a RunModel"):
-        _Launcher(Config(nranks=2), host_put_notify, (), model=lambda rt: None)
+        Launcher(Config(nranks=2), host_put_notify, (), model=lambda rt: None)
 
 
 def _defined(cls: type) -> set[str]:
@@ -303,7 +303,7 @@ def test_a_custom_run_model_gets_every_hook_called():
     cfg = Config(nranks=2, blocks=1, seed=1, **BOUNDS)
     model = _EchoRun(cfg)
     with pytest.raises(shmcomm.RunError) as ei:
-        _Launcher(cfg, host_put_notify, (), model=model).run()
+        Launcher(cfg, host_put_notify, (), model=model).run()
     assert f"echo model saw {[(0, MAGIC), (1, MAGIC)]}" in str(ei.value)
     assert ei.value.hint == "echo: rerun me" and ei.value.schedule is None
     assert model.calls == ["prepare", "finish", "collect"]

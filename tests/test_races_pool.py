@@ -57,7 +57,7 @@ def test_runs_with_and_without_the_detector_share_a_pool():
 
 def test_a_pool_table_keeps_its_slots_but_not_what_an_earlier_run_made():
     from shmcomm.exec.races.clocks import CLOCK, SLOTS, Layout
-    from shmcomm.exec.races.detector import PoolState
+    from shmcomm.exec.races.launcher import PoolState
 
     state = PoolState(2)
     layout = Layout(2, 8)
@@ -102,7 +102,7 @@ def _signals_only(rt):
 
 
 def test_a_run_without_records_sends_the_launcher_nothing(monkeypatch):
-    from shmcomm.exec.races.detector import RaceDetector
+    from shmcomm.exec.races.launcher import RaceDetector
 
     got = []
     receive = RaceDetector._receive_one

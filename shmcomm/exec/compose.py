@@ -110,7 +110,7 @@ def max_shared_bytes(nranks: int) -> int:
 def pool_state(nranks: int) -> Any:
     """What a pool of ``nranks`` ranks makes before it forks them, for its runs' observers
     (the race detector's clocks and pipes; each run's model takes it by ``use_pool``)."""
-    from .races.detector import PoolState
+    from .races.launcher import PoolState
 
     return PoolState(nranks)
 
@@ -129,9 +129,9 @@ def compose(config: Config) -> RunModel:
     # trace and checkers observe inside the semantics' own models (they cost nothing when off);
     # the race detector wraps whatever runs, so it composes with every semantics and interleaving
     if "races" in ex.observers:
-        from .races import RaceDetector
+        from .races import race_detector
 
-        model = RaceDetector(config, model)
+        model = race_detector(config, model)
     return model
 
 

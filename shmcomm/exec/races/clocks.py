@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from ...config import MAX_BLOCKS
 from ...errors import ShmcommError
 
 CLOCK = np.uint32
@@ -44,6 +45,14 @@ _BARRIER_SLOTS = 3
 _META = 4  # int64 fields of the table's own (three used)
 S, MTE2, MTE3, G3, V, D = 0, 1, 2, 3, 4, 5  # a block slot's components, in this order
 PER_BLOCK = 6
+# clocks keep this many block slots per rank: twice blocks= (a stream launch beside another),
+# at least MIN_BLOCK_SLOTS, at most MAX_BLOCKS
+MIN_BLOCK_SLOTS = 8
+
+
+def block_slots(blocks: int) -> int:
+    """The block slots of the clocks of a run with ``blocks=`` (see ``MIN_BLOCK_SLOTS``)."""
+    return min(MAX_BLOCKS, max(2 * blocks, MIN_BLOCK_SLOTS))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,548 @@
+"""The race detector's block side: one :class:`RaceBlockModel` per block of every launch, around
+the block's own model. It keeps the block's clocks (its scalar unit, pipes MTE2, MTE3 and V, the
+DMA engine) and records the block's accesses, which its rank (:mod:`.rank`) sends on.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ...core.gm import I32
+from ...core.model import BlockModel
+from ...types import DSB_ALL, DSB_DDR, PIPE_ALL, PIPE_MTE2, PIPE_MTE3, PIPE_V
+from ..hazard.report import kernel_site
+from .clocks import G3, MTE2, MTE3, PER_BLOCK, D, V
+from .shadow import ATOMIC, PIPE3, WRITE
+from .sites import SiteCache, cached_site
+from .tiles import record_vector
+
+if TYPE_CHECKING:
+    from ...core.agent import Agent
+    from ...core.gm import GlobalTensor
+    from ...core.tile import Tile
+    from .rank import RaceRankModel
+
+# a block sends its records (and its frontier) before the launch's end past this many: the
+# launcher can then forget what every agent has passed, and a long kernel stays cheap to judge
+_FLUSH_RECORDS = 128
+
+
+def agent_name(rank: int, block: int | None) -> str:
+    """``rank R block B`` (``host`` for ``block`` None), as reports name an agent."""
+    return f"rank {rank} " + ("host" if block is None else f"block {block}")
+
+
+_OP_NAMES: dict[tuple[str, str], str] = {}
+_GM_WINS: dict[int, tuple[str, int]] = {}
+
+
+def gm_win(rank: int) -> tuple[str, int]:
+    """The record window of ``rank``'s GM: one tuple object per rank, which a batch of records
+    pickles once."""
+    win = _GM_WINS.get(rank)
+    if win is None:
+        win = _GM_WINS[rank] = ("gm", rank)
+    return win
+
+
+def _op_name(copy_op: str, what: str) -> str:
+    """``TLOAD``, or ``TPUT (its TLOAD)`` inside a copy: one string object per name, so a
+    batch of records pickles it once."""
+    name = _OP_NAMES.get((copy_op, what))
+    if name is None:
+        name = _OP_NAMES[(copy_op, what)] = f"{copy_op} (its {what})" if copy_op else what
+    return name
+
+
+def _block_start(start: np.ndarray, hi: np.ndarray | None, s: int) -> np.ndarray:
+    """A block's first clock: its launch's ``start``, past its slot's last epochs ``hi`` (the
+    slot's six components; ``None``: start holds them), one step on in its scalar unit ``s``."""
+    v = start.copy()
+    if hi is not None:
+        part = v[s:s + PER_BLOCK]
+        np.maximum(part, hi, out=part)
+    v[s] += 1
+    return v
+
+
+class _PipeClock:
+    """The clock of one queued pipe (MTE2 or MTE3) of a block: its work runs after what the
+    scalar unit issued before it (``joined``: it holds the scalar unit's clock already) and
+    gets a new epoch each time someone observes the pipe (an event, a drain). Made at its first
+    use (most blocks use few of their pipes): until then no clock holds its epoch."""
+
+    __slots__ = ("_v", "origin", "comp", "name", "snap", "joined", "busy")
+
+    def __init__(self, origin: tuple[np.ndarray, np.ndarray | None, int], comp: int,
+                 name: str) -> None:
+        self._v: np.ndarray | None = None
+        self.origin = origin  # its block's first clock, as _block_start's arguments
+        self.comp, self.name = comp, name
+        self.snap: int | None = None
+        self.joined = True
+        # work, an event or a join since the last drain (a drain of an idle pipe teaches the
+        # scalar unit nothing: it is skipped, the most frequent call of a kernel's end)
+        self.busy = False
+
+    @property
+    def v(self) -> np.ndarray:
+        v = self._v
+        if v is None:
+            v = self._v = _block_start(*self.origin)
+            v[self.comp] += 1  # the block's first clock holds the slot's last epoch: a new one
+        return v
+
+    def join(self, other: np.ndarray) -> None:
+        v = self.v
+        np.maximum(v, other, out=v)
+        self.snap = None
+        self.busy = True
+
+    def advance(self) -> None:
+        self.v[self.comp] += 1
+        self.snap = None
+        self.busy = True
+
+
+class RaceBlockModel(BlockModel):
+    """One block: forwards everything to the inner model, and keeps the block's clocks (its
+    scalar unit ``vs``, pipes ``p2`` (MTE2) and ``p3`` (MTE3)) and access records."""
+
+    def __init__(self, agent: Agent, rank_model: RaceRankModel, inner: BlockModel,
+                 inner_hooks: Any, start: np.ndarray, slot: int, fresh: bool = False) -> None:
+        super().__init__(agent)
+        self.inner = inner
+        self.ih = inner_hooks
+        self.rm = rank_model
+        self.clocks = rank_model.clocks
+        self.rank = agent.rank
+        self.block_idx = agent.block_idx
+        self.slot = slot  # of its clocks (see RaceRankModel._clock_slot)
+        s = rank_model.slot_comps[slot]
+        self.cs, self.cg = s, s + G3
+        # continue the slot's epochs past its last launch's (``fresh``: start has)
+        origin = (start, None if fresh else rank_model.slot_hi[s:s + PER_BLOCK].copy(), s)
+        self.vs = _block_start(*origin)
+        self.p2 = _PipeClock(origin, s + MTE2, "MTE2")
+        self.p3 = _PipeClock(origin, s + MTE3, "MTE3")
+        self.pv = _PipeClock(origin, s + V, "V")  # the tile vector instructions (PIPE_V)
+        self.pd = _PipeClock(origin, s + D, "DMA")  # TPUT_ASYNC / TGET_ASYNC copies
+        self.dma_marks: dict[int, np.ndarray] = {}  # id(copy) -> the engine's clock after it
+        self.snap_s: int | None = None
+        self.marks: dict[tuple[int, int, int], np.ndarray] = {}
+        self.snaps: dict[int, np.ndarray] = {}
+        self.records: list[list] = []
+        self.ub_wins: dict[int, tuple] = {}  # tile uid -> its record window (one object each)
+        self.sites = SiteCache()  # the last access's site (holds a frame: cleared at the end)
+        self.copy_op = ""
+        self.copy_site = ""  # the line of the copy being issued (its TLOADs / TSTOREs share it)
+        self.last_async = "TPUT_ASYNC"  # the async copy being posted (its copy_begin's op)
+        # word clocks a TTEST read (slots), or words a gm_load / atomic add read ((rank,
+        # offset): their clock may be made after the hook): acquired at the block's next step
+        self.tested: list[Any] = []
+        # a waiting block calls idle at every poll: the inner model's own, without a hop here
+        # (the method is still defined below, for the seam). Only that one: at 30 attributes
+        # CPython stops sharing the instances' attribute keys, and making one costs half again
+        self.idle = inner.idle  # type: ignore[method-assign]
+
+    @property
+    def tracer(self) -> Any:
+        return self.inner.tracer
+
+    # the inner model's answers: an interleaving or a semantics below may define them (but
+    # acts_on_fences stays True: the detector's clocks need every barrier and dsb)
+    @property
+    def pending(self) -> bool:  # type: ignore[override]
+        return self.inner.pending
+
+    def retire_due(self) -> None:
+        self.inner.retire_due()
+
+    def mark(self, pipe: int) -> Any:
+        return self.inner.mark(pipe)
+
+    def completed(self, pipe: int, mark: Any) -> bool:
+        return self.inner.completed(pipe, mark)
+
+    # -- clock bookkeeping -------------------------------------------------------------------
+
+    def _pipe(self, pipe: int) -> _PipeClock | None:
+        return self.p2 if pipe == PIPE_MTE2 else self.p3 if pipe == PIPE_MTE3 else \
+            self.pv if pipe == PIPE_V else None
+
+    def _s_changed(self) -> None:
+        self.snap_s = None
+        self.p2.joined = self.p3.joined = self.pv.joined = False
+
+    def _snap(self, v: np.ndarray) -> int:
+        sid = next(self.rm.snap_ids)
+        self.snaps[sid] = v.copy()
+        return sid
+
+    def _record(self, win: tuple, lo: int, hi: int, flags: int, comp: int, snap: int,
+                pipe: str, op: str, v: np.ndarray, site: str) -> None:
+        self._add(win, lo, hi, flags, comp, int(v[comp]), snap, int(self.vs[self.cs]), pipe,
+                  op, site)
+
+    def _add(self, win: tuple, lo: int, hi: int, flags: int, comp: int, epoch: int, snap: int,
+             issue: int, pipe: str, op: str, site: str) -> None:
+        """One access record (``epoch``: ``comp``'s, ``issue``: the scalar unit's); the same
+        access again (a loop over a tile's rows) widens the last one."""
+        recs = self.records
+        if recs:
+            last = recs[-1]
+            if (last[6] == snap and last[3] == flags and last[1] <= hi and lo <= last[2]
+                    and last[0] == win and last[9] == site and last[13] == op):
+                if lo < last[1]:
+                    last[1] = lo
+                if hi > last[2]:
+                    last[2] = hi
+                return
+        recs.append([win, lo, hi, flags, comp, epoch, snap, self.cs, issue, site, self.rank,
+                     self.block_idx, pipe, op])
+
+    def flush_some(self) -> None:
+        """Send the records once there are many (after an instruction's last record: its
+        records share a snapshot that a flush forgets)."""
+        if len(self.records) >= _FLUSH_RECORDS:
+            self.flush()
+
+    def flush(self, defer: bool = False) -> None:
+        """Send this block's records (and the clock snapshots they use) to the launcher
+        (``defer``: with the rank's next message: the launch's end sends every block's in one)."""
+        recs, self.records = self.records, []
+        snaps, self.snaps = self.snaps, {}
+        # sent again when used
+        self.snap_s = self.p2.snap = self.p3.snap = self.pv.snap = self.pd.snap = None
+        # every later access of this block holds vs: its pipes join vs before they issue
+        self.rm.send(snaps, [tuple(r) for r in recs], self.vs, self.slot, defer)
+
+    @staticmethod
+    def _ranges(g: GlobalTensor) -> list[tuple[int, int]]:
+        """The byte ranges of ``g`` (one per row when it is strided)."""
+        p = g.ptr
+        if g.rows <= 1 or g.row_stride == g.cols:
+            return [(p.offset, p.offset + g.extent_bytes)]
+        row, width = g.pitch_bytes(), g.cols * p.itemsize
+        return [(p.offset + r * row, p.offset + r * row + width) for r in range(g.rows)]
+
+    def _pipe_access(self, pc: _PipeClock, g: GlobalTensor, tile: Tile, atomic: int) -> None:
+        """A TLOAD (``pc`` is MTE2: reads GM, writes the tile) or TSTORE (MTE3: the reverse).
+        (The hot path of a kernel's data: its clocks are read once for both records.)"""
+        load = pc is self.p2
+        site = self.copy_site or cached_site(self.sites, self.agent)  # a copy's: its line
+        op = _op_name(self.copy_op, "TLOAD" if load else "TSTORE")
+        if not pc.joined:
+            pc.join(self.vs)
+            pc.joined = True
+        snap = pc.snap
+        if snap is None:
+            snap = pc.snap = self._snap(pc.v)
+        pc.busy = True
+        comp, name = pc.comp, pc.name
+        epoch, issue = int(pc.v[comp]), int(self.vs[self.cs])
+        p = g.ptr
+        gwin = gm_win(p.rank)
+        gflags = 0 if load else WRITE | PIPE3 | (ATOMIC if atomic else 0)
+        if g.rows <= 1 or g.row_stride == g.cols:
+            off = p.offset
+            self._add(gwin, off, off + g.extent_bytes, gflags, comp, epoch, snap, issue, name,
+                      op, site)
+        else:
+            for lo, hi in self._ranges(g):
+                self._add(gwin, lo, hi, gflags, comp, epoch, snap, issue, name, op, site)
+        nbytes = min(g.rows, tile.rows) * tile.cols * tile.array.itemsize
+        off = tile.uoff  # (a view's bytes in its tile's)
+        uwin = self.ub_wins.get(tile.uid)
+        if uwin is None:
+            uwin = self.ub_wins[tile.uid] = ("ub", self.rank, self.block_idx, tile.uid)
+        self._add(uwin, off, off + nbytes, WRITE if load else 0, comp, epoch, snap, issue, name,
+                  op, site)
+        if len(self.records) >= _FLUSH_RECORDS:
+            self.flush()
+
+    def _drain(self, pc: _PipeClock) -> None:
+        """The scalar unit waited for the pipe's work so far."""
+        if not pc.busy:
+            return
+        np.maximum(self.vs, pc.v, out=self.vs)
+        self._s_changed()
+        pc.advance()
+        pc.busy = False
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.inner.start()
+
+    def finish(self) -> None:
+        self.sites.clear()  # (the kernel's frames go now, not with this model)
+        if self.tested:
+            self._settle()
+        self.inner.finish()
+        self._drain(self.p2)
+        self._drain(self.p3)
+        self._drain(self.pv)
+        self._drain(self.pd)  # the kernel's end lands every copy still in flight
+        vs = self.vs  # the kernel's end fences (read as Python ints: cheaper than numpy's)
+        if vs.item(self.p3.comp) > vs.item(self.cg):
+            vs[self.cg] = vs.item(self.p3.comp)
+
+    def stop(self) -> None:
+        self.sites.clear()
+        self.inner.stop()
+
+    def idle(self) -> None:
+        self.inner.idle()
+
+    # -- pipe instructions -------------------------------------------------------------------
+
+    def load(self, tile: Tile, src: GlobalTensor) -> None:
+        if self.tested:
+            self._settle()
+        self._pipe_access(self.p2, src, tile, 0)
+        self.inner.load(tile, src)
+
+    def store(self, dst: GlobalTensor, tile: Tile, atomic: int) -> None:
+        if self.tested:
+            self._settle()
+        self._pipe_access(self.p3, dst, tile, atomic)
+        self.inner.store(dst, tile, atomic)
+
+    def set_flag(self, src: int, dst: int, event: int) -> None:
+        if self.tested:
+            self._settle()
+        self.inner.set_flag(src, dst, event)
+        pc = self._pipe(src)
+        if pc is None:  # the scalar unit (or a pipe that runs at once) signals
+            self.marks[(src, dst, event)] = self.vs.copy()
+            self.vs[self.cs] += 1
+            self._s_changed()
+        else:  # the pipe's work so far, issued after the scalar unit's earlier work
+            pc.join(self.vs)
+            self.marks[(src, dst, event)] = pc.v.copy()
+            pc.advance()
+
+    def wait_flag(self, src: int, dst: int, event: int) -> None:
+        if self.tested:
+            self._settle()
+        self.inner.wait_flag(src, dst, event)
+        mark = self.marks.pop((src, dst, event), None)
+        if mark is None:
+            return
+        pc = self._pipe(dst)
+        if pc is None or pc is self.pv:  # V: Python code after it may read the tile too
+            np.maximum(self.vs, mark, out=self.vs)
+            self._s_changed()
+        if pc is not None:
+            pc.join(mark)
+
+    def barrier(self, pipe: int) -> None:
+        if self.tested:
+            self._settle()
+        self.inner.barrier(pipe)
+        if pipe != PIPE_ALL or self.p2.busy or self.p3.busy or self.pv.busy:
+            self._drained(pipe)
+
+    def notify_drain(self) -> None:
+        # the inner model's own (hazard lets queued copies reach their due time first): the
+        # base class's would call barrier and skip it, changing the semantics under observation
+        if self.tested:
+            self._settle()
+        self.inner.notify_drain()
+        if self.p2.busy or self.p3.busy or self.pv.busy:  # (a notify after the first of a row
+            self._drained(PIPE_ALL)                       # drains nothing)
+
+    def _drained(self, pipe: int) -> None:
+        """The scalar unit waited for ``pipe`` (``PIPE_ALL``: every queued pipe)."""
+        if pipe == PIPE_ALL:  # (the busy tests inline: a TNOTIFY ends with this barrier)
+            if self.p2.busy:
+                self._drain(self.p2)
+            if self.p3.busy:
+                self._drain(self.p3)
+            if self.pv.busy:
+                self._drain(self.pv)
+        elif (pc := self._pipe(pipe)) is not None:  # a queued pipe: MTE2, MTE3 or V
+            self._drain(pc)
+
+    def dsb(self, mode: int) -> None:
+        if self.tested:
+            self._settle()
+        self.inner.dsb(mode)
+        if mode in (DSB_ALL, DSB_DDR) and self.vs[self.cg] < self.vs[self.p3.comp]:
+            self.vs[self.cg] = self.vs[self.p3.comp]
+            self._s_changed()
+
+    def dcci(self, ptr: Any, mode: int) -> None:
+        self.inner.dcci(ptr, mode)
+
+    def vector(self, op: Any) -> None:
+        if self.tested:
+            self._settle()
+        record_vector(self, op)
+        self.inner.vector(op)
+
+    def dma_post(self, copy: Any) -> None:  # the DMA engine: its accesses come by async_issue
+        self.inner.dma_post(copy)
+
+    def dma_wait(self, copy: Any) -> None:
+        self.inner.dma_wait(copy)
+
+    def dma_test(self, copy: Any) -> bool:
+        return self.inner.dma_test(copy)
+
+    # -- scalar hooks ------------------------------------------------------------------------
+
+    def notify(self, sig: Any, value: int, op: int) -> None:
+        if self.tested:
+            self._settle()
+        p = sig.ptr
+        stored = self.clocks.release(self.clocks.slot(p.rank, p.offset), self.vs, bool(op))
+        if stored is not None:
+            r, _ = self.rm.layout.agent(stored[0])
+            self.rm.signal_race(p.rank, p.offset, "notify", (
+                f"{agent_name(self.rank, self.block_idx)} notified it (TNOTIFY) at "
+                f"{kernel_site(self.agent)}; rank {r}'s host had stored it with a plain store, "
+                "and nothing orders that store before the notify (no rt.barrier() or launch "
+                "between them), so the store may have wiped an earlier notify or this one may "
+                "be lost to it\n    fix: put rt.barrier() between the host's store and the "
+                "launch that notifies"), self.block_idx)
+        self.vs[self.cs] += 1
+        self._s_changed()
+        if self.ih is not None:
+            self.ih.notify(sig, value, op)
+
+    def _slots(self, sig: Any) -> list[int]:
+        """The slots of ``sig``'s words (a Signal2D's: kept by the table)."""
+        p = sig.ptr
+        if hasattr(sig, "row_stride"):  # a Signal2D
+            return self.clocks.signal_slots(p.rank, p.offset, sig.rows, sig.cols, sig.row_stride)
+        return [self.clocks.slot(p.rank, p.offset)]
+
+    def _acquire_slots(self, slots: list[int]) -> None:
+        if self.clocks.acquire_all(slots, self.vs):
+            self._s_changed()
+
+    def _settle(self) -> None:
+        tested, self.tested = self.tested, []
+        find = self.clocks.find
+        found = [s if type(s) is int else find(*s) for s in tested]
+        slots = [s for s in found if s is not None]
+        if slots:
+            self._acquire_slots(slots)
+
+    def wait(self, sig: Any, value: int, cmp: int) -> None:
+        if self.tested:
+            self._settle()
+        if self.ih is not None:
+            self.ih.wait(sig, value, cmp)
+
+    def waited(self, sig: Any, value: int, cmp: int) -> None:
+        self._acquire_slots(self._slots(sig))
+        if self.ih is not None:
+            self.ih.waited(sig, value, cmp)
+
+    def test(self, sig: Any, value: int, cmp: int) -> None:
+        # this hook runs before TTEST reads: acquire at the block's next step, after the read,
+        # so the clock holds every notify whose value the read may have seen (whatever it
+        # returned: an over-approximation that may hide a race, never invent one)
+        if self.tested:
+            self._settle()
+        self.tested.extend(self._slots(sig))
+        if self.ih is not None:
+            self.ih.test(sig, value, cmp)
+
+    def copy_begin(self, op: str, dst: GlobalTensor, src: GlobalTensor) -> None:
+        self.copy_op = op
+        self.copy_site = cached_site(self.sites, self.agent)
+        if op.endswith("_ASYNC"):
+            self.last_async = op
+        if self.ih is not None:
+            self.ih.copy_begin(op, dst, src)
+
+    def copy_end(self, op: str) -> None:
+        self.copy_op = self.copy_site = ""
+        if self.ih is not None:
+            self.ih.copy_end(op)
+
+    def expect_blocks(self, kernel: str, param: str, count: int) -> None:
+        if self.ih is not None:
+            self.ih.expect_blocks(kernel, param, count)
+
+    def gm_access(self, op: str, ptr: Any, nbytes: int, write: bool, atomic: bool) -> None:
+        if self.tested:
+            self._settle()
+        word = ptr.dtype == I32  # an int32 element is a word: loads and atomics synchronize
+        if word and not write:
+            atomic = True  # gm_load reads an int32 word atomically
+        if self.snap_s is None:
+            self.snap_s = self._snap(self.vs)
+        flags = (WRITE if write else 0) | (ATOMIC if atomic else 0)
+        self._record(gm_win(ptr.rank), ptr.offset, ptr.offset + nbytes, flags, self.cs,
+                     self.snap_s, "S", op, self.vs, cached_site(self.sites, self.agent))
+        self.flush_some()
+        if word and atomic:
+            if write:  # an atomic store / add releases what the block knows into the word
+                self.clocks.release(self.clocks.slot(ptr.rank, ptr.offset), self.vs, False)
+                self.vs[self.cs] += 1
+                self._s_changed()
+            if op != "gm_atomic_store":  # a load or an add reads it: acquire once it has
+                # (the word's clock is looked up then too: a release may make it meanwhile)
+                self.tested.append((ptr.rank, ptr.offset))
+        if self.ih is not None:
+            self.ih.gm_access(op, ptr, nbytes, write, atomic)
+
+    # -- SYNCALL and the DMA engine -----------------------------------------------------------
+
+    def syncall_arrive(self, word: Any, target: int) -> None:
+        if self.tested:
+            self._settle()
+        self.rm.syncall_arrive(self, word, target)
+        self.vs[self.cs] += 1
+        self._s_changed()
+        if self.ih is not None:
+            self.ih.syncall_arrive(word, target)
+
+    def syncall_wait(self, word: Any, target: int) -> None:
+        if self.ih is not None:  # (a scheduling model waits for its turn here)
+            self.ih.syncall_wait(word, target)
+
+    def syncall_done(self, word: Any, target: int) -> None:
+        self.rm.syncall_wait(self, word, target)
+        self._s_changed()
+        if self.ih is not None:
+            self.ih.syncall_done(word, target)
+
+    def async_issue(self, event: Any) -> None:
+        """The copy's accesses, on the DMA engine's clock: after what the scalar unit issued
+        before it, ordered before the block's later work only by its Wait / Test."""
+        copy = event.copy
+        if copy is not None:
+            if self.tested:
+                self._settle()
+            pd = self.pd
+            pd.join(self.vs)  # (busy)
+            pd.snap = self._snap(pd.v)
+            site = cached_site(self.sites, self.agent)
+            op = self.last_async
+            for g, flags in ((copy.src, 0), (copy.dst, WRITE)):
+                for lo, hi in self._ranges(g):
+                    self._record(gm_win(g.ptr.rank), lo, hi, flags, pd.comp, pd.snap, pd.name,
+                                 f"{op} (the DMA copy)", pd.v, site)
+            self.flush_some()
+            self.dma_marks[id(copy)] = pd.v.copy()
+            pd.advance()  # the next copy is a later event of the engine
+        if self.ih is not None:
+            self.ih.async_issue(event)
+
+    def async_complete(self, event: Any) -> None:
+        """``Wait`` returned or ``Test`` said True: the copy and the earlier ones of its session
+        landed (their marks are below this one's on the engine's component)."""
+        mark = self.dma_marks.pop(id(event.copy), None)
+        if mark is not None:
+            np.maximum(self.vs, mark, out=self.vs)
+            self._s_changed()
+        if self.ih is not None:
+            self.ih.async_complete(event)

@@ -1,0 +1,240 @@
+"""The race detector's launcher side: the run model made before the ranks fork, the record
+pipes it reads while they run, and the report it makes at the end.
+
+What it learns comes from each rank's :class:`~.rank.RaceRankModel` (the rank process) and its
+blocks' :class:`~.block.RaceBlockModel` (the block threads); the edges it judges are described in
+:mod:`shmcomm.exec.races`.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import mmap
+from collections.abc import Callable
+from multiprocessing.connection import Connection, Pipe, wait
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ...config import MAX_BLOCKS, Config
+from ...core.model import RankModel, RunModel
+from ...errors import Failure
+from .clocks import CLOCK, POOL_SLOTS, Layout, SlotMap, WordClocks, block_slots, new_locks
+from .report import render
+from .shadow import Access, Shadow
+
+if TYPE_CHECKING:
+    from ...core.runtime import RankRuntime
+
+_RECEIVE_BATCHES = 64  # batches of one rank the launcher takes per wake-up
+
+# a record pipe's capacity: a rank's message (a few launches' records, ~200 KiB at 8 ranks x 4
+# blocks) goes in whole, so a launch's end does not wait for the launcher to be scheduled and
+# read (on a loaded box, 5-15 ms per message at the default 64 KiB)
+_PIPE_BYTES = 1 << 20
+
+
+def record_pipe() -> tuple[Connection, Connection]:
+    """A rank's record pipe to the launcher (reader, writer), widened to ``_PIPE_BYTES`` where
+    the OS allows it (Linux, within the user's pipe budget; else its default)."""
+    reader, writer = Pipe(duplex=False)
+    try:
+        fcntl.fcntl(writer.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), _PIPE_BYTES)
+    except OSError:
+        pass  # (over the budget, or no such fcntl): the default size works, only slower
+    return reader, writer
+
+
+class RaceDetector(RunModel):
+    """The run's detector: the factory of rank models, and the launcher's end of it. The inner
+    model's launcher-side parts (schedule mode's shared area, its schedule, ...) are its own:
+    each hook forwards to it explicitly."""
+
+    def __init__(self, config: Config, inner: RunModel,
+                 rank_model: Callable[[RankRuntime, RaceDetector], RankModel]) -> None:
+        # the rank side (the rank process's part, :mod:`.rank`) comes as an argument: this
+        # module, loaded in the launcher, imports none of it
+        super().__init__(inner.config, rank_model)  # type: ignore[arg-type]
+        self.inner = inner
+        self.layout = Layout(config.nranks, block_slots(config.blocks))
+        # the word clocks and the record pipes: made by ``prepare`` (before the ranks fork), or
+        # a pool's, made with its ranks (``use_pool``)
+        self.clocks: WordClocks | None = None
+        self.conns: list[Connection] = []  # the launcher reads these
+        self.writers: list[Connection] = []  # ranks write into theirs
+        self.own_pipes = True  # False: a pool's, left open for its next run
+        self.shadow = Shadow(self.layout)
+        self.reported = 0
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What a pool's rank process gets with its job: no launcher state (the shadow, the
+        pipes, the clocks' mapping); ``use_pool`` there attaches the pool's."""
+        state = self.__dict__.copy()
+        state.update(clocks=None, conns=[], writers=[], shadow=None)
+        return state
+
+    def use_pool(self, state: Any, rank: int | None) -> None:
+        """Use a pool's word-clock memory and record pipes (made before its ranks forked, so
+        every rank reaches them): ``state.for_run()`` in the launcher (the readers, with what
+        the last run wrote zeroed), its writers in a rank."""
+        if rank is None:
+            self.conns = state.for_run()
+            self.clocks = state.last = state.clocks(self.layout)  # zeroed before the next run
+        else:
+            self.clocks = state.clocks(self.layout)
+            self.writers = state.writers
+        self.own_pipes = False
+    def __call__(self, rt: RankRuntime) -> RankModel:
+        assert self.rank_model is not None  # (the package gives its rank side: __init__.py)
+        return self.rank_model(rt, self)  # type: ignore[call-arg]
+    @property
+    def shared_bytes(self) -> int:  # type: ignore[override]
+        return self.inner.shared_bytes
+
+    @property
+    def schedule(self) -> Any:
+        return self.inner.schedule
+
+    @property
+    def first_rank(self) -> int | None:  # type: ignore[override]
+        return self.inner.first_rank
+
+    @property
+    def one_at_a_time(self) -> bool:  # type: ignore[override]
+        return self.inner.one_at_a_time
+
+    @property
+    def turn_cpu(self) -> int | None:
+        return self.inner.turn_cpu
+
+    @turn_cpu.setter
+    def turn_cpu(self, cpu: int | None) -> None:  # the launcher's claim: the inner model pins
+        self.inner.turn_cpu = cpu
+
+    def prepare(self, ctl: Any) -> None:
+        if self.clocks is None:  # a run of its own: the ranks inherit these at their fork
+            self.clocks = WordClocks(self.layout)
+            pipes = [record_pipe() for _ in range(self.config.nranks)]
+            self.conns = [r for r, _ in pipes]
+            self.writers = [w for _, w in pipes]
+        self.inner.prepare(ctl)
+
+    def collect(self, ctl: Any, failures: list[Failure]) -> None:
+        self.inner.collect(ctl, failures)
+
+    def hint(self, host: Any, args: tuple) -> str:
+        return self.inner.hint(host, args)
+
+    def set_trace(self, path: str) -> None:
+        super().set_trace(path)
+        self.inner.set_trace(path)
+
+    # -- the launcher's side -----------------------------------------------------------------
+
+    def receive(self, conn: Connection) -> list[Failure]:
+        """Take the batches of records a rank has sent (up to ``_RECEIVE_BATCHES``: each
+        wake-up of the launcher's loop also polls the ranks, so one per batch would cost that
+        poll per batch); with ``race_exitfirst``, the report of the first race as soon as one
+        shows."""
+        for _ in range(_RECEIVE_BATCHES):
+            if not self._receive_one(conn):
+                break
+            if self.config.race_exitfirst and self.shadow.found() and not self.reported:
+                return self._report()
+            try:
+                if not conn.poll(0):
+                    break
+            except (EOFError, OSError):
+                break
+        return []
+
+    def _receive_one(self, conn: Connection) -> bool:
+        """One batch; ``False`` once the rank's pipe is closed."""
+        try:
+            batch = conn.recv()
+        except (EOFError, OSError):
+            self.conns = [c for c in self.conns if c is not conn]
+            return False
+        for rank, block, snaps, records, frontier in batch:
+            if block == "race":  # races a rank found itself (a host store against a notify)
+                self.shadow.direct.extend(records)
+            else:
+                if snaps is not None:  # (ids, the bytes of their clocks, one after another)
+                    rows = np.frombuffer(snaps[1], CLOCK).reshape(len(snaps[0]), -1)
+                    snaps = dict(zip(snaps[0], rows, strict=True))
+                self.shadow.add(snaps or {}, [Access(*r) for r in records])
+                if frontier is not None:
+                    self.shadow.advance((rank, block), np.frombuffer(frontier, CLOCK))
+        return True
+
+    def finish(self) -> list[Failure]:
+        """The run is over: read what is left and report every race (none: ``[]``)."""
+        conns = list(self.conns)
+        for conn in wait(conns, 0) if conns else ():  # (one poll for all: most have nothing)
+            while conn in self.conns and conn.poll(0):  # (a pool rank killed: EOF)
+                self.receive(conn)
+        if self.own_pipes:
+            for c in conns + self.writers:
+                c.close()
+        self.conns = []
+        return [] if self.reported else self._report()
+
+    def _report(self) -> list[Failure]:
+        if not self.shadow.found():
+            return []
+        self.reported = self.shadow.found()
+        if self.shadow.races:
+            x, y = self.shadow.races[0]
+            rank, block = y.rank, y.block
+        else:
+            rank, block = self.shadow.direct[0][0], self.shadow.direct[0][1]
+        return [Failure(rank, block, "race", render(self.shadow))]
+
+
+class PoolState:
+    """The race detector's shared state for every run of a pool, made before its ranks fork:
+    word-clock memory for the largest layout (``MAP_NORESERVE``: only the pages a run touches
+    take memory), its locks, one record pipe per rank, and each process's map of the words
+    that have a slot in it and views of it (their own after the fork)."""
+
+    def __init__(self, nranks: int) -> None:
+        self.nbytes = WordClocks.nbytes(Layout(nranks, MAX_BLOCKS), POOL_SLOTS)
+        self.buf = mmap.mmap(-1, self.nbytes, flags=mmap.MAP_SHARED | _MAP_NORESERVE)
+        self.locks = new_locks()
+        self.slot_map = SlotMap()
+        self.views: dict[Layout, WordClocks] = {}  # a view per layout, kept for the next runs
+        pipes = [record_pipe() for _ in range(nranks)]
+        self.readers = [r for r, _ in pipes]
+        self.writers = [w for _, w in pipes]
+        self.last: WordClocks | None = None  # the last run's view: what to zero
+
+    def forked(self) -> None:
+        """Every rank holds its writer: the launcher's copies go (a dead rank reads as EOF)."""
+        for w in self.writers:
+            w.close()
+
+    def for_run(self) -> list[Connection]:
+        """The readers for a launcher's run, with what the last one wrote zeroed."""
+        if self.last is not None:
+            self.last.reset()
+            self.last = None
+        return self.readers
+
+    def clocks(self, layout: Layout) -> WordClocks:
+        """This process's view of the table for a run of ``layout`` (made once per layout: a
+        view costs a dozen arrays)."""
+        view = self.views.get(layout)
+        if view is None:
+            view = self.views[layout] = WordClocks(layout, self.buf, self.locks, self.slot_map)
+        else:
+            view.begin()
+        return view
+
+    def close(self) -> None:
+        for c in self.readers + self.writers:
+            c.close()
+        self.last = None  # the mapping goes with its last view
+        self.views.clear()
+
+
+_MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000)  # Linux's value (Python < 3.13 lacks it)
