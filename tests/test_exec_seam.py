@@ -6,7 +6,7 @@
   (marked ``# @name`` below; the tests look the line up, nothing is hard-coded), never
   threading.py or a file of the package;
 * eager mode binds no hooks and no fences; hazard mode binds exactly the sub-models that need
-  them; a custom model plugged in through ``_Launcher(model=...)`` receives every hook call
+  them; a custom model plugged in through ``Launcher(model=...)`` receives every hook call
   with its arguments (root collectives' copies included).
 
 Every run is seeded, and the failing kernels fail by construction (a checker rule, or work kept
@@ -48,7 +48,7 @@ from shmcomm.exec.eager import EagerBlockModel
 from shmcomm.exec.hazard import report as report_mod
 from shmcomm.group import TBROADCAST, TGATHER, TSCATTER, ParallelGroup
 from shmcomm.kernels.barrier import EpochBarrier
-from shmcomm.launch.supervisor import _Launcher
+from shmcomm.launch.supervisor import Launcher
 from shmcomm.pipe import (
     DSB_DDR,
     EVENT_ID0,
@@ -466,7 +466,7 @@ def host_every_hook(rt):
 @pytest.mark.timeout(60)
 def test_custom_model_receives_every_hook():
     config = Config.from_kwargs(nranks=2, blocks=2, seed=5, timeout=60, wait_timeout=30)
-    results = _Launcher(config, host_every_hook, (), model=RecordingRank).run()
+    results = Launcher(config, host_every_hook, (), model=RecordingRank).run()
     for rank, res in enumerate(results):
         peer = 1 - rank
         assert res["type"] == "RecordingRank" and res["hooked"]
@@ -522,7 +522,7 @@ def host_root_collectives(rt):
 @pytest.mark.timeout(60)
 def test_custom_model_sees_root_collective_copies():
     config = Config.from_kwargs(nranks=3, blocks=1, seed=5, timeout=60, wait_timeout=30)
-    logs = _Launcher(config, host_root_collectives, (), model=RecordingRank).run()
+    logs = Launcher(config, host_root_collectives, (), model=RecordingRank).run()
     assert logs[1] == logs[2] == [("start",), ("finish",), ("barrier", PIPE_ALL)]
 
     def moved(op, dst, src):
@@ -547,12 +547,12 @@ def test_run_keeps_choosing_the_model_from_the_config():
     from shmcomm.exec.eager import EagerRankModel
     from shmcomm.exec.hazard import HazardRankModel
 
-    assert _Launcher(Config(mode="eager"), print, ()).model.rank_model is EagerRankModel
-    hazard = _Launcher(Config(mode="hazard", detect_races=False), print, ()).model
+    assert Launcher(Config(mode="eager"), print, ()).model.rank_model is EagerRankModel
+    hazard = Launcher(Config(mode="hazard", detect_races=False), print, ()).model
     assert hazard.rank_model is HazardRankModel
-    observed = _Launcher(Config(mode="hazard"), print, ()).model  # the detector is on by default
+    observed = Launcher(Config(mode="hazard"), print, ()).model  # the detector is on by default
     assert observed.inner.rank_model is HazardRankModel
-    plugged = _Launcher(Config(), print, (), model=RecordingRank).model
+    plugged = Launcher(Config(), print, (), model=RecordingRank).model
     assert type(plugged) is RunModel and plugged.rank_model is RecordingRank
 
 

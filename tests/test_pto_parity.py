@@ -33,7 +33,7 @@ from shmcomm.comm import (
 from shmcomm.core.model import RankModel
 from shmcomm.errors import ArgumentError
 from shmcomm.exec.eager import EagerBlockModel
-from shmcomm.launch.supervisor import _Launcher
+from shmcomm.launch.supervisor import Launcher
 from shmcomm.pipe import (
     EVENT_ID1,
     PIPE_MTE2,
@@ -152,7 +152,7 @@ def test_tput_chunks_by_the_valid_region():
         return log, rt.kernel_state["loads"], bool(np.array_equal(dst, src))
 
     config = shmcomm.Config.from_kwargs(nranks=1, timeout=60)
-    log, loads, ok = _Launcher(config, host, (), model=Counting).run()[0]
+    log, loads, ok = Launcher(config, host, (), model=Counting).run()[0]
     assert log == [(4, 32)] and loads == [4, 4, 4, 4] and ok
 
 
@@ -217,7 +217,7 @@ def test_scalar_gm_access_reaches_the_gm_access_hook():
         return log, rt.kernel_state["seen"], x[:3].tolist()
 
     config = shmcomm.Config.from_kwargs(nranks=2, timeout=60)
-    res = _Launcher(config, host, (), model=Recording).run()
+    res = Launcher(config, host, (), model=Recording).run()
     log, seen, words = res[0]
     # both ranks add 2 to rank 0's word, in either order: the old value is 0 or 2
     assert log[0] == 5 and log[1] in (0, 2) and log[2:] == [1.5, 2.5] and words == [5, 4, 9]

@@ -162,7 +162,7 @@ def test_plain_data_is_read_without_a_thread_and_code_still_goes_through_one(mon
     import pickle
     import threading
 
-    from shmcomm.launch import supervisor
+    from shmcomm.launch import wire
 
     started: list[str] = []
     real = threading.Thread.start
@@ -173,9 +173,9 @@ def test_plain_data_is_read_without_a_thread_and_code_still_goes_through_one(mon
 
     monkeypatch.setattr(threading.Thread, "start", counting)
     plain = ("ok", {"a": [1, 2.5, "x", b"y", None, (True,)]})
-    assert supervisor._loads_bounded(pickle.dumps(plain), 5.0) == plain
+    assert wire.loads_bounded(pickle.dumps(plain), 5.0) == plain
     assert started == []
-    assert supervisor._loads_bounded(pickle.dumps(("ok", os.stat_result(range(10)))), 5.0)[0] == "ok"
+    assert wire.loads_bounded(pickle.dumps(("ok", os.stat_result(range(10)))), 5.0)[0] == "ok"
     assert started == ["shmcomm-unpickle"]
     with pytest.raises(shmcomm.ShmcommError, match="unpickling it raised"):
-        supervisor._loads_bounded(b"\x80\x04garbage", 5.0)
+        wire.loads_bounded(b"\x80\x04garbage", 5.0)

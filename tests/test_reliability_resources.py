@@ -166,7 +166,7 @@ print("LEFT", sorted(n for n in os.listdir("/dev/shm") if "shmcomm" in n and str
 
 
 def test_fork_failure_is_a_clear_error_and_started_ranks_are_stopped(monkeypatch):
-    from shmcomm.launch import supervisor
+    from shmcomm.launch import rank as supervisor  # (where the rank processes are forked)
 
     real_fork = os.fork
     calls = [0]

@@ -124,9 +124,9 @@ def _big_result(rt):
 
 def test_a_result_over_the_report_limit_names_the_limit(monkeypatch):
     import shmcomm
-    from shmcomm.launch import supervisor
+    from shmcomm.launch import wire
 
-    monkeypatch.setattr(supervisor, "MAX_REPORT_BYTES", 1 << 20)  # the ranks fork with it
+    monkeypatch.setattr(wire, "MAX_REPORT_BYTES", 1 << 20)  # the ranks fork with it
     with pytest.raises(shmcomm.RunError) as info:
         shmcomm.run(_big_result, 1, window_bytes=1 << 16, timeout=60, wait_timeout=50)
     text = str(info.value)
@@ -156,7 +156,7 @@ def test_a_run_that_outlasts_its_timeout_in_the_end_checks_never_passes():
     from shmcomm.config import Config
     from shmcomm.core.model import RunModel
     from shmcomm.exec import compose
-    from shmcomm.launch.supervisor import _Launcher
+    from shmcomm.launch.supervisor import Launcher
 
     cfg = Config.from_kwargs(nranks=1, heap_bytes=1 << 16, timeout=1.0, wait_timeout=0.9)
     base = compose(cfg)
@@ -170,7 +170,7 @@ def test_a_run_that_outlasts_its_timeout_in_the_end_checks_never_passes():
             return []
 
     with pytest.raises(shmcomm.RunTimeout):
-        _Launcher(cfg, _quick_host, (), model=Slow(cfg)).run()
+        Launcher(cfg, _quick_host, (), model=Slow(cfg)).run()
 
 
 def test_ctrl_c_while_the_command_starts_prints_no_traceback(tmp_path):

@@ -4,10 +4,10 @@ A run has one execution model, built once in the launcher from the configuration
 (:func:`shmcomm.exec.compose.compose`): a :class:`RunModel`, which holds the launcher's part of
 the run (a shared area set up before the ranks start, pipes it reads while they run, what it
 reports at the end) and makes, in each rank process, the rank's :class:`RankModel`. A model that
-is not a mode plugs in as ``_Launcher(config, host, args, model=MyRunModel(config))`` in
-:mod:`shmcomm.launch.supervisor` (a bare :class:`RankModel` subclass is taken too). In each rank
-process the :class:`RankModel` makes, at every launch, one :class:`BlockModel` per block, bound
-to the block's agent once:
+is not a mode plugs in as ``shmcomm.run(host, ..., model=MyRunModel(config))`` (or
+``Launcher(config, host, args, model=...)`` of :mod:`shmcomm.launch.supervisor`; a bare
+:class:`RankModel` subclass is taken too). In each rank process the :class:`RankModel`
+makes, at every launch, one :class:`BlockModel` per block, bound to the block's agent once:
 
 * ``agent.pipes`` is the block model: every pipe instruction (``TLOAD``, ``TSTORE``,
   ``set_flag``, ``wait_flag``, ``pipe_barrier``, ``dsb``, ``dcci``) goes to it (``pipe_barrier``

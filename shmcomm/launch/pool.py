@@ -47,14 +47,8 @@ from ..exec.compose import max_shared_bytes, pool_state
 from ..transports.shm import ShmTransport
 from .descendants import RunProcesses
 from .launchers import external_launcher
-from .supervisor import (
-    _Launcher,
-    collect_after_run,
-    fork_rank,
-    rank_process_setup,
-    serve_run,
-    start_order,
-)
+from .rank import collect_after_run, fork_rank, rank_process_setup, serve_run
+from .supervisor import Launcher, start_order
 
 _FIXED = ("nranks", "signal_bytes", "heap_bytes")
 
@@ -265,8 +259,8 @@ class Pool:
         ctl.words[C.LINE:(ctl.extra_base - ctl.base) // 4] = 0
 
 
-class _PoolRun(_Launcher):
-    """One run on a pool's processes: the supervision of :class:`_Launcher`, with jobs sent
+class _PoolRun(Launcher):
+    """One run on a pool's processes: the supervision of :class:`Launcher`, with jobs sent
     instead of processes forked and the memory kept (and reset) instead of unmapped."""
 
     def __init__(self, pool: Pool, config: Config, host: Callable, args: tuple) -> None:

@@ -17,30 +17,19 @@ Ranks that do not stop within ``STOP_GRACE_S`` of an abort are killed. Ranks get
 
 from __future__ import annotations
 
-import faulthandler
-import gc
-import io
 import os
-import pickle
 import signal
-import sys
 import tempfile
 import threading
 import time
-import traceback
 from collections.abc import Callable
 from multiprocessing.connection import Connection, Pipe
-from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
-from ..config import MAX_BLOCKS, Config
+from ..config import Config
 from ..core import control as C
-from ..core.affinity import set_apart
-from ..core.gm import Windows
 from ..core.model import RankModel, RunModel
-from ..core.runtime import KernelError
 from ..errors import (
-    Aborted,
     ArgumentError,
     DeadlockError,
     Failure,
@@ -51,37 +40,40 @@ from ..errors import (
 )
 from ..exec.compose import Execution, compose
 from ..exec.trace import finalize
-from ..kernels.host import RankRuntime
 from ..transports.shm import ShmTransport
-from ..transports.shm import atomics as at
+from . import wire
 from .deadlock import CorruptControl, DeadlockWatch
 from .descendants import RunProcesses
 from .launchers import external_launcher
 from .paths import check_run_paths
 from .polling import Readable
+from .rank import fork_rank, rank_main
 from .reaping import reapable_children
 from .resources import death_hint, oom_kills
-from .stuck import STACK_SIGNAL, StoppedWatch, WaitLog, stuck_report
+from .stuck import StoppedWatch, WaitLog, stuck_report
 from .tracefile import TraceFile
 from .turncpu import CpuClaim, claim_cpu
+from .wire import MAX_ADVICE, MAX_MESSAGE_CHARS, clip, failure_from, loads_bounded
 
 POLL_S = 0.02
 STOP_GRACE_S = 1.0
 REAP_GRACE_S = 5.0  # after the kill: a rank not reaped by then is left to _stop_all
 STALLED_S = 1.0  # a supervision poll this late means the launcher itself was stopped
 WAITLOG_S = 0.25  # how often the launcher notes who waits on what (for the stuck report)
-MAX_REPORT_BYTES = 1 << 30  # a rank's report larger than this is refused, not read
 
 
 def run(host: Callable[..., Any], nranks: int | None = None, *, blocks: int | None = None,
         window_bytes: int | None = None, timeout: float | None = None, seed: int | None = None,
         mode: str | None = None, args: tuple = (), config: Config | None = None,
-        **settings: Any) -> list[Any]:
+        model: RunModel | type[RankModel] | None = None, **settings: Any) -> list[Any]:
     """Run ``host(rt, *args)`` once in each of ``nranks`` rank processes; return their results.
 
     ``window_bytes`` sizes each rank's data heap; any other :class:`Config` field may be given by
-    name (unknown names raise). Raises :class:`RunError` (``DeadlockError``, ``RunTimeout``) with
-    one report naming the failing rank, block and traceback.
+    name (unknown names raise). ``model`` runs the ranks under an execution model of your own
+    (a :class:`~shmcomm.core.model.RunModel`, or a :class:`~shmcomm.core.model.RankModel`
+    subclass) instead of the one the configuration composes. Raises :class:`RunError`
+    (``DeadlockError``, ``RunTimeout``) with one report naming the failing rank, block and
+    traceback.
     """
     if not callable(host):
         raise ArgumentError(f"run: host must be callable, got {type(host).__name__}")
@@ -96,8 +88,11 @@ def run(host: Callable[..., Any], nranks: int | None = None, *, blocks: int | No
         raise ArgumentError("run: pass either config= or individual settings, not both")
     launcher = external_launcher(config.transport)  # mpi: this process is one rank of the job
     if launcher is not None:
+        if model is not None:
+            raise ArgumentError(f"run: model= needs transport='shm' (ranks started by "
+                                f"{config.transport} have no launcher to compose it)")
         return launcher(host, config, args, nranks)
-    return _Launcher(config, host, args).run()
+    return Launcher(config, host, args, model=model).run()
 
 
 def run_model(config: Config, model: RunModel | type[RankModel]) -> RunModel:
@@ -119,14 +114,14 @@ class _Interrupted(BaseException):
         self.signum = signum
 
 
-class _Launcher:
-    """One run. ``model`` is the run's execution model (a
-    :class:`~shmcomm.core.model.RunModel`, or a :class:`~shmcomm.core.model.RankModel` subclass
-    for a model with no launcher-side part); ``None`` takes the one
-    :func:`shmcomm.exec.compose.compose` builds from ``config``. It is the execution-model
-    seam's plug for models that are not (yet) a ``mode``: tests and tools construct
-    ``_Launcher(config, host, args, model=MyRunModel(config)).run()``; ``run()`` never passes
-    it, so the configuration alone decides there."""
+class Launcher:
+    """One run, on the launcher's side: fork the ranks (their body is :mod:`.rank`), supervise
+    them, read their reports (:mod:`.wire`), clean up. ``model`` is the run's execution model
+    (a :class:`~shmcomm.core.model.RunModel`, or a :class:`~shmcomm.core.model.RankModel`
+    subclass for a model with no launcher-side part); ``None`` takes the one
+    :func:`shmcomm.exec.compose.compose` builds from ``config``. Tools that run a model that is
+    not a ``mode`` (the exhaustive explorer) use ``Launcher(config, host, args,
+    model=...).run()`` or ``shmcomm.run(host, ..., model=...)``; the pool subclasses it."""
 
     def __init__(self, config: Config, host: Callable, args: tuple,
                  model: RunModel | type[RankModel] | None = None) -> None:
@@ -342,7 +337,7 @@ class _Launcher:
         def body() -> int:
             procs.enter()  # before user code: whatever it forks is tracked
             assert self.transport is not None and self.ctl is not None  # set by _start
-            return _rank_main(rank, parent, self.config, self.transport, self.ctl, writer,
+            return rank_main(rank, parent, self.config, self.transport, self.ctl, writer,
                               self.host, self.args, self.model, self.stacks[rank])
 
         try:
@@ -457,12 +452,12 @@ class _Launcher:
     def _receive(self, conn: Connection) -> None:
         rank = self.conns[conn]
         try:
-            data = conn.recv_bytes(MAX_REPORT_BYTES)
+            data = conn.recv_bytes(wire.MAX_REPORT_BYTES)
         except (EOFError, OSError):  # the rank exited (or closed its pipe): _poll_exits reaps it
             self._close(conn)
             return
         try:
-            msg = _loads_bounded(data, max(1.0, self.config.timeout))
+            msg = loads_bounded(data, max(1.0, self.config.timeout))
         except Exception as exc:  # noqa: BLE001 -- a result that does not unpickle here
             self.failures.append(Failure(rank, None, "exception",
                                          f"its result could not be received: {exc}"))
@@ -480,7 +475,7 @@ class _Launcher:
             self.secondary += 1
             self.results[rank] = None
         else:
-            self.failures.append(_failure_from(rank, payload))
+            self.failures.append(failure_from(rank, payload))
             self.results[rank] = None
 
     def _poll_exits(self) -> None:
@@ -582,69 +577,6 @@ def _signal_group(pgid: int, sig: int) -> None:
         pass
 
 
-class _NeedsCode(Exception):
-    """The pickle names a class or function: reconstructing it may run code."""
-
-
-class _DataOnly(pickle.Unpickler):
-    """Unpickles plain data only (``None``, numbers, strings, bytes, lists, tuples, dicts,
-    sets): a pickle that names no global cannot run any code of its own."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        raise _NeedsCode(f"{module}.{name}")
-
-
-def _loads_bounded(data: bytes, limit: float) -> tuple[str, Any]:
-    """Unpickle a rank's report within ``limit`` seconds, and check its shape.
-
-    Unpickling a result that names a class runs that class's reconstruction code: that happens
-    in a daemon thread so that a result which stalls there costs the launcher ``limit`` seconds,
-    never a hang. Plain data (most results, every result of ``None``) is read at once: starting
-    a thread for it cost every run a thread per rank."""
-    box: list[Any] = []
-    try:
-        box.append(("ok", _DataOnly(io.BytesIO(data)).load()))
-    except _NeedsCode:
-        box.clear()
-    except Exception as exc:  # noqa: BLE001 -- garbled data: reported below
-        box.append(("err", exc))
-
-    def load() -> None:
-        try:
-            box.append(("ok", ForkingPickler.loads(data)))
-        except BaseException as exc:  # noqa: BLE001 -- reported to the user below
-            box.append(("err", exc))
-
-    if not box:
-        t = threading.Thread(target=load, name="shmcomm-unpickle", daemon=True)
-        t.start()
-        t.join(limit)
-    if not box:
-        raise ShmcommError(f"unpickling it did not finish within {limit:g} s")
-    how, value = box[0]
-    if how == "err":
-        raise ShmcommError(f"unpickling it raised {type(value).__name__}: {str(value)[:500]}")
-    if not (isinstance(value, tuple) and len(value) == 2 and value[0] in ("ok", "aborted", "error",
-                                                                          "advice")):
-        raise ShmcommError("its report is not a shmcomm report (garbled pipe data)")
-    return value
-
-
-def _failure_from(rank: int, payload: Any) -> Failure:
-    """The Failure a rank reported, checked field by field (rank data is never trusted)."""
-    if not isinstance(payload, dict):
-        return Failure(rank, None, "exception", f"garbled failure report: {payload!r:.200}")
-    block = payload.get("block")
-    if block is not None and (type(block) is not int or not 0 <= block < MAX_BLOCKS):
-        block = None
-    text: dict[str, str] = {k: v if isinstance(v := payload.get(k), str) else "" for k in
-            ("kind", "message", "traceback")}
-    kind = text["kind"] if text["kind"] in ("exception", "crash") else "exception"  # a rank
-    return Failure(rank, block, kind,  # cannot claim to be a deadlock or a timeout
-                   clip(text["message"], MAX_MESSAGE_CHARS) or "(no message)",
-                   clip(text["traceback"], MAX_TRACEBACK_CHARS))
-
-
 # --- the rank process ---------------------------------------------------------------------------
 
 def start_order(nranks: int, first: int | None) -> list[int]:
@@ -653,241 +585,3 @@ def start_order(nranks: int, first: int | None) -> list[int]:
     if first is None or not 0 <= first < nranks:
         return list(range(nranks))
     return [first, *(r for r in range(nranks) if r != first)]
-
-
-def fork_rank(body: Callable[[], int], close: list[Connection]) -> int:
-    """Fork a rank process that closes ``close`` (the parent's ends) and exits with ``body()``'s
-    status; returns its pid. The process leads its own process group, so that whatever it forks
-    can be killed with it."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    try:
-        pid = os.fork()
-    except OSError as exc:  # EAGAIN: the process limit (ulimit -u, a cgroup's pids.max)
-        raise ShmcommError(f"cannot start a rank process: fork failed: {exc} (the user's or the "
-                           "cgroup's process limit is reached; lower nranks)") from None
-    if pid == 0:  # the rank process; never returns
-        code = 1
-        try:
-            os.setpgid(0, 0)
-            for c in close:
-                c.close()
-            code = body()
-        finally:
-            os._exit(code)
-    try:
-        os.setpgid(pid, pid)  # also here: no race with a kill of the group right after fork
-    except OSError:
-        pass  # it already did (or is gone): either way it is set
-    return pid
-
-
-def _rank_main(rank: int, parent: int, config: Config, transport: ShmTransport, ctl: C.Control,
-               conn: Connection, host: Callable, args: tuple, model: RunModel,
-               stacks: Any) -> int:
-    """Body of one rank process. Returns its exit status."""
-    if not rank_process_setup(parent):
-        return 1
-    faulthandler.register(STACK_SIGNAL, file=stacks, all_threads=True, chain=False)
-    # a process the kernel or host forks must not hold the report pipe open (the launcher would
-    # wait for its EOF) nor report in the rank's name; the launcher kills it with the rank
-    os.register_at_fork(after_in_child=conn.close)
-    return serve_run(rank, config, transport, ctl, conn, host, args, model)
-
-
-# the CPUs the launcher may use, as the rank process inherited them (rank_process_setup)
-_ALLOWED: list[int] = []
-# the scheduling policy the rank process inherited (rank_process_setup)
-_POLICY: list[int] = []
-# the CPU this rank process is pinned to, and whether its host thread is apart
-_pinned: list[tuple[int | None, bool] | None] = [None]
-
-
-def pin_rank(rank: int, nranks: int, pin: bool, turn_cpu: int | None = None) -> None:
-    """With ``pin``, pin this rank process's threads (threads they start later inherit it).
-
-    With ``turn_cpu`` (a run of one agent at a time, on the CPU its launcher claimed): every
-    thread but the calling one goes there (the block threads a pool's process keeps, so a turn
-    handed to one is a switch on that CPU), and the calling thread, the host, to the other
-    CPUs: its setup before its first turn runs beside the turn's holder instead of in its way,
-    and the rank model moves it to the turn's CPU for its turns (``ScheduleRankModel``). Else
-    to one of the launcher's CPUs, round robin, when the ranks are at least as many as those
-    CPUs; else let it run on all of them. Left to itself the kernel often keeps 5 or 6 of 8
-    short-waiting ranks on one of 2 cores, and every barrier then waits for that core: at 8 ranks
-    x 1 block a barrier took 1.3-1.6x as long. A pool's later runs keep the pin (nothing to do)
-    or change it.
-
-    A run on the turn's CPU also puts the rank's threads in the batch policy (when the process
-    was in the normal one): an agent woken for its turn then waits the few microseconds until
-    the agent that passed it the turn sleeps, instead of preempting it and being preempted back
-    (two switches per hand-off instead of one). Other runs get the inherited policy back."""
-    cpus = _ALLOWED or sorted(os.sched_getaffinity(0))
-    host: list[int] | None = None
-    if pin and turn_cpu is not None and turn_cpu in cpus:
-        cpu: int | None = turn_cpu
-        host = [c for c in cpus if c != turn_cpu] or [turn_cpu]
-    else:
-        cpu = cpus[rank % len(cpus)] if pin and nranks >= len(cpus) >= 2 else None
-    want = (cpu, host is not None)
-    set_apart(host)
-    if _pinned[0] == want:  # (a host the last run's last turn left on the turn's CPU stays:
-        return  # that CPU idles until the run's first turn, a move would wait for the others)
-    base = _POLICY[0] if _POLICY else os.SCHED_OTHER
-    policy = os.SCHED_BATCH if host is not None and base == os.SCHED_OTHER else base
-    me = threading.get_native_id()
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            os.sched_setaffinity(int(tid), host if host is not None and int(tid) == me
-                                 else cpus if cpu is None else {cpu})
-            if os.sched_getscheduler(int(tid)) != policy:
-                os.sched_setscheduler(int(tid), policy, _NO_PRIORITY)
-        except OSError:  # a thread that ended meanwhile, or a CPU taken away (cgroups)
-            pass
-    _pinned[0] = want
-
-
-_NO_PRIORITY = os.sched_param(0)  # (the normal and batch policies have no static priority)
-
-
-def rank_process_setup(parent: int) -> bool:
-    """A new rank process: die with the launcher, leave Ctrl-C to it. False if it is gone."""
-    at.set_parent_death_signal(signal.SIGKILL)
-    if os.getppid() != parent:  # the launcher died before prctl took effect
-        return False
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher handles Ctrl-C for everyone
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    _ALLOWED[:] = sorted(os.sched_getaffinity(0))  # the forking thread's: before any pin
-    _POLICY[:] = [os.sched_getscheduler(0)]
-    _pinned[0] = None
-    # what the launcher made before the fork (modules, numpy) never becomes this process's
-    # garbage: out of the collector's generations, a collection walks only what the rank makes
-    # (a full one walked every inherited object: ~6 ms, and a write to each one's page)
-    gc.freeze()
-    # a collection every 700 allocations (the default) paused whichever agent allocated, in
-    # schedule mode the turn's holder and so every agent: a pool's rank collects after each run
-    # instead (collect_after_run), and a long run still every RUN_GC_THRESHOLD allocations
-    gc.set_threshold(RUN_GC_THRESHOLD)
-    return True
-
-
-RUN_GC_THRESHOLD = 20_000  # a rank process's first-generation threshold (CPython's is 700)
-FULL_GC_RUNS = 1024  # a pool's rank collects every generation once in this many runs
-
-
-def collect_after_run(runs: int) -> None:
-    """A pool's rank, its run reported: collect what the run left (its objects referring to
-    each other), off any run's critical path; every generation once in ``FULL_GC_RUNS`` runs
-    (what outlived a run's collection and became garbage since)."""
-    gc.collect(2 if runs % FULL_GC_RUNS == 0 else 1)
-
-
-def serve_run(rank: int, config: Config, transport: ShmTransport, ctl: C.Control,
-              conn: Connection, host: Callable, args: tuple, model: RunModel,
-              checked: Callable[[Any], Any] | None = None, windows: Windows | None = None) -> int:
-    """One run's work in a rank process: ``host(rt, *args)``, its result or failure sent to the
-    launcher. ``checked``: what a passing result becomes once the model has closed (a pool's
-    check of what the run left in the process). Returns the rank's exit status."""
-    sys.setswitchinterval(config.switch_interval)
-    pin_rank(rank, config.nranks, config.pin_ranks, model.turn_cpu)
-    ctl.set_rank(rank, C.R_PID, os.getpid())
-    ctl.set_rank(rank, C.R_STATE, C.R_RUNNING)
-    msg: tuple[str, Any]
-    rt: RankRuntime | None = None
-    try:
-        transport.attach(rank)
-        rt = RankRuntime(rank, config, Windows(transport) if windows is None else
-                         windows.next_run(), ctl, model)
-        result = host(rt, *args)
-        rt.join_launches()  # every launch, from any host thread, finishes before we report
-        msg = ("ok", result)
-    except KernelError as exc:
-        msg = _failure_msg(rank, exc.block, exc.exc, exc.tb)
-    except BaseException as exc:
-        msg = _failure_msg(rank, None, exc, traceback.format_exc())
-    if rt is not None and rt.block_failures and msg[0] != "error":
-        # the host caught a block's failure (and returned, or was aborted later): still a failure
-        first = rt.block_failures[0]
-        msg = _failure_msg(rank, first.block, first.exc, first.tb
-                           + "(the host code caught this KernelError; the run still fails)\n")
-    if msg[0] == "error":
-        ctl.abort(C.ABORT_FAILURE)
-    if rt is not None:
-        rt.model.close()
-        advice = _advice(rt.model)
-        if advice:  # before the result: the launcher has read it when the rank is done
-            try:
-                conn.send_bytes(ForkingPickler.dumps(("advice", advice)))
-            except OSError:
-                return 1
-    if checked is not None and msg[0] == "ok":
-        msg = ("ok", checked(msg[1]))
-    data = _pickled(rank, msg)
-    if data is not None and len(data) > MAX_REPORT_BYTES:  # the launcher would refuse to read it
-        ctl.abort(C.ABORT_FAILURE)
-        data = _pickled(rank, ("error", dict(
-            rank=rank, block=None, kind="exception",
-            message=f"host() returned a result of {len(data)} bytes pickled, over the "
-                    f"{MAX_REPORT_BYTES}-byte limit of a rank's report (return less: write "
-                    "big results to a file, or keep them in the window)")))
-        msg = ("error", None)
-    if data is None:  # the result does not pickle: report why instead
-        ctl.abort(C.ABORT_FAILURE)
-        data = _pickled(rank, ("error", dict(
-            rank=rank, block=None, kind="exception",
-            message=f"host() returned an object that cannot be pickled back to the launcher: "
-                    f"{_PICKLE_ERROR[0]}")))
-        msg = ("error", None)
-    try:
-        conn.send_bytes(data)  # type: ignore[arg-type]
-    except OSError:  # the launcher is gone or closed our pipe
-        return 1
-    at.store(ctl.rank_addr(rank, C.R_STATE), C.R_EXITED if msg[0] == "ok" else C.R_FAILED)
-    return 0 if msg[0] == "ok" else 1
-
-
-_PICKLE_ERROR = [""]
-MAX_ADVICE = 16  # likely causes a failure report prints (each rank keeps its first few)
-
-
-def _advice(model: RankModel) -> list[str]:
-    """The advisory checkers' findings of this rank's run (hazard and schedule modes: the
-    model's ``advice``, which an observer's model takes from the model it wraps)."""
-    advice = model.advice
-    return [] if advice is None else [str(a) for a in advice.texts]
-
-
-def _pickled(rank: int, msg: tuple[str, Any]) -> bytes | None:
-    """``msg`` as the bytes ``Connection.recv`` unpickles, or ``None`` (why: ``_PICKLE_ERROR``).
-    Any exception counts (``ValueError``, ``RecursionError`` from ``__reduce__``, not only
-    ``PicklingError``): a result that cannot travel must be reported, never swallowed."""
-    try:
-        return bytes(ForkingPickler.dumps(msg))
-    except BaseException as exc:  # noqa: BLE001 -- user __reduce__ may raise anything
-        _PICKLE_ERROR[0] = f"{type(exc).__name__}: {str(exc)[:500]}"
-        return None
-
-
-MAX_MESSAGE_CHARS = 8000  # of a failure's message in the report (a 50 MB message is cut)
-MAX_TRACEBACK_CHARS = 64000
-
-
-def clip(text: str, limit: int) -> str:
-    """``text`` cut to about ``limit`` characters: its head and tail, and how much was cut."""
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]}\n[... {len(text) - 2 * half} characters cut ...]\n{text[-half:]}"
-
-
-def _failure_msg(rank: int, block: int | None, exc: BaseException, tb: str) -> tuple[str, Any]:
-    if isinstance(exc, Aborted):
-        return ("aborted", clip(str(exc), MAX_MESSAGE_CHARS))
-    try:
-        text = str(exc)
-    except BaseException as err:  # noqa: BLE001 -- a __str__ that raises still reports
-        text = f"(str() of the exception raised {type(err).__name__})"
-    return ("error", dict(rank=rank, block=block, kind="exception",
-                          message=clip(f"{type(exc).__name__}: {text}", MAX_MESSAGE_CHARS),
-                          traceback=clip(tb, MAX_TRACEBACK_CHARS)))
-
-

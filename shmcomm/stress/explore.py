@@ -19,7 +19,7 @@ from typing import Any
 from ..config import Config
 from ..errors import RunError
 from ..exec.schedule import Schedule, ScheduleMode
-from ..launch.supervisor import _Launcher
+from ..launch.supervisor import Launcher
 
 
 @dataclass
@@ -45,7 +45,7 @@ def explore(host: Callable[..., Any], config: Config, args: tuple = (), max_pree
         model = ScheduleMode(config, list(prefix), record_enabled=True)
         runs += 1
         try:
-            _Launcher(config, host, args, model=model).run()
+            Launcher(config, host, args, model=model).run()
         except RunError as exc:
             return Exploration(runs, exc, model.schedule, False)
         choices = model.schedule.choices if model.schedule else []
