@@ -81,9 +81,7 @@ __all__ = [
 ]
 
 _tls = _agent._tls
-_hooked = _agent.HOOKED  # [bool]: does any block of this process have model hooks?
-_fenced = _agent.FENCED  # [bool]: does any block of this process act on fences?
-_read_add = _agent.SET_READ_ADD  # [bool]: Set is read-then-add (Config.set_semantics)
+_flags = _agent.FLAGS  # hooked, fenced, read_add: the fast paths' questions (ProcessFlags)
 _new = object.__new__
 _ADD, _SET = NotifyOp.AtomicAdd, NotifyOp.Set
 _GE = WaitCmp.GE
@@ -346,19 +344,19 @@ def TNOTIFY(sig: Signal | Signal2D, value: int, op: NotifyOp | None = None, *eve
             raise ArgumentError("TNOTIFY: op is required, as in PTO: NotifyOp.AtomicAdd (0) or "
                                 "NotifyOp.Set (1)")
         op = NotifyOp(check_enum(NotifyOp, op, "TNOTIFY: op"))
-    if _hooked[0]:
+    if _flags.hooked:
         hooks = _hooks()
         if hooks is not None:
             hooks.notify(sig, value, op)
     if op is _ADD:
         sig.fetch_add(sig.handle, value, 5)  # 5: seq_cst
-    elif _read_add[0]:  # pto-isa's proposed Set: read, then add the difference (two steps)
+    elif _flags.read_add:  # pto-isa's proposed Set: read, then add the difference (two steps)
         sig.fetch_add(sig.handle, (value - sig.load() + 0x80000000) % 0x100000000 - 0x80000000, 5)
     else:
         sig.exchange(sig.handle, value, 5)  # a read-modify-write: orders the waiters read below
     if sig.waiters.value:
         sig.wake()
-    if _fenced[0]:  # a2a3's TNOTIFY ends with pipe_barrier(PIPE_ALL)
+    if _flags.fenced:  # a2a3's TNOTIFY ends with pipe_barrier(PIPE_ALL)
         fences = _tls.agent.fences
         if fences is not None:
             fences.notify_drain()
@@ -383,7 +381,7 @@ def TWAIT(sig: Signal | Signal2D, value: int, cmp: WaitCmp | int, *events: Any) 
         value = _check_i32(value, "TWAIT")
     if type(cmp) is not WaitCmp:
         cmp = check_enum(WaitCmp, cmp, "TWAIT: cmp")
-    if _hooked[0]:
+    if _flags.hooked:
         hooks = _hooks()
         if hooks is not None:
             hooks.wait(sig, value, cmp)
@@ -411,7 +409,7 @@ def _twait_sweep(sig: GlobalTensor, value: int, cmp: int) -> None:
                 break
         else:
             break
-    if _hooked[0] and _hooks() is not None:
+    if _flags.hooked and _hooks() is not None:
         # the sweep that saw every element hold read each of them: the observers see those
         # reads as waits that return at once (the race detector acquires every word's clock;
         # a slab that held on the first sweep was never waited for above)
@@ -440,7 +438,7 @@ def TTEST(sig: Signal | Signal2D, value: int, cmp: WaitCmp | int, *events: Any) 
         value = _check_i32(value, "TTEST")
     if type(cmp) is not WaitCmp:
         cmp = check_enum(WaitCmp, cmp, "TTEST: cmp")
-    if _hooked[0]:
+    if _flags.hooked:
         hooks = _hooks()
         if hooks is not None:
             hooks.test(sig, value, cmp)

@@ -327,7 +327,7 @@ def k_bindings(ctx, seen):
     a = agent_mod.current()
     seen.append({"hooks": None if a.hooks is None else ("model" if a.hooks is a.pipes else "other"),
                  "fences": None if a.fences is None else ("model" if a.fences is a.pipes else "other"),
-                 "pipes": type(a.pipes).__name__, "hooked": agent_mod.HOOKED[0]})
+                 "pipes": type(a.pipes).__name__, "hooked": agent_mod.FLAGS.hooked})
 
 
 def host_bindings(rt, blocks):
@@ -460,7 +460,7 @@ def host_every_hook(rt):
     rt.launch(k_every_hook, blocks=2, args=(dst.ptr, src.ptr, back.ptr))
     model = rt.model
     return {"type": type(model).__name__, "launches": model.launches, "logs": model.logs,
-            "hooked": agent_mod.HOOKED[0], "back": back.tolist()}
+            "hooked": agent_mod.FLAGS.hooked, "back": back.tolist()}
 
 
 @pytest.mark.timeout(60)

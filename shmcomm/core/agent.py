@@ -23,14 +23,31 @@ if TYPE_CHECKING:
     from .runtime import RankRuntime
 
 _tls = threading.local()
-# Whether any block of this process has model hooks (set at the first such launch, never
-# cleared): until then TNOTIFY / TWAIT skip the thread-local lookup entirely.
-HOOKED = [False]
-# Whether any block of this process acts on fences (set at the first such launch): TNOTIFY's
-# internal pipe_barrier(PIPE_ALL) is skipped entirely until then.
-FENCED = [False]
-# Config.set_semantics == "read-add" (set once per rank process).
-SET_READ_ADD = [False]
+
+
+class ProcessFlags:
+    """What the instructions' fast paths ask before they look any further, one object per
+    process, owned by the rank runtime: it resets them when a run starts in the process (a
+    pool's rank serves many) and sets them as the run's model binds its agents.
+
+    ``hooked``: some agent of this run has scalar hooks (until then TNOTIFY / TWAIT skip the
+    thread-local lookup entirely); ``fenced``: some block acts on fences (until then TNOTIFY's
+    internal ``pipe_barrier(PIPE_ALL)`` is skipped); ``read_add``: ``Config.set_semantics`` is
+    ``read-add``."""
+
+    __slots__ = ("hooked", "fenced", "read_add")
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self, read_add: bool = False) -> None:
+        """A run starts in this process: no agent is bound yet."""
+        self.hooked = False
+        self.fenced = False
+        self.read_add = read_add
+
+
+FLAGS = ProcessFlags()
 
 
 class Agent:

@@ -25,7 +25,7 @@ from ..errors import Aborted, ArgumentError, ShmcommError
 from ..types import WaitCmp
 from . import control as C
 from . import threads as block_threads
-from .agent import FENCED, HOOKED, SET_READ_ADD, Agent, bind
+from .agent import FLAGS, Agent, bind
 from .agent import _tls as _agent_tls
 from .gm import GMPtr, Windows, as_dtype
 from .heap import SymmetricArray, SymmetricHeap
@@ -136,8 +136,11 @@ class RankRuntime:
         self._hostbar = WaitSite((windows.transport.control_word(ctl.hostbar_addr),), -1,
                                  ctl.hostbar_addr - ctl.base, kind=KIND_HOST_BARRIER,
                                  label="rt.barrier")
-        SET_READ_ADD[0] = config.set_semantics == "read-add"
+        self.flags = FLAGS  # the process's fast-path flags: this run's from now on
+        FLAGS.reset(read_add=config.set_semantics == "read-add")
         self.model = model(self)  # after the fields above: a model may read them
+        if self.host_agent.hooks is not None:  # (host code's TNOTIFY / TWAIT look them up)
+            FLAGS.hooked = True
         bind(self.host_agent)
         self.host_agent.start_running()
 
@@ -473,9 +476,9 @@ class Launch:
                     a.pipes = rt.model.block(a)
                     a.fences = a.pipes if a.pipes.acts_on_fences else None
                     if a.hooks is not None:
-                        HOOKED[0] = True
+                        rt.flags.hooked = True
                     if a.fences is not None:
-                        FENCED[0] = True
+                        rt.flags.fenced = True
             except BaseException:
                 rt._running -= 1
                 rt._release_slots(first, self.blocks)

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...core.agent import HOOKED
 from ...core.agent import _tls as _agent_tls
 from ...core.gm import I32
 from ...core.heap import SymmetricArray
@@ -105,7 +104,6 @@ class RaceRankModel(RankModel):
         self.inner = det.inner(rt)
         # the host's own TNOTIFY / TWAIT / TTEST (host code may call them) synchronize too
         rt.host_agent.hooks = _HostHooks(self, rt.host_agent.hooks)
-        HOOKED[0] = True
 
     @property
     def concurrent_launches(self) -> bool:  # type: ignore[override]

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 
 from ...core import control as C
 from ...core.affinity import apart, pin_thread
-from ...core.agent import HOOKED
 from ...core.model import BlockModel, RankModel, StepClock
 from ...core.waiting import KIND_SYNCALL, WaitSite, first_unsatisfied
 from ...errors import Aborted
@@ -393,7 +392,6 @@ class ScheduleRankModel(RankModel):
         self.sem = semantics(rt, Steps(self.sched, float(rt.config.schedule_delay)))
         self.host = agent_id(rt.rank, C.HOST_SLOT)
         rt.host_agent.hooks = HostHooks(self.sched, self.host)
-        HOOKED[0] = True  # TNOTIFY / TWAIT look for hooks from now on
         self.watch = TurnWatch(self.sched, rt.rank, float(rt.config.turn_timeout))
         self.watch.start()
         # the launcher keeps the turn on one CPU and this host thread off it until now (its
