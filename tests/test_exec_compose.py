@@ -26,6 +26,7 @@ import shmcomm
 from shmcomm.comm import TNOTIFY, TPUT, TWAIT, GetRemotePtr, GlobalTensor, NotifyOp, Signal, WaitCmp
 from shmcomm.config import Config
 from shmcomm.core.model import BlockModel, RankModel, RunModel
+from shmcomm.core.observer import ObservedRun, Observer, _block_class
 from shmcomm.errors import ArgumentError, Failure
 from shmcomm.exec import Execution, compose, model_for
 from shmcomm.exec.compose import reads
@@ -143,11 +144,16 @@ def test_compose_builds_one_run_model_per_combination():
     assert type(eager) is RunModel and eager.rank_model is EagerRankModel
     assert type(hazard) is RunModel and hazard.rank_model is HazardRankModel
     assert type(compose(Config(nranks=2, mode="schedule", detect_races=False))) is ScheduleMode
-    assert isinstance(compose(Config(nranks=2, mode="hazard")), RaceDetector)  # on by default
+    on = compose(Config(nranks=2, mode="hazard"))  # the detector is on by default
+    assert isinstance(on, ObservedRun) and [type(o) for o in on.observers] == [RaceDetector]
     for mode, inner in (("eager", RunModel), ("hazard", RunModel), ("schedule", ScheduleMode)):
-        det = compose(Config(nranks=2, mode=mode, detect_races=True))
-        assert isinstance(det, RaceDetector) and type(det.inner) is inner
-        assert det.shared_bytes == det.inner.shared_bytes  # forwarded
+        run = compose(Config(nranks=2, mode=mode, detect_races=True))
+        assert isinstance(run, ObservedRun) and type(run.inner) is inner
+        assert isinstance(run.observers[0], RaceDetector)
+        assert run.shared_bytes == -(-run.inner.shared_bytes // 64) * 64  # the detector: none
+        counted = compose(Config(nranks=2, mode=mode, detect_races=True), ["notify-count"])
+        assert [o.name for o in counted.observers] == ["races", "notify-count"]
+        assert counted.observers[1].shared_offset == run.shared_bytes  # after the model's
 
 
 def _run(**settings):
@@ -217,7 +223,8 @@ def test_launcher_probes_no_model_attribute():
         assert not re.search(r"(getattr|hasattr)\((self\.)?model\b", src), module.__name__
         assert not re.search(r"\bmode [!=]=", src), module.__name__  # Execution decides
     assert "__getattr__" not in vars(RaceDetector)  # no launcher-level forwarding
-    assert issubclass(RaceDetector, RunModel) and issubclass(ScheduleMode, RunModel)
+    assert issubclass(RaceDetector, Observer) and issubclass(ScheduleMode, RunModel)
+    assert issubclass(ObservedRun, RunModel)
     with pytest.raises(ArgumentError, match="^model: a RunModel"):
         Launcher(Config(nranks=2), host_put_notify, (), model=lambda rt: None)
 
@@ -237,7 +244,7 @@ def test_wrapping_block_models_forward_everything_a_model_below_defines():
     time). ``acts_on_fences`` is the observer's own: its clocks need every barrier and dsb."""
     below = [HazardBlockModel, EagerBlockModel, TracedEagerBlockModel]
     for wrapper, inner in ((ScheduleBlockModel, below),
-                           (RaceBlockModel, [*below, ScheduleBlockModel])):
+                           (_block_class((RaceBlockModel,)), [*below, ScheduleBlockModel])):
         for cls in inner:
             missing = _defined(cls) - _defined(wrapper) - {"acts_on_fences"}
             assert not missing, f"{wrapper.__name__} leaves {sorted(missing)} of {cls.__name__}"
@@ -325,6 +332,7 @@ def _model_sizes(ctx, out):
     m, sizes = current().pipes, []
     while m is not None:
         sizes.append((type(m).__name__, len(vars(m))))
+        sizes += [(type(o).__name__, len(vars(o))) for o in getattr(m, "obs", ())]  # observers
         m = getattr(m, "inner", None) or getattr(m, "sem", None)
     out[ctx.block_idx] = sizes
 

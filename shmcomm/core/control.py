@@ -125,6 +125,19 @@ class Control:
     def _addr(self, word: int) -> int:
         return self.base + 4 * word
 
+    def extra_words(self, offset: int, count: int) -> np.ndarray:
+        """``count`` int32 words of the shared area at byte ``offset`` (a model's or an
+        observer's: plain reads and writes, for set-up and read-back while no rank runs)."""
+        if offset % 4 or not 0 <= offset <= self.extra_bytes - 4 * count:
+            raise ValueError(f"extra_words: [{offset}, {offset + 4 * count}) is outside the "
+                             f"shared area of {self.extra_bytes} bytes")
+        start = (self.extra_base - self.base + offset) // 4
+        return self.words[start:start + count]
+
+    def fetch_add(self, addr: int, value: int) -> int:
+        """Atomically add ``value`` to the control word at ``addr`` (seq_cst); its old value."""
+        return at.fetch_add(addr, value)
+
     def close(self) -> None:
         self._views = {}  # (views into the memory that goes now)
         self.words = None

@@ -346,6 +346,10 @@ class RunModel:
         """A line telling how to reproduce a failed run (``""``: nothing to add)."""
         return ""
 
+    def summary(self) -> str:
+        """What the run's observers report, on a passing run too (``""``: nothing)."""
+        return ""
+
     def set_trace(self, path: str) -> None:
         """The run's trace goes to ``path`` (the launcher writes it beside the final path)."""
         self.config = self.config.replace(trace=path)

@@ -22,11 +22,13 @@ looking at ``mode``); :func:`compose` builds the run's
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from ..config import MODE_ONLY, Config, parse_hazards, parse_strategy
 from ..core.model import RunModel
+from ..core.observer import Observer, PoolStates, observe
 from ..errors import ArgumentError
 from .semantics import SEMANTICS, semantics_model, semantics_of
 
@@ -100,24 +102,31 @@ def reads(mode: str, setting: str) -> bool:
 
 
 def max_shared_bytes(nranks: int) -> int:
-    """The largest shared area any execution of ``nranks`` ranks needs (a pool sizes its
-    control segment once for every run it will serve)."""
+    """The largest shared area any execution of ``nranks`` ranks needs, with every registered
+    observer on (a pool sizes its control segment once for every run it will serve)."""
+    from .observers import OBSERVERS
     from .schedule import shared_bytes
 
-    return shared_bytes(nranks)
+    total = -(-shared_bytes(nranks) // 64) * 64
+    for make in OBSERVERS.values():
+        total += -(-getattr(make, "max_shared_bytes", lambda n: 0)(nranks) // 64) * 64
+    return total
 
 
-def pool_state(nranks: int) -> Any:
-    """What a pool of ``nranks`` ranks makes before it forks them, for its runs' observers
-    (the race detector's clocks and pipes; each run's model takes it by ``use_pool``)."""
-    from .races.launcher import PoolState
+def pool_state(nranks: int) -> PoolStates:
+    """What a pool of ``nranks`` ranks makes before it forks them, for its runs' observers, by
+    observer name (the race detector's clocks and pipes; each run's observers take theirs by
+    ``use_pool``)."""
+    from .races import RaceDetector
 
-    return PoolState(nranks)
+    return PoolStates({RaceDetector.name: RaceDetector.pool_state(nranks)})
 
 
-def compose(config: Config) -> RunModel:
-    """The run's execution model: semantics, interleaving and observers of ``config``, built
-    once in the launcher (its rank models are made in each rank process)."""
+def compose(config: Config, observers: Iterable[Any] = ()) -> RunModel:
+    """The run's execution model: the semantics and interleaving of ``config``, under its
+    observers (the race detector when ``detect_races``; then ``observers``, each a registered
+    name, an :class:`~shmcomm.core.observer.Observer` subclass or an instance), built once in
+    the launcher (its rank models are made in each rank process)."""
     ex = Execution.of(config)
     model: RunModel
     if ex.interleaving == "scheduled":  # the scheduler drives the semantics on its step clock
@@ -127,13 +136,26 @@ def compose(config: Config) -> RunModel:
     else:
         model = RunModel(config, semantics_model(ex.semantics))
     # trace and checkers observe inside the semantics' own models (they cost nothing when off);
-    # the race detector wraps whatever runs, so it composes with every semantics and interleaving
+    # the race detector and the run's other observers plug into the observer seam
+    watching: list[Observer] = []
     if "races" in ex.observers:
         from .races import race_detector
 
-        model = race_detector(config, model)
-    return model
+        watching.append(race_detector(model.config))  # (a replay's: the recorded run's)
+    return observed(model, observers, watching)
 
 
-__all__ = ["Execution", "compose", "reads", "max_shared_bytes", "pool_state", "SEMANTICS",
+def observed(model: RunModel, observers: Iterable[Any], first: Iterable[Observer] = ()
+             ) -> RunModel:
+    """``model`` under ``first`` and then ``observers`` (names, classes or instances: see
+    :func:`~shmcomm.exec.observers.make_observer`)."""
+    watching = list(first)
+    if observers:
+        from .observers import make_observer
+
+        watching += [make_observer(o, model.config) for o in observers]
+    return observe(model, watching)
+
+
+__all__ = ["Execution", "compose", "observed", "reads", "max_shared_bytes", "pool_state", "SEMANTICS",
            "INTERLEAVINGS", "OBSERVERS"]

@@ -52,6 +52,12 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
                      help=f"barrier iterations of the built-in job, 1..{MAX_ITERS} "
                           f"(default: {DEFAULT_ITERS})")
     opt.add_args(p)
+    from ..exec.observers import OBSERVERS
+
+    p.add_argument("--observe", action="append", default=[], metavar="NAME",
+                   choices=sorted(OBSERVERS),
+                   help="watch the run with this observer and print its report, on a passing "
+                        f"run too (repeatable): {', '.join(sorted(OBSERVERS))}")
     add_options(p, LAUNCH_SETTINGS)
     return p
 
@@ -85,7 +91,25 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
                   f"{ns.trace})", file=sys.stderr)
 
 
+def _observers(names: list[str], settings: dict) -> list:
+    """The observers ``--observe`` names, made for the run's configuration."""
+    from ..exec.observers import make_observer
+
+    config = Config.from_kwargs(**{k: v for k, v in settings.items() if k != "observers"})
+    return [make_observer(n, config) for n in names]
+
+
 def _run(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> int:
+    watching: list = []
+    try:
+        return _run_job(parser, ns, watching)
+    finally:
+        for o in watching:  # their reports, passed or failed
+            if o.summary():
+                _print(f"{o.name}: {o.summary()}")
+
+
+def _run_job(parser: argparse.ArgumentParser, ns: argparse.Namespace, watching: list) -> int:
     prog = parser.prog
     # under mpiexec (--transport mpi or SHMCOMM_TRANSPORT=mpi) only world rank 0 prints
     mpi = (ns.transport or os.environ.get("SHMCOMM_TRANSPORT", "")) == "mpi"
@@ -101,6 +125,9 @@ def _run(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> int:
             error = opt.check_mode_options((mode,), ns.hazards)
             if error:
                 return opt.usage_error(parser, error)
+        if ns.observe:
+            watching += _observers(ns.observe, settings)
+            settings["observers"] = watching
         if ns.program:
             kwargs = opt.host_kwargs(ns.arg)
             host = load_program(ns.program)

@@ -41,6 +41,7 @@ from ..config import Config
 from ..core import control as C
 from ..core.gm import Windows
 from ..core.heap import SymmetricArray
+from ..core.observer import PoolStates
 from ..core.threads import IDLE_NAME
 from ..errors import ArgumentError, RunError, ShmcommError
 from ..exec.compose import max_shared_bytes, pool_state
@@ -84,7 +85,10 @@ class Pool:
         self._owner: int | None = None  # the thread running a run now
         self._retire = False  # a rank reported leftovers of its run: replace before the next
         self._forker: _Forker | None = None
-        self.races: Any = None  # what runs' models share with the ranks (the race detector's)
+        # what the runs' observers share with the ranks (the race detector's clocks and pipes)
+        self.observers: PoolStates | None = None
+        # the control segment's shared area: the most any run's model and observers keep
+        self.ctl_shared_bytes = max_shared_bytes(self.base.nranks)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -121,25 +125,24 @@ class Pool:
         self.procs = RunProcesses()
         procs = self.procs
         cfg = self.base
-        self.ctl = C.Control(cfg.nranks, extra_bytes=max_shared_bytes(cfg.nranks))
+        self.ctl = C.Control(cfg.nranks, extra_bytes=self.ctl_shared_bytes)
         self.transport = ShmTransport(cfg.nranks, cfg.signal_bytes, cfg.heap_bytes)
-        self.races = races = pool_state(cfg.nranks)
+        self.observers = states = pool_state(cfg.nranks)
         parent = os.getpid()
         for rank in range(cfg.nranks):
             job_r, job_w = Pipe(duplex=False)
             res_r, res_w = Pipe(duplex=False)
-            others = [w for r, w in enumerate(races.writers) if r != rank]
             pid = fork_rank(functools.partial(_serve, rank, parent, self.transport, self.ctl, job_r,
-                                              res_w, procs, races),
+                                              res_w, procs, states),
                             [job_w, res_r, *self.jobs.values(), *self.results.values(),
-                             *races.readers, *others])
+                             *states.closes_in(rank)])
             job_r.close()
             res_w.close()
             procs.note_rank(pid)
             self.pids[rank] = pid
             self.jobs[rank] = job_w
             self.results[rank] = res_r
-        races.forked()
+        states.forked()
 
     def _discard(self) -> None:
         """Kill the rank processes and unmap everything (the next run forks new ones)."""
@@ -153,9 +156,9 @@ class Pool:
         if self.ctl is not None:
             self.ctl.close()
             self.ctl = None
-        if self.races is not None:
-            self.races.close()
-            self.races = None
+        if self.observers is not None:
+            self.observers.close()
+            self.observers = None
         if self.procs is not None:
             self.procs.close()  # what the ranks forked dies too; the cgroup goes
             self.procs = None
@@ -176,10 +179,12 @@ class Pool:
 
     # -- runs ------------------------------------------------------------------------------
 
-    def run(self, host: Callable[..., Any], *, args: tuple = (), **settings: Any) -> list[Any]:
+    def run(self, host: Callable[..., Any], *, args: tuple = (), observers: Any = (),
+            **settings: Any) -> list[Any]:
         """Run ``host(rt, *args)`` once in every rank process of the pool, as
-        :func:`shmcomm.run` does; the settings are :class:`Config` fields (``nranks``,
-        ``signal_bytes`` and ``window_bytes`` / ``heap_bytes`` must be the pool's)."""
+        :func:`shmcomm.run` does (``observers`` too); the settings are :class:`Config` fields
+        (``nranks``, ``signal_bytes`` and ``window_bytes`` / ``heap_bytes`` must be the
+        pool's)."""
         if not callable(host):
             raise ArgumentError(f"Pool.run: host must be callable, got {type(host).__name__}")
         if "window_bytes" in settings:
@@ -192,6 +197,8 @@ class Pool:
         config = Config.from_kwargs(**{n: getattr(self.base, n) for n in _FIXED}, **settings)
         launcher = external_launcher(config.transport)  # mpi: mpiexec keeps the ranks, not us
         if launcher is not None:
+            if observers:
+                raise ArgumentError("Pool.run: observers= needs transport='shm'")
             return launcher(host, config, args, None)
         try:
             pickle.dumps((host, args))
@@ -207,18 +214,19 @@ class Pool:
                 raise ShmcommError("Pool.run: the pool is closed; make a new Pool")
             self._owner = me
             try:
-                return self._run_locked(config, host, args)
+                return self._run_locked(config, host, args, observers)
             finally:
                 self._owner = None
 
-    def _run_locked(self, config: Config, host: Callable, args: tuple) -> list[Any]:
+    def _run_locked(self, config: Config, host: Callable, args: tuple,
+                    observers: Any = ()) -> list[Any]:
         if self._retire:  # the last run left a thread or a patch behind in a rank
             self._discard()
             self.replaced += 1
         self._check_alive()
         self._ensure()
         self.runs += 1
-        launcher = _PoolRun(self, config, host, args)
+        launcher = _PoolRun(self, config, host, args, observers)
         try:
             return launcher.run()
         except BaseException:
@@ -263,9 +271,16 @@ class _PoolRun(Launcher):
     """One run on a pool's processes: the supervision of :class:`Launcher`, with jobs sent
     instead of processes forked and the memory kept (and reset) instead of unmapped."""
 
-    def __init__(self, pool: Pool, config: Config, host: Callable, args: tuple) -> None:
-        super().__init__(config, host, args)
+    def __init__(self, pool: Pool, config: Config, host: Callable, args: tuple,
+                 observers: Any = ()) -> None:
+        super().__init__(config, host, args, observers=observers)
         self.pool = pool
+        if self.model.shared_bytes > pool.ctl_shared_bytes:
+            raise ArgumentError(
+                f"Pool.run: the run's observers keep {self.model.shared_bytes} bytes of shared "
+                f"state, over the {pool.ctl_shared_bytes} bytes the pool reserved for its "
+                "registered observers; register the observer (shmcomm.exec.observers) or run "
+                "it with shmcomm.run")
 
     def _start(self) -> None:
         pool = self.pool
@@ -275,7 +290,7 @@ class _PoolRun(Launcher):
                 | (self.ctl.rank_field(r, C.R_HEAPTOP_HI) & 0xFFFFFFFF) << 32
                 for r in range(pool.nranks)]
         pool._reset(tops)
-        self.model.use_pool(pool.races, None)  # the race detector: the pool's clocks and pipes
+        self.model.use_pool(pool.observers, None)  # the observers' (the race detector's pipes)
         self._prepare_model()
         # pickled once for every rank (what Connection.send would do per rank)
         job = ForkingPickler.dumps((self.config, self.host, self.args, self.model))
@@ -330,7 +345,7 @@ class _PoolRun(Launcher):
 
 
 def _serve(rank: int, parent: int, transport: ShmTransport, ctl: C.Control, jobs: Connection,
-           results: Connection, procs: RunProcesses, races: Any) -> int:
+           results: Connection, procs: RunProcesses, states: Any) -> int:
     """A pool's rank process: serve runs until the pipe closes."""
     procs.enter()
     if not rank_process_setup(parent):
@@ -349,7 +364,7 @@ def _serve(rank: int, parent: int, transport: ShmTransport, ctl: C.Control, jobs
             results.send(("error", dict(rank=rank, block=None, kind="exception",
                                         message=f"the job could not be received: {exc!r}")))
             return 1
-        model.use_pool(races, rank)  # the race detector: this rank's end of the pool's pipe
+        model.use_pool(states, rank)  # the observers' (this rank's end of the detector's pipe)
         if serve_run(rank, config, transport, ctl, results, host, args, model,
                      functools.partial(_checked_result, modules), windows) != 0:
             return 1  # a failed run: the launcher replaces the pool

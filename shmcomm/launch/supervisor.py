@@ -22,7 +22,7 @@ import signal
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from multiprocessing.connection import Connection, Pipe
 from typing import Any
 
@@ -38,7 +38,7 @@ from ..errors import (
     RunTimeout,
     ShmcommError,
 )
-from ..exec.compose import Execution, compose
+from ..exec.compose import Execution, compose, observed
 from ..exec.trace import finalize
 from ..transports.shm import ShmTransport
 from . import wire
@@ -65,13 +65,17 @@ WAITLOG_S = 0.25  # how often the launcher notes who waits on what (for the stuc
 def run(host: Callable[..., Any], nranks: int | None = None, *, blocks: int | None = None,
         window_bytes: int | None = None, timeout: float | None = None, seed: int | None = None,
         mode: str | None = None, args: tuple = (), config: Config | None = None,
-        model: RunModel | type[RankModel] | None = None, **settings: Any) -> list[Any]:
+        model: RunModel | type[RankModel] | None = None, observers: Iterable[Any] = (),
+        **settings: Any) -> list[Any]:
     """Run ``host(rt, *args)`` once in each of ``nranks`` rank processes; return their results.
 
     ``window_bytes`` sizes each rank's data heap; any other :class:`Config` field may be given by
     name (unknown names raise). ``model`` runs the ranks under an execution model of your own
     (a :class:`~shmcomm.core.model.RunModel`, or a :class:`~shmcomm.core.model.RankModel`
-    subclass) instead of the one the configuration composes. Raises :class:`RunError`
+    subclass) instead of the one the configuration composes. ``observers`` watch the run
+    beside the configuration's own (each a name of :data:`shmcomm.exec.observers.OBSERVERS`,
+    an :class:`~shmcomm.core.observer.Observer` subclass or an instance, which keeps what it
+    found after the run: its ``summary()``, on a passing run too). Raises :class:`RunError`
     (``DeadlockError``, ``RunTimeout``) with one report naming the failing rank, block and
     traceback.
     """
@@ -88,11 +92,12 @@ def run(host: Callable[..., Any], nranks: int | None = None, *, blocks: int | No
         raise ArgumentError("run: pass either config= or individual settings, not both")
     launcher = external_launcher(config.transport)  # mpi: this process is one rank of the job
     if launcher is not None:
-        if model is not None:
-            raise ArgumentError(f"run: model= needs transport='shm' (ranks started by "
-                                f"{config.transport} have no launcher to compose it)")
+        if model is not None or observers:
+            raise ArgumentError(f"run: model= and observers= need transport='shm' (ranks "
+                                f"started by {config.transport} have no launcher to compose "
+                                "them)")
         return launcher(host, config, args, nranks)
-    return Launcher(config, host, args, model=model).run()
+    return Launcher(config, host, args, model=model, observers=observers).run()
 
 
 def run_model(config: Config, model: RunModel | type[RankModel]) -> RunModel:
@@ -124,13 +129,15 @@ class Launcher:
     model=...).run()`` or ``shmcomm.run(host, ..., model=...)``; the pool subclasses it."""
 
     def __init__(self, config: Config, host: Callable, args: tuple,
-                 model: RunModel | type[RankModel] | None = None) -> None:
+                 model: RunModel | type[RankModel] | None = None,
+                 observers: Iterable[Any] = ()) -> None:
         execution = Execution.of(config)  # a combination that does not exist stops here
         check_run_paths(config.trace, config.record,  # before the model reads one
                         config.replay if execution.interleaving == "scheduled" else "")
         self.host = host
         self.args = args
-        self.model = compose(config) if model is None else run_model(config, model)  # once, here
+        self.model = (compose(config, observers) if model is None  # once, here
+                      else observed(run_model(config, model), observers))
         self.config = self.model.config  # a replay brings its recorded seed
         self.execution = Execution.of(self.config)
         self.pids: dict[int, int] = {}
@@ -150,6 +157,7 @@ class Launcher:
         self.started_at: float | None = None  # when supervision began
         self.stalled_s = 0.0  # time the launcher itself was stopped (not run time)
         self.cpu_claim: CpuClaim | None = None  # the CPU a scheduled run keeps its ranks on
+        self.summary = ""  # what the run's observers report (after the run)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -200,6 +208,7 @@ class Launcher:
                 if problem:
                     self.failures.append(Failure(None, None, "exception", problem))
             self._end_processes()  # what the ranks forked (setsid included) dies here
+        self.summary = self.model.summary()  # the observers' report, passed or failed
         if self.failures:
             first = self.failures[0].kind
             cls = {"deadlock": DeadlockError, "timeout": RunTimeout,
@@ -210,6 +219,7 @@ class Launcher:
             hint = self.model.hint(self.host, self.args)  # how to replay it (a scheduled run)
             if hint:
                 err.hint = hint  # type: ignore[attr-defined]
+            err.summary = self.summary  # type: ignore[attr-defined]
             raise err
         return [self.results[r] for r in range(cfg.nranks)]
 

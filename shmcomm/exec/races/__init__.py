@@ -52,9 +52,9 @@ from .launcher import RaceDetector
 from .rank import RaceRankModel
 
 
-def race_detector(config: Any, inner: Any) -> RaceDetector:
-    """The run's detector around ``inner`` (the run's model), with its rank side."""
-    return RaceDetector(config, inner, RaceRankModel)
+def race_detector(config: Any) -> RaceDetector:
+    """The run's detector (an observer), with its rank side."""
+    return RaceDetector(config, RaceRankModel)
 
 
 __all__ = ["RaceBlockModel", "RaceDetector", "RaceRankModel", "race_detector"]

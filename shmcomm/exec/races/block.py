@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...core.gm import I32
-from ...core.model import BlockModel
+from ...core.observer import BlockObserver
 from ...types import DSB_ALL, DSB_DDR, PIPE_ALL, PIPE_MTE2, PIPE_MTE3, PIPE_V
 from ..hazard.report import kernel_site
 from .clocks import G3, MTE2, MTE3, PER_BLOCK, D, V
@@ -106,15 +106,15 @@ class _PipeClock:
         self.busy = True
 
 
-class RaceBlockModel(BlockModel):
-    """One block: forwards everything to the inner model, and keeps the block's clocks (its
-    scalar unit ``vs``, pipes ``p2`` (MTE2) and ``p3`` (MTE3)) and access records."""
+class RaceBlockModel(BlockObserver):
+    """One block's observer: keeps the block's clocks (its scalar unit ``vs``, pipes ``p2``
+    (MTE2), ``p3`` (MTE3), ``pv`` (V) and its DMA engine ``pd``) and access records. The seam
+    calls it beside the block's model (:mod:`shmcomm.core.observer`): an access when it is
+    issued, a drain or a flag once the model has done it."""
 
-    def __init__(self, agent: Agent, rank_model: RaceRankModel, inner: BlockModel,
-                 inner_hooks: Any, start: np.ndarray, slot: int, fresh: bool = False) -> None:
+    def __init__(self, agent: Agent, rank_model: RaceRankModel, start: np.ndarray, slot: int,
+                 fresh: bool = False) -> None:
         super().__init__(agent)
-        self.inner = inner
-        self.ih = inner_hooks
         self.rm = rank_model
         self.clocks = rank_model.clocks
         self.rank = agent.rank
@@ -142,29 +142,6 @@ class RaceBlockModel(BlockModel):
         # word clocks a TTEST read (slots), or words a gm_load / atomic add read ((rank,
         # offset): their clock may be made after the hook): acquired at the block's next step
         self.tested: list[Any] = []
-        # a waiting block calls idle at every poll: the inner model's own, without a hop here
-        # (the method is still defined below, for the seam). Only that one: at 30 attributes
-        # CPython stops sharing the instances' attribute keys, and making one costs half again
-        self.idle = inner.idle  # type: ignore[method-assign]
-
-    @property
-    def tracer(self) -> Any:
-        return self.inner.tracer
-
-    # the inner model's answers: an interleaving or a semantics below may define them (but
-    # acts_on_fences stays True: the detector's clocks need every barrier and dsb)
-    @property
-    def pending(self) -> bool:  # type: ignore[override]
-        return self.inner.pending
-
-    def retire_due(self) -> None:
-        self.inner.retire_due()
-
-    def mark(self, pipe: int) -> Any:
-        return self.inner.mark(pipe)
-
-    def completed(self, pipe: int, mark: Any) -> bool:
-        return self.inner.completed(pipe, mark)
 
     # -- clock bookkeeping -------------------------------------------------------------------
 
@@ -274,14 +251,10 @@ class RaceBlockModel(BlockModel):
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def start(self) -> None:
-        self.inner.start()
-
     def finish(self) -> None:
         self.sites.clear()  # (the kernel's frames go now, not with this model)
         if self.tested:
             self._settle()
-        self.inner.finish()
         self._drain(self.p2)
         self._drain(self.p3)
         self._drain(self.pv)
@@ -292,10 +265,6 @@ class RaceBlockModel(BlockModel):
 
     def stop(self) -> None:
         self.sites.clear()
-        self.inner.stop()
-
-    def idle(self) -> None:
-        self.inner.idle()
 
     # -- pipe instructions -------------------------------------------------------------------
 
@@ -303,18 +272,15 @@ class RaceBlockModel(BlockModel):
         if self.tested:
             self._settle()
         self._pipe_access(self.p2, src, tile, 0)
-        self.inner.load(tile, src)
 
     def store(self, dst: GlobalTensor, tile: Tile, atomic: int) -> None:
         if self.tested:
             self._settle()
         self._pipe_access(self.p3, dst, tile, atomic)
-        self.inner.store(dst, tile, atomic)
 
     def set_flag(self, src: int, dst: int, event: int) -> None:
         if self.tested:
             self._settle()
-        self.inner.set_flag(src, dst, event)
         pc = self._pipe(src)
         if pc is None:  # the scalar unit (or a pipe that runs at once) signals
             self.marks[(src, dst, event)] = self.vs.copy()
@@ -328,7 +294,6 @@ class RaceBlockModel(BlockModel):
     def wait_flag(self, src: int, dst: int, event: int) -> None:
         if self.tested:
             self._settle()
-        self.inner.wait_flag(src, dst, event)
         mark = self.marks.pop((src, dst, event), None)
         if mark is None:
             return
@@ -342,16 +307,12 @@ class RaceBlockModel(BlockModel):
     def barrier(self, pipe: int) -> None:
         if self.tested:
             self._settle()
-        self.inner.barrier(pipe)
         if pipe != PIPE_ALL or self.p2.busy or self.p3.busy or self.pv.busy:
             self._drained(pipe)
 
     def notify_drain(self) -> None:
-        # the inner model's own (hazard lets queued copies reach their due time first): the
-        # base class's would call barrier and skip it, changing the semantics under observation
         if self.tested:
             self._settle()
-        self.inner.notify_drain()
         if self.p2.busy or self.p3.busy or self.pv.busy:  # (a notify after the first of a row
             self._drained(PIPE_ALL)                       # drains nothing)
 
@@ -370,28 +331,14 @@ class RaceBlockModel(BlockModel):
     def dsb(self, mode: int) -> None:
         if self.tested:
             self._settle()
-        self.inner.dsb(mode)
         if mode in (DSB_ALL, DSB_DDR) and self.vs[self.cg] < self.vs[self.p3.comp]:
             self.vs[self.cg] = self.vs[self.p3.comp]
             self._s_changed()
-
-    def dcci(self, ptr: Any, mode: int) -> None:
-        self.inner.dcci(ptr, mode)
 
     def vector(self, op: Any) -> None:
         if self.tested:
             self._settle()
         record_vector(self, op)
-        self.inner.vector(op)
-
-    def dma_post(self, copy: Any) -> None:  # the DMA engine: its accesses come by async_issue
-        self.inner.dma_post(copy)
-
-    def dma_wait(self, copy: Any) -> None:
-        self.inner.dma_wait(copy)
-
-    def dma_test(self, copy: Any) -> bool:
-        return self.inner.dma_test(copy)
 
     # -- scalar hooks ------------------------------------------------------------------------
 
@@ -411,8 +358,6 @@ class RaceBlockModel(BlockModel):
                 "launch that notifies"), self.block_idx)
         self.vs[self.cs] += 1
         self._s_changed()
-        if self.ih is not None:
-            self.ih.notify(sig, value, op)
 
     def _slots(self, sig: Any) -> list[int]:
         """The slots of ``sig``'s words (a Signal2D's: kept by the table)."""
@@ -436,13 +381,9 @@ class RaceBlockModel(BlockModel):
     def wait(self, sig: Any, value: int, cmp: int) -> None:
         if self.tested:
             self._settle()
-        if self.ih is not None:
-            self.ih.wait(sig, value, cmp)
 
     def waited(self, sig: Any, value: int, cmp: int) -> None:
         self._acquire_slots(self._slots(sig))
-        if self.ih is not None:
-            self.ih.waited(sig, value, cmp)
 
     def test(self, sig: Any, value: int, cmp: int) -> None:
         # this hook runs before TTEST reads: acquire at the block's next step, after the read,
@@ -451,25 +392,15 @@ class RaceBlockModel(BlockModel):
         if self.tested:
             self._settle()
         self.tested.extend(self._slots(sig))
-        if self.ih is not None:
-            self.ih.test(sig, value, cmp)
 
     def copy_begin(self, op: str, dst: GlobalTensor, src: GlobalTensor) -> None:
         self.copy_op = op
         self.copy_site = cached_site(self.sites, self.agent)
         if op.endswith("_ASYNC"):
             self.last_async = op
-        if self.ih is not None:
-            self.ih.copy_begin(op, dst, src)
 
     def copy_end(self, op: str) -> None:
         self.copy_op = self.copy_site = ""
-        if self.ih is not None:
-            self.ih.copy_end(op)
-
-    def expect_blocks(self, kernel: str, param: str, count: int) -> None:
-        if self.ih is not None:
-            self.ih.expect_blocks(kernel, param, count)
 
     def gm_access(self, op: str, ptr: Any, nbytes: int, write: bool, atomic: bool) -> None:
         if self.tested:
@@ -491,8 +422,6 @@ class RaceBlockModel(BlockModel):
             if op != "gm_atomic_store":  # a load or an add reads it: acquire once it has
                 # (the word's clock is looked up then too: a release may make it meanwhile)
                 self.tested.append((ptr.rank, ptr.offset))
-        if self.ih is not None:
-            self.ih.gm_access(op, ptr, nbytes, write, atomic)
 
     # -- SYNCALL and the DMA engine -----------------------------------------------------------
 
@@ -502,18 +431,10 @@ class RaceBlockModel(BlockModel):
         self.rm.syncall_arrive(self, word, target)
         self.vs[self.cs] += 1
         self._s_changed()
-        if self.ih is not None:
-            self.ih.syncall_arrive(word, target)
-
-    def syncall_wait(self, word: Any, target: int) -> None:
-        if self.ih is not None:  # (a scheduling model waits for its turn here)
-            self.ih.syncall_wait(word, target)
 
     def syncall_done(self, word: Any, target: int) -> None:
         self.rm.syncall_wait(self, word, target)
         self._s_changed()
-        if self.ih is not None:
-            self.ih.syncall_done(word, target)
 
     def async_issue(self, event: Any) -> None:
         """The copy's accesses, on the DMA engine's clock: after what the scalar unit issued
@@ -534,8 +455,6 @@ class RaceBlockModel(BlockModel):
             self.flush_some()
             self.dma_marks[id(copy)] = pd.v.copy()
             pd.advance()  # the next copy is a later event of the engine
-        if self.ih is not None:
-            self.ih.async_issue(event)
 
     def async_complete(self, event: Any) -> None:
         """``Wait`` returned or ``Test`` said True: the copy and the earlier ones of its session
@@ -544,5 +463,3 @@ class RaceBlockModel(BlockModel):
         if mark is not None:
             np.maximum(self.vs, mark, out=self.vs)
             self._s_changed()
-        if self.ih is not None:
-            self.ih.async_complete(event)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...config import MAX_BLOCKS, Config
-from ...core.model import RankModel, RunModel
+from ...core.observer import Observer, RankObserver
 from ...errors import Failure
 from .clocks import CLOCK, POOL_SLOTS, Layout, SlotMap, WordClocks, block_slots, new_locks
 from .report import render
@@ -45,17 +45,19 @@ def record_pipe() -> tuple[Connection, Connection]:
     return reader, writer
 
 
-class RaceDetector(RunModel):
-    """The run's detector: the factory of rank models, and the launcher's end of it. The inner
-    model's launcher-side parts (schedule mode's shared area, its schedule, ...) are its own:
-    each hook forwards to it explicitly."""
+class RaceDetector(Observer):
+    """The run's detector on the launcher's side: made before the ranks fork (it owns the word
+    clocks and one record pipe per rank), the factory of its rank parts, and the reader of
+    what they record."""
 
-    def __init__(self, config: Config, inner: RunModel,
-                 rank_model: Callable[[RankRuntime, RaceDetector], RankModel]) -> None:
+    name = "races"
+
+    def __init__(self, config: Config,
+                 rank_model: Callable[[RankRuntime, RaceDetector], RankObserver]) -> None:
+        super().__init__(config)
         # the rank side (the rank process's part, :mod:`.rank`) comes as an argument: this
         # module, loaded in the launcher, imports none of it
-        super().__init__(inner.config, rank_model)  # type: ignore[arg-type]
-        self.inner = inner
+        self.rank_model = rank_model
         self.layout = Layout(config.nranks, block_slots(config.blocks))
         # the word clocks and the record pipes: made by ``prepare`` (before the ranks fork), or
         # a pool's, made with its ranks (``use_pool``)
@@ -73,6 +75,10 @@ class RaceDetector(RunModel):
         state.update(clocks=None, conns=[], writers=[], shadow=None)
         return state
 
+    @classmethod
+    def pool_state(cls, nranks: int) -> PoolState:
+        return PoolState(nranks)
+
     def use_pool(self, state: Any, rank: int | None) -> None:
         """Use a pool's word-clock memory and record pipes (made before its ranks forked, so
         every rank reaches them): ``state.for_run()`` in the launcher (the readers, with what
@@ -84,32 +90,9 @@ class RaceDetector(RunModel):
             self.clocks = state.clocks(self.layout)
             self.writers = state.writers
         self.own_pipes = False
-    def __call__(self, rt: RankRuntime) -> RankModel:
-        assert self.rank_model is not None  # (the package gives its rank side: __init__.py)
-        return self.rank_model(rt, self)  # type: ignore[call-arg]
-    @property
-    def shared_bytes(self) -> int:  # type: ignore[override]
-        return self.inner.shared_bytes
 
-    @property
-    def schedule(self) -> Any:
-        return self.inner.schedule
-
-    @property
-    def first_rank(self) -> int | None:  # type: ignore[override]
-        return self.inner.first_rank
-
-    @property
-    def one_at_a_time(self) -> bool:  # type: ignore[override]
-        return self.inner.one_at_a_time
-
-    @property
-    def turn_cpu(self) -> int | None:
-        return self.inner.turn_cpu
-
-    @turn_cpu.setter
-    def turn_cpu(self, cpu: int | None) -> None:  # the launcher's claim: the inner model pins
-        self.inner.turn_cpu = cpu
+    def rank(self, rt: RankRuntime) -> RankObserver:
+        return self.rank_model(rt, self)
 
     def prepare(self, ctl: Any) -> None:
         if self.clocks is None:  # a run of its own: the ranks inherit these at their fork
@@ -117,17 +100,6 @@ class RaceDetector(RunModel):
             pipes = [record_pipe() for _ in range(self.config.nranks)]
             self.conns = [r for r, _ in pipes]
             self.writers = [w for _, w in pipes]
-        self.inner.prepare(ctl)
-
-    def collect(self, ctl: Any, failures: list[Failure]) -> None:
-        self.inner.collect(ctl, failures)
-
-    def hint(self, host: Any, args: tuple) -> str:
-        return self.inner.hint(host, args)
-
-    def set_trace(self, path: str) -> None:
-        super().set_trace(path)
-        self.inner.set_trace(path)
 
     # -- the launcher's side -----------------------------------------------------------------
 
@@ -207,6 +179,10 @@ class PoolState:
         self.readers = [r for r, _ in pipes]
         self.writers = [w for _, w in pipes]
         self.last: WordClocks | None = None  # the last run's view: what to zero
+
+    def closes_in(self, rank: int) -> list[Connection]:
+        """What rank ``rank``'s process closes at its fork: the readers, the others' writers."""
+        return [*self.readers, *(w for r, w in enumerate(self.writers) if r != rank)]
 
     def forked(self) -> None:
         """Every rank holds its writer: the launcher's copies go (a dead rank reads as EOF)."""

@@ -15,7 +15,7 @@ import numpy as np
 from ...core.agent import _tls as _agent_tls
 from ...core.gm import I32
 from ...core.heap import SymmetricArray
-from ...core.model import BlockModel, RankModel
+from ...core.observer import BlockObserver, RankObserver
 from ...errors import ShmcommError
 from ..hazard.report import user_site
 from .block import RaceBlockModel, agent_name, gm_win
@@ -54,7 +54,7 @@ class _LaunchClocks:
 _SYNCALL_WAIT_S = 1.0  # longest a SYNCALL leaver waits for a peer's arrival to be recorded
 
 
-class RaceRankModel(RankModel):
+class RaceRankModel(RankObserver):
     """The detector in one rank process: the host's clock, launch and barrier edges."""
 
     def __init__(self, rt: RankRuntime, det: RaceDetector) -> None:
@@ -99,25 +99,15 @@ class RaceRankModel(RankModel):
         SymmetricArray.observers.append(self._host_write)
         SymmetricArray.read_observers.append(self._host_read)
         SymmetricArray.pre_observers.append(self._host_pre_write)
-        # the model it observes last: a scheduled run's host waits there for its first turn,
-        # and what is made above is no work for the turn's CPU then
-        self.inner = det.inner(rt)
-        # the host's own TNOTIFY / TWAIT / TTEST (host code may call them) synchronize too
-        rt.host_agent.hooks = _HostHooks(self, rt.host_agent.hooks)
 
-    @property
-    def concurrent_launches(self) -> bool:  # type: ignore[override]
-        return self.inner.concurrent_launches
-
-    @property
-    def advice(self) -> Any:
-        return self.inner.advice
+    def host(self) -> BlockObserver:
+        """The host's own TNOTIFY / TWAIT / TTEST (host code may call them) synchronize too."""
+        return _HostHooks(self)
 
     def launch_issued(self, launch: Any, stream: Any) -> None:
         """A stream launch: it starts after what the host did before issuing it (not after
         what the host learns meanwhile, at a synchronize() of another stream) and after the
         end of the stream's launch before it."""
-        self.inner.launch_issued(launch, stream)
         self._flush_host()
         with self.rt._lock:
             self.issued[launch] = (self.clock.copy(), self.stream_last.get(stream))
@@ -126,12 +116,10 @@ class RaceRankModel(RankModel):
         self.host_snap = None
 
     def launch_starting(self, launch: Any) -> None:
-        self.inner.launch_starting(launch)
         self.starting = launch
 
     def launch_start(self) -> None:
         # called under the runtime's lock, and the launch's block() calls follow under it
-        self.inner.launch_start()
         job, self.starting = self.starting, None
         issued = self.issued.pop(job, None) if job is not None else None
         if issued is not None and getattr(_agent_tls, "agent", None) is not self.rt.host_agent:
@@ -154,14 +142,11 @@ class RaceRankModel(RankModel):
         self.current.raw = self.start_clock.tobytes()
         self._queue(None, None, [], self.current.raw)
 
-    def block(self, agent: Agent) -> BlockModel:
+    def block(self, agent: Agent) -> BlockObserver:
         launch = self.current
         assert launch is not None
         slot, fresh = self._clock_slot(launch.start, agent)
-        agent.hooks = None
-        inner = self.inner.block(agent)
-        model = RaceBlockModel(agent, self, inner, agent.hooks, launch.start, slot, fresh)
-        agent.hooks = model
+        model = RaceBlockModel(agent, self, launch.start, slot, fresh)
         launch.blocks.append(model)
         launch.agents.append(agent)
         self.by_agent[id(agent)] = launch
@@ -201,10 +186,7 @@ class RaceRankModel(RankModel):
         return min(free, key=lambda k: hi[self.slot_comps[k]]), False
 
     def launch_end(self) -> None:
-        try:
-            self.inner.launch_end()
-        finally:
-            self._ended(self._which_ended())
+        self._ended(self._which_ended())
 
     def _which_ended(self) -> _LaunchClocks | None:
         """The launch that just ended: the runtime drops its agents first (under its lock)."""
@@ -257,7 +239,6 @@ class RaceRankModel(RankModel):
 
     def launch_joined(self, launch: Any) -> None:
         """The host returned from ``Launch.wait()`` (or ``synchronize()``) on ``launch``."""
-        self.inner.launch_joined(launch)
         agents = getattr(launch, "agents", None)
         if agents:
             for g in self.launches:
@@ -308,7 +289,6 @@ class RaceRankModel(RankModel):
         return max(d for d in range(1, blocks + 1) if target % d == 0)
 
     def barrier_enter(self) -> None:
-        self.inner.barrier_enter()
         self._flush_host()
         self.rounds += 1
         self.clocks.barrier_arrive(self.rounds, self.clock)
@@ -319,7 +299,6 @@ class RaceRankModel(RankModel):
         self.clocks.barrier_leave(self.rounds, self.clock)
         self.host_snap = None
         self.send({}, [], self.clock)
-        self.inner.barrier_exit()
 
     def host_join(self) -> None:
         # a launch without a stream: the host joins the one it just started on this thread
@@ -328,24 +307,12 @@ class RaceRankModel(RankModel):
             if g.thread == me and g.end is None:
                 g.sync = True
                 break
-        self.inner.host_join()
-
-    @property
-    def inline_streams(self) -> bool:  # type: ignore[override]
-        return self.inner.inline_streams
 
     def host_join_launch(self, first: int, blocks: int) -> None:
         for g in self.launches:  # the host joins this one now (it waits for its end)
             if g.end is None and g.agents and g.agents[0].slot == first:
                 g.sync = True
                 break
-        self.inner.host_join_launch(first, blocks)
-
-    def host_wait(self, site: Any, value: int, cmp: int) -> None:
-        self.inner.host_wait(site, value, cmp)
-
-    def launch_poll(self, launch: Any) -> bool:
-        return self.inner.launch_poll(launch)
 
     def close(self) -> None:
         # a later run in this process (a pool's) must not feed a closed model
@@ -354,19 +321,17 @@ class RaceRankModel(RankModel):
                           (self._host_pre_write, SymmetricArray.pre_observers)):
             if obs in each:
                 each.remove(obs)
-        try:  # first: a scheduled run's host passes its last turn there, and what follows is
-            self.inner.close()  # no work for the turn's CPU (it is this process's own state)
-        finally:
-            self._flush_host()  # the host's accesses after its last launch or barrier
-            with self.send_lock:
-                if not any(g.end is None for g in self.launches):
-                    # no block of the rank runs and its host is done: no record follows, so
-                    # the frontiers after its last records would let the launcher forget
-                    # nothing that could still race (a run without records sends nothing, and
-                    # wakes no one)
-                    while self.outbox and not self.outbox[-1][3]:
-                        self.outbox.pop()
-                self._send_outbox()  # before the rank reports: the launcher reads it all first
+        # (after the model's close: a scheduled run's host passes its last turn there, and what
+        # follows is no work for the turn's CPU, it is this process's own state)
+        self._flush_host()  # the host's accesses after its last launch or barrier
+        with self.send_lock:
+            if not any(g.end is None for g in self.launches):
+                # no block of the rank runs and its host is done: no record follows, so the
+                # frontiers after its last records would let the launcher forget nothing that
+                # could still race (a run without records sends nothing, and wakes no one)
+                while self.outbox and not self.outbox[-1][3]:
+                    self.outbox.pop()
+            self._send_outbox()  # before the rank reports: the launcher reads it all first
 
     def _host_range(self, arr: SymmetricArray, key: Any) -> tuple[int, int, int] | None:
         """What the host's access ``arr[key]`` touches in the windows; ``None`` when it touches
@@ -546,43 +511,25 @@ def _words(sig: Any) -> list[tuple[int, int]]:
     return [(p.rank, p.offset)]
 
 
-class _HostHooks:
-    """The host agent's hooks under the detector: a TNOTIFY in host code releases the host's
-    clock into the word, a TWAIT that returned and a TTEST acquire the words' clocks (as a
-    block's do), and so do the host's scalar atomics and int32 gm_loads; every call then goes
-    on to the model's own host hooks (schedule mode's turns), if any."""
+class _HostHooks(BlockObserver):
+    """The host agent's scalar instructions under the detector: a TNOTIFY in host code releases
+    the host's clock into the word, a TWAIT that returned and a TTEST acquire the words' clocks
+    (as a block's do), and so do the host's scalar atomics and int32 gm_loads."""
 
-    def __init__(self, rm: RaceRankModel, inner: Any) -> None:
-        self.rm, self.inner = rm, inner
-
-    def __getattr__(self, name: str) -> Any:  # the inner hooks' others (copy_begin, ...)
-        inner = self.__dict__.get("inner")
-        if inner is None:
-            return _ignore
-        return getattr(inner, name)
+    def __init__(self, rm: RaceRankModel) -> None:
+        super().__init__(rm.rt.host_agent)
+        self.rm = rm
 
     def notify(self, sig: Any, value: int, op: int) -> None:
-        if self.inner is not None:
-            self.inner.notify(sig, value, op)
         self.rm.host_notify(sig, op)
-
-    def wait(self, sig: Any, value: int, cmp: int) -> None:
-        if self.inner is not None:
-            self.inner.wait(sig, value, cmp)
 
     def waited(self, sig: Any, value: int, cmp: int) -> None:
         self.rm.host_acquire(_words(sig), True)
-        if self.inner is not None:
-            self.inner.waited(sig, value, cmp)
 
     def test(self, sig: Any, value: int, cmp: int) -> None:
-        if self.inner is not None:
-            self.inner.test(sig, value, cmp)
         self.rm.host_acquire(_words(sig), False)
 
     def gm_access(self, op: str, ptr: Any, nbytes: int, write: bool, atomic: bool) -> None:
-        if self.inner is not None and hasattr(self.inner, "gm_access"):
-            self.inner.gm_access(op, ptr, nbytes, write, atomic)
         if ptr.dtype == I32:
             if write and atomic:
                 self.rm.host_notify(_Word(ptr), 0)
