@@ -33,8 +33,6 @@ MAX_BLOCK_THREADS = 1024
 WAIT_POLICIES = ("adaptive", "spin", "yield", "futex")
 MODES = ("eager", "hazard", "schedule")
 # schedule-mode strategies (shmcomm.exec.schedule.strategies); "pct" takes an optional depth
-STRATEGIES = ("random", "pct", "replay", "exhaustive")
-MAX_PCT_DEPTH = 16
 TRANSPORTS = ("shm", "mpi")  # shmcomm.transports: shared memory (forked ranks) or MPI (mpiexec)
 MPI_PEERS = ("shared", "rma")  # mpi: map the windows of the host's ranks, or reach all by RMA
 # hazard-mode sub-models (shmcomm.exec.hazard); "all" turns every one on
@@ -56,6 +54,8 @@ class Setting:
     when it is given). ``sweep``: the default of the sweeps when it differs (their per-run
     bounds are tighter: a hang should cost little). ``mode_defaults``: for a ``default`` of
     ``None``, the value each mode resolves it to. ``short``: the one-letter option.
+    ``allowed``: what ``check`` allows, in words. A registry of a layer above may own a row's
+    words (:func:`describe`: the schedule strategies own ``strategy``'s).
     """
 
     name: str
@@ -71,6 +71,7 @@ class Setting:
     mode_defaults: Mapping[str, Any] | None = None
     short: str | None = None
     metavar: str | None = None
+    allowed: str | None = None  # what a ``check`` allows, in words
 
     @functools.cached_property
     def env(self) -> str:
@@ -92,9 +93,7 @@ class Setting:
             return "one of " + ", ".join(self.choices)
         if self.low is not None:
             return f"{self.type.__name__} in [{_num(self.low)}, {_num(self.high)}]"
-        return {"hazards": "all or a comma list of " + ",".join(HAZARDS),
-                "strategy": "random, pct[:D[:K]], exhaustive[:K] or replay"}.get(self.name,
-                                                                                "any string")
+        return self.allowed or "any string"
 
     def validate(self, value: Any, label: str | None = None) -> None:
         """Raise :class:`ArgumentError` naming ``label`` and the range unless ``value`` fits."""
@@ -156,10 +155,6 @@ def _check_hazards(value: str, label: str) -> None:
     parse_hazards(value, label)
 
 
-def _check_strategy(value: str, label: str) -> None:
-    parse_strategy(value, label)
-
-
 SCHEDULE = ("schedule",)
 SETTINGS: tuple[Setting, ...] = (
     Setting("nranks", int, 8, "rank processes", 1, MAX_RANKS, short="-n"),
@@ -197,15 +192,14 @@ SETTINGS: tuple[Setting, ...] = (
             "strategy picks", choices=MODES),
     Setting("hazards", str, "all", "the hazard sub-models: all, none (schedule mode over eager "
             "semantics: interleavings only) or a comma list", check=_check_hazards,
-            modes=("hazard", "schedule"), metavar="LIST"),
+            modes=("hazard", "schedule"), metavar="LIST",
+            allowed="all or a comma list of " + ",".join(HAZARDS)),
     Setting("hazard_delay", float, 0.002, "mean seconds a queued pipe op or an unfenced remote "
             "store stays pending", 0.0, 60.0, modes=("hazard",), metavar="S"),
     Setting("trace", str, "", "write a Chrome trace JSON of the run to this path (Perfetto, or "
             "`shmcomm trace PATH`); '' = none", metavar="PATH"),
-    Setting("strategy", str, "random", "who runs each schedule-mode step: random, PCT of depth "
-            "D (default 3) for runs of about K steps, every schedule with at most K preemptions "
-            "(stress only), or replay", check=_check_strategy, modes=SCHEDULE,
-            metavar="random|pct[:D[:K]]|exhaustive[:K]"),
+    # its help, metavar, check and allowed values are the strategies' registry's (describe)
+    Setting("strategy", str, "random", "who runs each schedule-mode step", modes=SCHEDULE),
     Setting("replay", str, "", "run the schedule recorded in this file (implies schedule mode)",
             modes=SCHEDULE, metavar="FILE"),
     Setting("record", str, "", "write the run's schedule to this file (for replay)",
@@ -442,37 +436,14 @@ def _warn_ineffective(cfg: Config, env: Any, given: dict[str, Any]) -> None:
                           f"mode reads it)", ShmcommWarning, stacklevel=4)
 
 
-def parse_strategy(value: str, label: str = "strategy") -> tuple[str, int, int]:
-    """``(name, depth, steps)`` of a strategy spec: ``random``, ``replay``, ``pct``, ``pct:D``
-    or ``pct:D:K`` (depth D, default 3; K the steps a run is expected to take, 0 = default), or
-    ``exhaustive[:K]`` (depth: the preemption bound K, default 1)."""
-    name, _, rest = value.strip().partition(":")
-    args = rest.split(":") if rest else []
-    if name == "pct" and len(args) <= 2:
-        try:
-            depth = int(args[0]) if args else 3
-            steps = int(args[1]) if len(args) > 1 else 0
-        except ValueError:
-            depth = steps = -1
-        if not 1 <= depth <= MAX_PCT_DEPTH or not 0 <= steps <= 10**8:
-            raise ArgumentError(f"{label}: pct:D[:K] takes a depth D in [1, {MAX_PCT_DEPTH}] and "
-                                f"an expected step count K in [1, 1e8]; got {value!r}")
-        return name, depth, steps
-    if name == "exhaustive" and len(args) <= 1:
-        try:
-            bound = int(args[0]) if args else 1
-        except ValueError:
-            bound = -1
-        if not 0 <= bound <= 8:
-            raise ArgumentError(f"{label}: exhaustive:K takes a preemption bound K in [0, 8]; "
-                                f"got {value!r}")
-        return name, bound, 0
-    if name not in STRATEGIES or args or name in ("pct", "exhaustive"):
-        raise ArgumentError(f"{label} must be one of random, pct, pct:D, pct:D:K (D in [1, "
-                            f"{MAX_PCT_DEPTH}]), exhaustive[:K] or replay; got {value!r}")
-    return name, 0, 0
-
-
+def describe(name: str, **words: Any) -> None:
+    """Let the registry that owns a setting's values describe them (``help``, ``metavar``,
+    ``check``, ``allowed``): the table, ``--help`` and the errors then read its words. The
+    registry calls it when it is imported, which ``import shmcomm`` does before any setting is
+    read."""
+    global SETTINGS
+    row = BY_NAME[name] = dataclasses.replace(BY_NAME[name], **words)
+    SETTINGS = tuple(row if s.name == name else s for s in SETTINGS)
 
 
 def _check(name: str, value: Any, label: str) -> None:

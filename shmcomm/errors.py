@@ -48,6 +48,9 @@ class Failure:
 
     ``block`` is ``None`` for failures in host code or of a whole rank process (a crash).
     ``kind`` is one of ``"exception"``, ``"crash"``, ``"deadlock"``, ``"timeout"``, ``"race"``.
+    ``cause``: what the launcher inferred a failure from, when no rank reported it
+    (``"unreported-abort"``: the run was aborted and no rank said why), for code that reads
+    failures (a model whose own report explains the abort drops it); ``""`` otherwise.
     """
 
     rank: int | None
@@ -55,6 +58,7 @@ class Failure:
     kind: str
     message: str
     traceback: str = ""
+    cause: str = ""
 
     def where(self) -> str:
         if self.rank is None:

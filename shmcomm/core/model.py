@@ -307,6 +307,7 @@ class RunModel:
 
     shared_bytes = 0
     schedule: Any = None
+    execution: Any = None  # the Execution it runs (compose sets it; None: a model of its own)
     first_rank: int | None = None
     one_at_a_time = False
     turn_cpu: int | None = None

@@ -491,6 +491,14 @@ class ObservedRun(RunModel):
         return self.inner.schedule
 
     @property
+    def execution(self) -> Any:
+        return self.inner.execution
+
+    @execution.setter
+    def execution(self, value: Any) -> None:
+        self.inner.execution = value
+
+    @property
     def first_rank(self) -> int | None:  # type: ignore[override]
         return self.inner.first_rank
 

@@ -26,10 +26,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import MODE_ONLY, Config, parse_hazards, parse_strategy
+from ..config import MODE_ONLY, Config, parse_hazards
 from ..core.model import RunModel
 from ..core.observer import Observer, PoolStates, observe
 from ..errors import ArgumentError
+from .schedule.strategies import parse_strategy  # (its import describes the strategy setting)
 from .semantics import SEMANTICS, semantics_model, semantics_of
 
 INTERLEAVINGS = ("free", "scheduled")
@@ -122,19 +123,27 @@ def pool_state(nranks: int) -> PoolStates:
     return PoolStates({RaceDetector.name: RaceDetector.pool_state(nranks)})
 
 
-def compose(config: Config, observers: Iterable[Any] = ()) -> RunModel:
+def compose(config: Config, observers: Iterable[Any] = (), strategy: Any = None) -> RunModel:
     """The run's execution model: the semantics and interleaving of ``config``, under its
     observers (the race detector when ``detect_races``; then ``observers``, each a registered
     name, an :class:`~shmcomm.core.observer.Observer` subclass or an instance), built once in
-    the launcher (its rank models are made in each rank process)."""
+    the launcher (its rank models are made in each rank process). ``strategy``: a strategy
+    object (see :mod:`.schedule.strategies`) that schedules the run instead of
+    ``config.strategy``'s."""
     ex = Execution.of(config)
     model: RunModel
+    if strategy is not None and ex.interleaving != "scheduled":
+        raise ArgumentError(f"strategy: a strategy object schedules mode 'schedule' only; got "
+                            f"mode {config.mode!r}")
     if ex.interleaving == "scheduled":  # the scheduler drives the semantics on its step clock
         from .schedule import ScheduleMode
 
-        model = ScheduleMode(config)
+        model = ScheduleMode(config, strategy=strategy)
+        if model.config != config:  # a replay runs the recorded run's options
+            ex = Execution.of(model.config)
     else:
         model = RunModel(config, semantics_model(ex.semantics))
+    model.execution = ex  # decided once, here: the launcher and the models read it
     # trace and checkers observe inside the semantics' own models (they cost nothing when off);
     # the race detector and the run's other observers plug into the observer seam
     watching: list[Observer] = []

@@ -57,7 +57,7 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--observe", action="append", default=[], metavar="NAME",
                    choices=sorted(OBSERVERS),
                    help="watch the run with this observer and print its report, on a passing "
-                        f"run too (repeatable): {', '.join(sorted(OBSERVERS))}")
+                        f"run too (repeatable): {', '.join(sorted(OBSERVERS))} (default: none)")
     add_options(p, LAUNCH_SETTINGS)
     return p
 

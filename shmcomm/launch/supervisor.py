@@ -75,7 +75,9 @@ def run(host: Callable[..., Any], nranks: int | None = None, *, blocks: int | No
     subclass) instead of the one the configuration composes. ``observers`` watch the run
     beside the configuration's own (each a name of :data:`shmcomm.exec.observers.OBSERVERS`,
     an :class:`~shmcomm.core.observer.Observer` subclass or an instance, which keeps what it
-    found after the run: its ``summary()``, on a passing run too). Raises :class:`RunError`
+    found after the run: its ``summary()``, on a passing run too). ``strategy`` (schedule
+    mode) is a name spec (``"pct:3"``) or a strategy object of your own (see
+    :mod:`shmcomm.exec.schedule.strategies`). Raises :class:`RunError`
     (``DeadlockError``, ``RunTimeout``) with one report naming the failing rank, block and
     traceback.
     """
@@ -85,6 +87,11 @@ def run(host: Callable[..., Any], nranks: int | None = None, *, blocks: int | No
         if window_bytes is not None:
             raise ArgumentError("run: give window_bytes or heap_bytes, not both")
         window_bytes = settings.pop("heap_bytes")
+    strategy = settings.get("strategy")
+    if strategy is not None and not isinstance(strategy, str):  # a strategy object
+        del settings["strategy"]
+    else:
+        strategy = None
     if config is None:
         config = Config.from_kwargs(nranks=nranks, blocks=blocks, heap_bytes=window_bytes,
                                     timeout=timeout, seed=seed, mode=mode, **settings)
@@ -92,12 +99,14 @@ def run(host: Callable[..., Any], nranks: int | None = None, *, blocks: int | No
         raise ArgumentError("run: pass either config= or individual settings, not both")
     launcher = external_launcher(config.transport)  # mpi: this process is one rank of the job
     if launcher is not None:
-        if model is not None or observers:
-            raise ArgumentError(f"run: model= and observers= need transport='shm' (ranks "
+        if model is not None or observers or strategy is not None:
+            raise ArgumentError(f"run: model=, observers= and a strategy object need "
+                                f"transport='shm' (ranks "
                                 f"started by {config.transport} have no launcher to compose "
                                 "them)")
         return launcher(host, config, args, nranks)
-    return Launcher(config, host, args, model=model, observers=observers).run()
+    return Launcher(config, host, args, model=model, observers=observers,
+                    strategy=strategy).run()
 
 
 def run_model(config: Config, model: RunModel | type[RankModel]) -> RunModel:
@@ -130,16 +139,18 @@ class Launcher:
 
     def __init__(self, config: Config, host: Callable, args: tuple,
                  model: RunModel | type[RankModel] | None = None,
-                 observers: Iterable[Any] = ()) -> None:
+                 observers: Iterable[Any] = (), strategy: Any = None) -> None:
         execution = Execution.of(config)  # a combination that does not exist stops here
         check_run_paths(config.trace, config.record,  # before the model reads one
                         config.replay if execution.interleaving == "scheduled" else "")
         self.host = host
         self.args = args
-        self.model = (compose(config, observers) if model is None  # once, here
+        self.model = (compose(config, observers, strategy) if model is None  # once, here
                       else observed(run_model(config, model), observers))
         self.config = self.model.config  # a replay brings its recorded seed
-        self.execution = Execution.of(self.config)
+        # what runs, as decided once (a replay's: the recorded run's); a model of the user's
+        # without one runs the configuration's
+        self.execution = self.model.execution or execution
         self.pids: dict[int, int] = {}
         self.conns: dict[Connection, int] = {}
         self.results: dict[int, Any] = {}
@@ -301,7 +312,8 @@ class Launcher:
                    if reason else "the run was aborted")
             self.failures.append(Failure(None, None, "exception", (
                 f"{why} but no rank reported the cause; {self.secondary} agent(s) stopped by "
-                f"the abort{', no report from ranks ' + str(missing) if missing else ''}")))
+                f"the abort{', no report from ranks ' + str(missing) if missing else ''}"),
+                cause="unreported-abort"))
 
     def _catch_signals(self) -> Callable[[], None]:
         """Turn SIGINT / SIGTERM into one clean teardown; returns the function restoring the old

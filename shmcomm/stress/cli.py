@@ -28,8 +28,9 @@ import sys
 import threading
 
 from .._startup import interrupts_as_usual
-from ..config import BY_NAME, add_options, from_env, given, parse_strategy, sweep_defaults
+from ..config import BY_NAME, add_options, from_env, given, sweep_defaults
 from ..errors import ArgumentError
+from ..exec.schedule.strategies import parse_strategy
 from ..launch import options as opt
 from . import catalogue
 from .harness import (
@@ -265,7 +266,7 @@ def _exhaustive(host, cfgs, ns: argparse.Namespace, settings: Settings,
     from ..config import Config
     from .explore import explore
 
-    bound = parse_strategy(settings.strategy)[1]
+    bound = parse_strategy(settings.strategy)[1][0]
     sized = takes_size(host, kwargs)
     for nranks, blocks, size, _mode in dict.fromkeys((n, b, s, "schedule") for n, b, s, _m in cfgs):
         cfg = Config.from_kwargs(nranks=nranks, blocks=blocks, seed=ns.seed, mode="schedule",

@@ -54,7 +54,7 @@ class ScheduleMode(RunModel):
     one_at_a_time = True
 
     def __init__(self, config: Config, choices: list[int] | None = None,
-                 record_enabled: bool = False) -> None:
+                 record_enabled: bool = False, strategy: Any = None) -> None:
         super().__init__(config)
         self.record_enabled = record_enabled  # note every step's enabled agents (exhaustive search)
         self.deciders: list[int] = []  # after collect: the agent that decided each step
@@ -69,7 +69,9 @@ class ScheduleMode(RunModel):
             opts = {k: v for k, v in recorded.options.items()
                     if k in ("blocks", "hazards", "schedule_delay")}
             self.config = config = config.replace(seed=recorded.seed, **opts)
-        self.strategy = make(config, choices)
+        # (a strategy object of the user's: run(strategy=obj))
+        self.strategy = strategy if strategy is not None and choices is None else make(config,
+                                                                                      choices)
         self.semantics = semantics_model(semantics_of(config))  # after a replay's options
         self.shared_bytes = shared_bytes(config.nranks)
         self.schedule: Schedule | None = None
@@ -90,7 +92,8 @@ class ScheduleMode(RunModel):
                 sh.hdr[H_RECORD_EN] = 1
                 record_enabled(sh, 0, hosts)
             if first < 0:
-                raise ScheduleError("schedule: the replayed schedule does not fit this run at step 0")
+                raise ScheduleError(f"schedule: strategy {self.strategy.name!r} chose no agent at "
+                                    "step 0 (a replayed schedule that does not fit this run)")
             sh.rec_next[0], sh.rec_me[0], sh.rec_op[0] = first, -1, 0
             sh.hdr[H_STEP] = 1
             sh.hdr[H_LAST] = first
@@ -156,7 +159,7 @@ def _drop_echoes(failures: list[Failure], rank: int | None) -> None:
     """Drop what the launcher inferred from the end this model's report explains: that no rank
     named the abort's cause, and the death of ``rank`` (the stuck agent's process ends itself)."""
     failures[:] = [f for f in failures if not (
-        (f.rank is None and f.kind == "exception" and "no rank reported the cause" in f.message)
+        f.cause == "unreported-abort"
         or (rank is not None and f.rank == rank and f.kind == "crash"))]
 
 

@@ -47,7 +47,6 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from ...config import MAX_PCT_DEPTH
 from ...core import control as C
 from ...core.threads import release_deferred
 from ...core.waiting import KIND_HOST_BARRIER, KIND_SYNCALL
@@ -66,6 +65,7 @@ OP = {name: i for i, name in enumerate(OPS)}
 
 # header words
 H_STEP, H_RNG, H_LIVE, H_STATUS, H_PREEMPT, H_LAST, H_STRATEGY, H_DEPTH, H_PCT_NEXT, H_PCT_K = range(10)
+MAX_PCT_DEPTH = 16  # PCT's deepest depth (its change steps' slots in the shared area)
 H_RECORD_EN = 10  # 1: record every step's enabled agents (bounded exhaustive search)
 H_STALE = 11  # steps in a row that were polls reading what the poller's last poll read
 H_STUCK = 12  # ST_STUCK: the agent that held the turn outside the API

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..scheduler import H_RNG
@@ -10,8 +11,32 @@ from ..scheduler import H_RNG
 _MASK = (1 << 64) - 1
 
 
+@dataclass(frozen=True)
+class Param:
+    """One integer argument of a strategy's spec (``pct:D:K``): its letter, what it means, its
+    range and its default."""
+
+    letter: str
+    meaning: str
+    low: int
+    high: int
+    default: int
+    note: str = ""  # what a value means beyond the number (``0: 400``)
+
+    def text(self) -> str:
+        high = f"{self.high:.0e}".replace("e+0", "e") if self.high >= 10**6 else str(self.high)
+        note = f" ({self.note})" if self.note else ""
+        return f"{self.meaning} {self.letter} in [{self.low}, {high}]{note}"
+
+
 class Strategy(Protocol):
-    """Chooses who runs each step of a schedule-mode run."""
+    """Chooses who runs each step of a schedule-mode run.
+
+    Besides the two methods, a strategy class declares (the registry reads them):
+    ``name``; ``params``, its spec's integer arguments in order (``pct:D:K``); ``help``, one
+    line for ``--help`` and the docs; ``runs``: ``"one"`` (a run follows it), ``"many"`` (a
+    search of many runs: the stress explorer's) or ``"file"`` (it needs a recorded schedule);
+    and, for ``"one"``, ``from_spec(*args)`` making it from the spec's arguments."""
 
     name: str
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..scheduler import H_DEPTH, H_PCT_K, H_PCT_NEXT
-from .base import next_u64, seed_rng
+from ..scheduler import H_DEPTH, H_PCT_K, H_PCT_NEXT, MAX_PCT_DEPTH
+from .base import Param, next_u64, seed_rng
 
 PCT_STEPS = 400  # default estimate of a run's steps (k)
 
@@ -29,6 +29,14 @@ class PCT:
     """PCT of depth ``depth`` (``pct:D``)."""
 
     name = "pct"
+    params = (Param("D", "depth", 1, MAX_PCT_DEPTH, 3),
+              Param("K", "expected step count", 0, 10**8, 0, f"0: {PCT_STEPS}"))
+    help = "PCT of depth D for runs of about K steps"
+    runs = "one"
+
+    @classmethod
+    def from_spec(cls, depth: int, steps: int) -> PCT:
+        return cls(depth, steps or PCT_STEPS)
 
     def __init__(self, depth: int, steps: int = PCT_STEPS) -> None:
         self.depth = depth

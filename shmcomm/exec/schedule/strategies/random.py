@@ -12,6 +12,13 @@ class RandomWalk:
     """Uniform choice among the enabled agents at every step."""
 
     name = "random"
+    params = ()
+    help = "a uniformly random enabled agent every step"
+    runs = "one"
+
+    @classmethod
+    def from_spec(cls) -> RandomWalk:
+        return cls()
 
     def new_execution(self, sh: Any, seed: int) -> None:
         seed_rng(sh, seed)

@@ -15,6 +15,9 @@ class Replay:
     """Follows ``choices`` (agent ids, one per step)."""
 
     name = "replay"
+    params = ()
+    help = "follow a recorded schedule (replay=FILE)"
+    runs = "file"
 
     def __init__(self, choices: list[int]) -> None:
         self.choices = choices
