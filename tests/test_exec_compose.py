@@ -30,7 +30,7 @@ from shmcomm.core.observer import ObservedRun, Observer, _block_class
 from shmcomm.errors import ArgumentError, Failure
 from shmcomm.exec import Execution, compose, model_for
 from shmcomm.exec.compose import reads
-from shmcomm.exec.eager import EagerBlockModel, TracedEagerBlockModel
+from shmcomm.exec.eager import EagerBlockModel
 from shmcomm.exec.hazard.model import HazardBlockModel
 from shmcomm.exec.races import RaceDetector
 from shmcomm.exec.races.block import RaceBlockModel
@@ -242,7 +242,7 @@ def test_wrapping_block_models_forward_everything_a_model_below_defines():
     default instead of the model below it: the semantics would change under observation (the
     detector once skipped hazard's TNOTIFY drain, which lets queued copies reach their due
     time). ``acts_on_fences`` is the observer's own: its clocks need every barrier and dsb."""
-    below = [HazardBlockModel, EagerBlockModel, TracedEagerBlockModel]
+    below = [HazardBlockModel, EagerBlockModel]
     for wrapper, inner in ((ScheduleBlockModel, below),
                            (_block_class((RaceBlockModel,)), [*below, ScheduleBlockModel])):
         for cls in inner:

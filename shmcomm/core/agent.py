@@ -56,7 +56,7 @@ class Agent:
     __slots__ = ("rt", "rank", "slot", "block_idx", "block_num", "ctl", "line", "state_addr", "state_cp",
                  "seq", "policy", "spin_s", "wait_timeout", "pipes", "hooks", "fences", "seed", "_rng",
                  "ub_used", "is_host", "active", "kernel", "wait_fields", "since_cell", "poll_cell",
-                 "polling", "stall_s", "ub", "first_slot", "__weakref__")
+                 "polling", "stall_s", "ub", "first_slot", "tracer", "__weakref__")
 
     def __init__(self, rt: RankRuntime, slot: int, block_num: int,
                  seed: int | tuple[int, int, int, int],
@@ -95,6 +95,7 @@ class Agent:
         self.active = False
         self.pipes: Any = None  # the block's BlockModel (shmcomm.core.model)
         self.hooks: Any = None  # the same model when it observes scalar instructions, else None
+        self.tracer: Any = None  # the block's trace writer when the run writes a trace
         self.fences: Any = None  # the same model when pipe_barrier / dsb do anything in it
         self.kernel: Any = None  # the kernel function of the launch (reports point at it)
 

@@ -144,13 +144,18 @@ def compose(config: Config, observers: Iterable[Any] = (), strategy: Any = None)
     else:
         model = RunModel(config, semantics_model(ex.semantics))
     model.execution = ex  # decided once, here: the launcher and the models read it
-    # trace and checkers observe inside the semantics' own models (they cost nothing when off);
-    # the race detector and the run's other observers plug into the observer seam
+    # the checkers observe inside hazard semantics (its own events: stores, drains, clobbers);
+    # the race detector, the trace and the run's other observers plug into the observer seam
     watching: list[Observer] = []
     if "races" in ex.observers:
         from .races import race_detector
 
         watching.append(race_detector(model.config))  # (a replay's: the recorded run's)
+    if "trace" in ex.observers:
+        from .trace import TraceObserver
+
+        # (a scheduled run's scheduler writes the hosts' track, one event per step)
+        watching.append(TraceObserver(model.config, ex.trace_writer == "events"))
     return observed(model, observers, watching)
 
 

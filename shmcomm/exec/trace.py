@@ -37,7 +37,8 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from ..types import PIPE_NAMES
+from ..core.observer import BlockObserver, Observer, RankObserver
+from ..types import CMP_SYMBOLS, PIPE_NAMES
 
 HOST_TID = 1000  # the host track of a rank (blocks are 0..63)
 PIPE_TID_BASE = 2000  # the pipe tracks of a rank's blocks: PIPE_TID_BASE + 8 * block + pipe
@@ -206,6 +207,84 @@ class HostTrace:
     def launch_end(self, launch: int) -> None:
         self.tracer.span(f"launch {self.kernel}", self.t0, launch=launch, blocks=self.blocks)
         self.tracer.flush()
+
+
+class _TraceBlock(BlockObserver):
+    """A block's instructions, as the trace records them in every mode (the semantics add
+    their own events to the same tracer: hazard mode's pipe slices, flushes, clobbers)."""
+
+    def __init__(self, agent: Any, tracer: Tracer) -> None:
+        super().__init__(agent)
+        self.tracer = tracer
+
+    def notify(self, sig: Any, value: int, op: int) -> None:
+        self.tracer.notify(sig, value, op)
+
+    def wait(self, sig: Any, value: int, cmp: int) -> None:
+        self.tracer.wait(sig, value, CMP_SYMBOLS[cmp])
+
+    def waited(self, sig: Any, value: int, cmp: int) -> None:
+        self.tracer.waited(sig)
+
+    def test(self, sig: Any, value: int, cmp: int) -> None:
+        self.tracer.test(sig, value, CMP_SYMBOLS[cmp])
+
+    def copy_begin(self, op: str, dst: Any, src: Any) -> None:
+        self.tracer.copy_begin(op, dst, src)
+
+    def copy_end(self, op: str) -> None:
+        self.tracer.copy_end(op)
+
+    def set_flag(self, src: int, dst: int, event: int) -> None:
+        self.tracer.flag("set_flag", PIPE_NAMES[src], PIPE_NAMES[dst], event)
+
+    def wait_flag(self, src: int, dst: int, event: int) -> None:
+        self.tracer.flag("wait_flag", PIPE_NAMES[src], PIPE_NAMES[dst], event)
+
+    def finish(self) -> None:  # (after the model's: its last pipe slices are in)
+        close_block(self.tracer, failed=False)
+
+    def stop(self) -> None:
+        close_block(self.tracer, failed=True)
+
+
+class _TraceRank(RankObserver):
+    """A rank's tracks: its host's launches (unless the scheduler writes the host's track) and
+    a tracer per block, which it hands the block's semantics too (``agent.tracer``)."""
+
+    def __init__(self, rt: Any, host_track: bool) -> None:
+        super().__init__(rt)
+        self.host_trace = (HostTrace(rt.config.trace, rt.ctl.segment.name, rt.rank) if host_track
+                     else None)
+
+    def block(self, agent: Any) -> _TraceBlock | None:
+        tracer = agent.tracer = block_tracer(agent)
+        if self.host_trace is not None:
+            self.host_trace.block(agent)
+        return None if tracer is None else _TraceBlock(agent, tracer)
+
+    def launch_start(self) -> None:
+        if self.host_trace is not None:
+            self.host_trace.launch_start()
+
+    def launch_end(self) -> None:
+        if self.host_trace is not None:
+            self.host_trace.launch_end(self.rt.launches)
+
+
+class TraceObserver(Observer):
+    """The run's Chrome trace (``Config.trace``): every rank appends its blocks' events to the
+    file while the run goes; the launcher finalizes it. ``host_track``: whether the ranks write
+    their hosts' launch spans (a scheduled run's scheduler writes the host track itself)."""
+
+    name = "trace"
+
+    def __init__(self, config: Any, host_track: bool = True) -> None:
+        super().__init__(config)
+        self.host_track = host_track
+
+    def rank(self, rt: Any) -> _TraceRank:
+        return _TraceRank(rt, self.host_track)
 
 
 def block_tracer(agent: Any) -> Tracer | None:

@@ -33,8 +33,8 @@ from ...config import parse_hazards
 from ...core import control as C
 from ...core.heap import SymmetricArray
 from ...core.model import BlockModel, RankModel, StepClock, atomic_add
-from ...types import CMP_SYMBOLS, PIPE_ALL, PIPE_MTE2, PIPE_MTE3, PIPE_NAMES, PIPE_V
-from ..trace import HostTrace, block_tracer, close_block
+from ...types import PIPE_ALL, PIPE_MTE2, PIPE_MTE3, PIPE_NAMES, PIPE_V
+from ..trace import close_block
 from .checkers import NO_OBSERVERS, Observers
 from .dma import AsyncEngine
 from .jitter import Jitter
@@ -88,15 +88,9 @@ class HazardRankModel(RankModel):
         cfg = rt.config
         self.step_clock = step_clock
         self.checking = "checkers" in parse_hazards(cfg.hazards)  # stale-at-launch's snapshot
-        self.host_trace = (HostTrace(cfg.trace, rt.ctl.segment.name, rt.rank)
-                           if cfg.trace and step_clock is None else None)
         self.host_stored: list[tuple[int, int]] = []  # byte ranges the host stored since a launch
         self.advice = Advice()  # the advisory checkers' findings, sent with the rank's result
         SymmetricArray.observers.append(self._host_store)
-
-    def launch_end(self) -> None:
-        if self.host_trace:
-            self.host_trace.launch_end(self.rt.launches)
 
     def _host_store(self, arr: SymmetricArray, key: Any) -> None:
         where = arr.stored_range(key)
@@ -115,8 +109,6 @@ class HazardRankModel(RankModel):
         at least one always gets a clean snapshot.)
         """
         rt = self.rt
-        if self.host_trace:
-            self.host_trace.launch_start()
         waited = self.launch.waited
         if not (self.checking and rt.launches > 1 and rt.running_launches <= 1):
             # no snapshot could be kept (or no checker reads it): skip the scan of the matrix
@@ -143,8 +135,6 @@ class HazardRankModel(RankModel):
 
     def block(self, agent: Agent) -> BlockModel:
         model = HazardBlockModel(agent, self)
-        if self.host_trace:
-            self.host_trace.block(agent)
         if model.observes():
             agent.hooks = model
         return model
@@ -205,7 +195,7 @@ class HazardBlockModel(BlockModel):
         self.jitter = None
         if "jitter" in models and self.wall:
             self.jitter = Jitter(random.Random(agent.rng.getrandbits(64)))
-        self.tracer = block_tracer(agent)
+        self.tracer = agent.tracer  # (the trace observer's: its pipe slices go there too)
         if self.tracer and not self.wall:  # stamped with steps: a replay gives the same trace
             self.tracer.use_clock(self._now)
         # issued, not yet retired: a pipe's queue is made at its first item (most blocks of a
@@ -229,7 +219,7 @@ class HazardBlockModel(BlockModel):
 
     def observes(self) -> bool:
         """Whether its sub-models want the scalar hooks (notify, wait, ...)."""
-        return bool(self.fills or self.m_check or self.jitter or self.tracer)
+        return bool(self.fills or self.m_check or self.jitter)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -248,14 +238,10 @@ class HazardBlockModel(BlockModel):
             self._sync_pending()
             for f in self.on["finish"]:
                 f()
-        finally:
-            if self.tracer:
+        except BaseException:
+            if self.tracer:  # (a report raised: the trace observer's finish is not called)
                 close_block(self.tracer, failed=False)
-
-    def stop(self) -> None:
-        """The kernel raised: write what the trace holds."""
-        if self.tracer:
-            close_block(self.tracer, failed=True)
+            raise
 
     # -- pipe instructions -------------------------------------------------------------------
 
@@ -293,8 +279,6 @@ class HazardBlockModel(BlockModel):
 
     def set_flag(self, src: int, dst: int, event: int) -> None:
         key = (src, dst, event)
-        if self.tracer:
-            self.tracer.flag("set_flag", PIPE_NAMES[src], PIPE_NAMES[dst], event)
         for f in self.on["set_flag"]:
             f(key)
         self.flags.add(key)
@@ -304,8 +288,6 @@ class HazardBlockModel(BlockModel):
             self.jitter.point()
 
     def wait_flag(self, src: int, dst: int, event: int) -> None:
-        if self.tracer:
-            self.tracer.flag("wait_flag", PIPE_NAMES[src], PIPE_NAMES[dst], event)
         super().wait_flag(src, dst, event)
         mark = self.marks.pop((src, dst, event), (0, ""))[0]
         m2, m3 = self.sync_marks.pop((src, dst, event), (0, 0))
@@ -541,8 +523,6 @@ class HazardBlockModel(BlockModel):
         if self.jitter:
             self.jitter.point()
         ptr = sig.ptr
-        if self.tracer:
-            self.tracer.notify(sig, value, op)
         for f in self.on["notify"]:
             f(sig, value, op)
         if op and self.fills:
@@ -556,22 +536,8 @@ class HazardBlockModel(BlockModel):
             self._sync_pending()
 
     def wait(self, sig: Any, value: int, cmp: int) -> None:
-        if self.tracer:
-            self.tracer.wait(sig, value, CMP_SYMBOLS[cmp])
         for f in self.on["wait"]:
             f(sig, value, cmp)
-
-    def waited(self, sig: Any, value: int, cmp: int) -> None:
-        if self.tracer:
-            self.tracer.waited(sig)
-
-    def copy_begin(self, op: str, dst: GlobalTensor, src: GlobalTensor) -> None:
-        if self.tracer:
-            self.tracer.copy_begin(op, dst, src)
-
-    def copy_end(self, op: str) -> None:
-        if self.tracer:
-            self.tracer.copy_end(op)
 
     def expect_blocks(self, kernel: str, param: str, count: int) -> None:
         for f in self.on["expect_blocks"]:
