@@ -38,7 +38,6 @@ from .harness import (
     DEFAULT_NRANKS,
     DEFAULT_SIZES,
     RUN_SETTINGS,
-    Report,
     RunSpec,
     Settings,
     check_host_args,
@@ -111,6 +110,45 @@ def _csv(values: tuple[int, ...]) -> str:
     return ",".join(map(str, values))
 
 
+def _usage_problem(ns: argparse.Namespace) -> str | None:
+    """What is wrong with the command line on its face (``None``: nothing)."""
+    for name in ("runs", "seconds"):
+        v = getattr(ns, name)
+        if v is not None and v <= 0:
+            return f"--{name} must be > 0, got {v}"
+    if ns.runs is not None and ns.runs > 10**9:
+        return "--runs must be at most 1e9"
+    if ns.catalogue:
+        for flag, value in (("--arg", ns.arg), ("--nranks", ns.nranks), ("--blocks", ns.blocks),
+                            ("--size", ns.size), ("--hazards", ns.hazards),
+                            ("-x/--exitfirst", ns.exitfirst)):
+            if value:
+                return (f"{flag} has no effect with --catalogue (every entry runs its own "
+                        "sweep); drop it")
+    elif ns.only:
+        return "--only selects catalogue entries; it needs --catalogue"
+    if ns.race_exitfirst and ns.detect_races is False:
+        return "--race-exitfirst needs the race detector (drop --no-detect-races)"
+    return None
+
+
+def _resolve(ns: argparse.Namespace) -> Settings:
+    """The run settings, and the sweep's axes: the command line, else SHMCOMM_NRANKS /
+    _BLOCKS / _MODE, else defaults (ArgumentError for a bad value)."""
+    env_axes = {k: (v,) for k, v in from_env(None, AXES).items()}
+    if ns.seed is None:
+        ns.seed = from_env(None, ("seed",)).get("seed", 0)
+    settings = Settings.resolve(given(ns, RUN_SETTINGS), trace_dir=ns.trace_dir)
+    for name in AXES:
+        if getattr(ns, name) is None and name in env_axes:
+            setattr(ns, name, env_axes[name])
+    if ns.replay:
+        if ns.mode not in (None, ("schedule",)):
+            raise ArgumentError("--replay runs in schedule mode only")
+        ns.mode = ("schedule",)
+    return settings
+
+
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     """Entry point of ``stress``; returns the exit status."""
     interrupts_as_usual()  # from here on a Ctrl-C is this command's to report
@@ -118,40 +156,14 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     prog = parser.prog
     opt.show_warnings(prog)
     ns = parser.parse_args(argv)
+    problem = _usage_problem(ns)
+    if problem:
+        return opt.usage_error(parser, problem)
     settings = None
-    for name in ("runs", "seconds"):
-        v = getattr(ns, name)
-        if v is not None and v <= 0:
-            return opt.usage_error(parser, f"--{name} must be > 0, got {v}")
-    if ns.runs is not None and ns.runs > 10**9:
-        return opt.usage_error(parser, "--runs must be at most 1e9")
-    if ns.catalogue:
-        for flag, value in (("--arg", ns.arg), ("--nranks", ns.nranks), ("--blocks", ns.blocks),
-                            ("--size", ns.size), ("--hazards", ns.hazards),
-                            ("-x/--exitfirst", ns.exitfirst)):
-            if value:
-                return opt.usage_error(parser, f"{flag} has no effect with --catalogue (every "
-                                               "entry runs its own sweep); drop it")
-    elif ns.only:
-        return opt.usage_error(parser, "--only selects catalogue entries; it needs --catalogue")
-    if ns.race_exitfirst and ns.detect_races is False:
-        return opt.usage_error(parser, "--race-exitfirst needs the race detector (drop "
-                                       "--no-detect-races)")
-    # the sweep's axes: the command line, else SHMCOMM_NRANKS / _BLOCKS / _MODE, else defaults
     try:
-        env_axes = {k: (v,) for k, v in from_env(None, AXES).items()}
-        if ns.seed is None:
-            ns.seed = from_env(None, ("seed",)).get("seed", 0)
-        settings = Settings.resolve(given(ns, RUN_SETTINGS), trace_dir=ns.trace_dir)
+        settings = _resolve(ns)
     except ArgumentError as exc:
         return opt.usage_error(parser, str(exc))
-    for name in AXES:
-        if getattr(ns, name) is None and name in env_axes:
-            setattr(ns, name, env_axes[name])
-    if ns.replay:
-        if ns.mode not in (None, ("schedule",)):
-            return opt.usage_error(parser, "--replay runs in schedule mode only")
-        ns.mode = ("schedule",)
     progress = not ns.no_progress
     quiet = False  # under mpi, ranks other than 0 print nothing
     if settings.transport == "mpi":
@@ -162,78 +174,94 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     old_term = _term_as_interrupt()
     try:
         if ns.catalogue:
-            names = [n.strip() for n in ns.only.split(",")] if ns.only else None
-            unknown = [n for n in names or () if n not in catalogue.ENTRIES]
-            if unknown:
-                return opt.usage_error(parser, f"--only: unknown entries {', '.join(unknown)}")
-            budget = 60.0 if ns.seconds is None else ns.seconds
-            kills, reports = kill_matrix(budget, ns.runs, ns.seed, settings, names,
-                                         progress=progress, modes=ns.mode, pool=not ns.no_pool)
-            print(format_kill_matrix(kills, reports, settings))
-            if ns.json:
-                extra = dict(kill_matrix=[dict(
-                    bug=k.entry.name, mode=k.entry.mode, source=k.entry.summary,
-                    caught=k.catch is not None, how=k.catch.kind if k.catch else None,
-                    seed=k.catch.spec.seed if k.catch else None,
-                    runs=(k.to_catch() or (None,))[0], seconds=(k.to_catch() or (None, None))[1],
-                    note=k.note) for k in kills])
-                _write_json(ns.json, report_json([k.report for k in kills if k.report] + reports,
-                                                 settings, extra))
-            missed = any(k.catch is None for k in kills)
-            return 1 if missed or any(r.failures for r in reports) else 0
-        kwargs = opt.host_kwargs(ns.arg)
-        host = resolve_program(ns.program)
-        entry = catalogue.get(ns.program)
-        default_modes: tuple[str, ...] = ("eager", "hazard")
-        if entry is not None and entry.bug:
-            default_modes = (entry.mode,)
-        modes = ns.mode or default_modes
-        exhaustive = settings.strategy.startswith("exhaustive")  # schedule mode, whatever --mode
-        error = opt.check_mode_options(("schedule",) if exhaustive else modes, ns.hazards)
-        if error:
-            return opt.usage_error(parser, error)
-        if ns.size and not takes_size(host, kwargs):
-            return opt.usage_error(parser, f"--size has no effect: {ns.program} takes no size "
-                                           "parameter; drop --size or add size to the host")
-        if "size" in kwargs:
-            return opt.usage_error(parser, "--arg size=...: the sweep gives size; use --size")
-        check_host_args(host, kwargs, ns.program)  # once, not once per run
-        sizes = ns.size or (entry.sizes if entry else DEFAULT_SIZES)
-        cfgs = configs(ns.nranks or (entry.nranks if entry else DEFAULT_NRANKS),
-                       ns.blocks or (entry.blocks if entry else DEFAULT_BLOCKS),
-                       sizes if takes_size(host, kwargs) else (0,), modes)  # 0: no size axis
-        runs = ns.runs if ns.runs is not None or ns.seconds is not None else DEFAULT_RUNS
-        if settings.strategy.startswith("exhaustive"):
-            return _exhaustive(host, cfgs, ns, settings, kwargs)
-        rep: Report | None  # None: interrupted before any run finished
-        rep = sweep(host, cfgs, seed=ns.seed, runs=runs, seconds=ns.seconds, settings=settings,
-                    program=ns.program, progress=progress, stop_at_first=ns.exitfirst,
-                    kwargs=kwargs, pool=not ns.no_pool)
-        if quiet:
-            return 1 if rep.failures else 0
-        _print_report(format_report(rep, settings))
-        if ns.json:
-            _write_json(ns.json, report_json([rep], settings))
-        return 1 if rep.failures else 0
+            return _run_catalogue(parser, ns, settings, progress)
+        return _run_program(parser, ns, settings, progress, quiet)
     except opt.ProgramImportError as exc:
         return opt.report_import_error(prog, exc)
     except ArgumentError as exc:
         return opt.usage_error(parser, str(exc))
     except KeyboardInterrupt as exc:
-        signum = getattr(exc, "signum", None) or signal.SIGINT
-        rep = getattr(exc, "report", None)
-        if rep is not None and settings is not None and rep.outcomes:
-            try:
-                _print_report(format_report(rep, settings))
-            except KeyboardInterrupt:
-                pass
-        print(f"{prog}: interrupted by {signal.Signals(signum).name} "
-              f"(after {len(rep.outcomes) if rep is not None else 0} complete run(s))",
-              file=sys.stderr)
-        return 128 + signum
+        return _interrupted(prog, exc, settings)
     finally:
         if old_term is not None:
             signal.signal(signal.SIGTERM, old_term)
+
+
+def _run_catalogue(parser: argparse.ArgumentParser, ns: argparse.Namespace, settings: Settings,
+                   progress: bool) -> int:
+    """``--catalogue``: the kill matrix of the bug catalogue (and its correct programs)."""
+    names = [n.strip() for n in ns.only.split(",")] if ns.only else None
+    unknown = [n for n in names or () if n not in catalogue.ENTRIES]
+    if unknown:
+        return opt.usage_error(parser, f"--only: unknown entries {', '.join(unknown)}")
+    budget = 60.0 if ns.seconds is None else ns.seconds
+    kills, reports = kill_matrix(budget, ns.runs, ns.seed, settings, names,
+                                 progress=progress, modes=ns.mode, pool=not ns.no_pool)
+    print(format_kill_matrix(kills, reports, settings))
+    if ns.json:
+        extra = dict(kill_matrix=[dict(
+            bug=k.entry.name, mode=k.entry.mode, source=k.entry.summary,
+            caught=k.catch is not None, how=k.catch.kind if k.catch else None,
+            seed=k.catch.spec.seed if k.catch else None,
+            runs=(k.to_catch() or (None,))[0], seconds=(k.to_catch() or (None, None))[1],
+            note=k.note) for k in kills])
+        _write_json(ns.json, report_json([k.report for k in kills if k.report] + reports,
+                                         settings, extra))
+    missed = any(k.catch is None for k in kills)
+    return 1 if missed or any(r.failures for r in reports) else 0
+
+
+def _run_program(parser: argparse.ArgumentParser, ns: argparse.Namespace, settings: Settings,
+                 progress: bool, quiet: bool) -> int:
+    """A sweep of ``--program`` (or a bounded exhaustive search of its schedules)."""
+    kwargs = opt.host_kwargs(ns.arg)
+    host = resolve_program(ns.program)
+    entry = catalogue.get(ns.program)
+    default_modes: tuple[str, ...] = ("eager", "hazard")
+    if entry is not None and entry.bug:
+        default_modes = (entry.mode,)
+    modes = ns.mode or default_modes
+    exhaustive = settings.strategy.startswith("exhaustive")  # schedule mode, whatever --mode
+    error = opt.check_mode_options(("schedule",) if exhaustive else modes, ns.hazards)
+    if error:
+        return opt.usage_error(parser, error)
+    if ns.size and not takes_size(host, kwargs):
+        return opt.usage_error(parser, f"--size has no effect: {ns.program} takes no size "
+                                       "parameter; drop --size or add size to the host")
+    if "size" in kwargs:
+        return opt.usage_error(parser, "--arg size=...: the sweep gives size; use --size")
+    check_host_args(host, kwargs, ns.program)  # once, not once per run
+    sizes = ns.size or (entry.sizes if entry else DEFAULT_SIZES)
+    cfgs = configs(ns.nranks or (entry.nranks if entry else DEFAULT_NRANKS),
+                   ns.blocks or (entry.blocks if entry else DEFAULT_BLOCKS),
+                   sizes if takes_size(host, kwargs) else (0,), modes)  # 0: no size axis
+    runs = ns.runs if ns.runs is not None or ns.seconds is not None else DEFAULT_RUNS
+    if exhaustive:
+        return _exhaustive(host, cfgs, ns, settings, kwargs)
+    rep = sweep(host, cfgs, seed=ns.seed, runs=runs, seconds=ns.seconds, settings=settings,
+                program=ns.program, progress=progress, stop_at_first=ns.exitfirst,
+                kwargs=kwargs, pool=not ns.no_pool)
+    if quiet:
+        return 1 if rep.failures else 0
+    _print_report(format_report(rep, settings))
+    if ns.json:
+        _write_json(ns.json, report_json([rep], settings))
+    return 1 if rep.failures else 0
+
+
+def _interrupted(prog: str, exc: KeyboardInterrupt, settings: Settings | None) -> int:
+    """SIGINT / SIGTERM stopped the sweep: what it found so far, and the shell's status."""
+    signum = getattr(exc, "signum", None) or signal.SIGINT
+    rep = getattr(exc, "report", None)
+    if rep is not None and settings is not None and rep.outcomes:
+        try:
+            _print_report(format_report(rep, settings))
+        except KeyboardInterrupt:
+            pass
+    print(f"{prog}: interrupted by {signal.Signals(signum).name} "
+          f"(after {len(rep.outcomes) if rep is not None else 0} complete run(s))",
+          file=sys.stderr)
+    return 128 + signum
 
 
 def _print_report(text: str) -> None:
