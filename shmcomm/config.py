@@ -444,6 +444,8 @@ def describe(name: str, **words: Any) -> None:
     global SETTINGS
     row = BY_NAME[name] = dataclasses.replace(BY_NAME[name], **words)
     SETTINGS = tuple(row if s.name == name else s for s in SETTINGS)
+    if not TYPE_CHECKING:
+        Config.__doc__ = _config_doc()
 
 
 def _check(name: str, value: Any, label: str) -> None:
