@@ -8,6 +8,9 @@ import time
 
 import psutil
 import pytest
+from _paths import add_test_dirs
+
+add_test_dirs()  # (test modules import each other's hosts and kernels across the folders)
 
 LEAK_SETTLE_S = 10.0  # a leftover must outlive this to count as a leak
 

@@ -4,7 +4,7 @@ Every MPI process is one rank and runs the same calls; ``shmcomm.run`` (with
 ``SHMCOMM_TRANSPORT=mpi``, set here) returns every rank's result on every rank, so the test
 modules' own host programs and checks run unchanged. World rank 0 prints ``mpi case CASE: OK``
 at the end; a failed check raises (exit status 1), a failed run aborts the job with its report.
-``tests/test_mpi_transport.py`` starts these under ``mpiexec`` with timeouts.
+``tests/transports/test_transports_mpi.py`` starts these under ``mpiexec`` with timeouts.
 """
 
 from __future__ import annotations
@@ -14,13 +14,16 @@ import sys
 
 os.environ["SHMCOMM_TRANSPORT"] = "mpi"
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _paths import add_test_dirs  # noqa: E402
+
+add_test_dirs()  # (the test modules whose hosts run here live in the area folders)
 
 import numpy as np  # noqa: E402
-import test_comm_group as tg  # noqa: E402
+import test_hazard_models as tr  # noqa: E402
 import test_kernels_barrier as tb  # noqa: E402
 import test_kernels_barrier_central as tcb  # noqa: E402
 import test_kernels_collectives as tc  # noqa: E402
-import test_race_models as tr  # noqa: E402
+import test_pto_group as tg  # noqa: E402
 
 import shmcomm  # noqa: E402
 from shmcomm.comm import (  # noqa: E402

@@ -70,12 +70,17 @@ class BlockModel:
     until ``retire_due`` has retired it all)."""
 
     acts_on_fences = True
-    tracer: Any = None  # the block's trace writer, when its model keeps one (reports name it)
     pending = False
 
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
         self.flags: set[tuple[int, int, int]] = set()
+
+    @property
+    def tracer(self) -> Any:
+        """The block's trace writer when the run writes a trace (the trace observer's), else
+        ``None``: a scheduled run flushes it at every step, reports name it."""
+        return self.agent.tracer
 
     # -- lifecycle (the block's thread) ------------------------------------------------------
 

@@ -165,6 +165,8 @@ class _Stream:
 class HazardBlockModel(BlockModel):
     """Queued pipes, delayed remote visibility, line model, jitter and checkers of one block."""
 
+    tracer: Any = None  # the block's tracer, kept as an attribute (read at every queued item)
+
     def __init__(self, agent: Agent, rank_model: HazardRankModel) -> None:
         super().__init__(agent)
         cfg = agent.rt.config

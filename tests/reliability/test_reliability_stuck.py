@@ -14,6 +14,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from _helpers import ROOT
 
 import shmcomm
 from shmcomm import RunError
@@ -176,7 +177,7 @@ def test_a_suspended_job_survives_a_stop_longer_than_wait_timeout(tmp_path: Path
 
 def test_launch_into_a_closed_pipe_exits_cleanly():
     """``python -m shmcomm.launch ... | head -1``: no BrokenPipeError traceback, status 0."""
-    prog = Path(__file__).with_name("_longprint_prog.py")
+    prog = ROOT / "tests" / "_longprint_prog.py"
     code = ("import sys; sys.path.insert(0, sys.argv[1]); from shmcomm.launch.cli import main;"
             " sys.exit(main(['-n', '4', '--program', 'tests._longprint_prog:host']))")
     root = os.path.dirname(os.path.dirname(shmcomm.__file__))

@@ -9,9 +9,10 @@ import math
 import os
 
 import pytest
+from _helpers import ROOT
 
 pytestmark = pytest.mark.timeout(120)
-SCRIPT = os.path.join(os.path.dirname(__file__), os.pardir, "benchmarks", "hot_path.py")
+SCRIPT = os.path.join(str(ROOT), "benchmarks", "hot_path.py")
 
 
 def _module():

@@ -9,8 +9,8 @@ under ``-m slow``.
 from __future__ import annotations
 
 import pytest
-from test_race_barriers import host_epoch, host_seed
-from test_race_models import host_flags, host_load_scale, host_put_notify, host_rmw, host_set_slots
+from test_hazard_barriers import host_epoch, host_seed
+from test_hazard_models import host_flags, host_load_scale, host_put_notify, host_rmw, host_set_slots
 
 import shmcomm
 

@@ -7,6 +7,7 @@ import os
 import stat
 
 import pytest
+from _helpers import ROOT
 
 import shmcomm
 from shmcomm.errors import ArgumentError
@@ -106,7 +107,7 @@ def test_a_trace_cut_by_the_file_size_limit_is_not_reported_as_written(tmp_path)
             print(exc)
             raise SystemExit(1)
         """
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
     p = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
                        text=True, timeout=150, env=env)
     assert p.returncode == 1, (p.stdout, p.stderr[-2000:])
@@ -132,7 +133,7 @@ def test_a_sigkilled_launcher_leaves_no_hidden_trace_file(tmp_path):
         shmcomm.run(host, 1, window_bytes=1 << 16, trace={str(tmp_path / "t.json")!r},
                     timeout=600, wait_timeout=590)
         """
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
     p = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], env=env)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not ready.exists():

@@ -10,6 +10,7 @@ import sys
 
 import numpy as np
 import pytest
+from _helpers import ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -30,7 +31,7 @@ from shmcomm.kernels.collectives import (
 
 pytestmark = pytest.mark.timeout(120)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = str(ROOT)
 UFUNC = {ReduceOp.Sum: np.add, ReduceOp.Max: np.maximum, ReduceOp.Min: np.minimum}
 SENTINEL = 7
 PAD = 16  # sentinel elements after every destination

@@ -12,15 +12,14 @@ import shlex
 import subprocess
 import sys
 from importlib.metadata import entry_points
-from pathlib import Path
 
 import pytest
-from _helpers import line_after, rerun
+from _helpers import ROOT, line_after, rerun
 
 pytest_plugins = ["pytester"]
 pytestmark = pytest.mark.timeout(150)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = ROOT
 
 
 def readme_test_file() -> str:

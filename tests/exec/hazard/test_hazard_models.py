@@ -247,7 +247,7 @@ def test_checker_set_flag_without_wait_flag(seed):
     assert _run(host_flags, mode="eager", args=("unbalanced",)) == [0]
     assert _run(host_flags, seed=seed, args=("balanced", 10)) == [0]
     text = _fails(host_flags, "flag-unbalanced", seed=seed, args=("unbalanced",))
-    assert "test_race_models.py" in text  # the set_flag's line
+    assert "test_hazard_models.py" in text  # the set_flag's line
 
 
 @pytest.mark.parametrize("seed", FIXED_SEEDS)

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from pathlib import Path
 
 import pytest
+from _helpers import ROOT
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "soak.py"
+SCRIPT = ROOT / "scripts" / "soak.py"
 
 
 def _soak_module():

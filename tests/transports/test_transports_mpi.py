@@ -22,7 +22,7 @@ from shmcomm.transports.mpi.library import find_mpiexec  # noqa: E402
 # MPI jobs in one xdist group: two at once would see (and clean up) each other's MPICH files
 pytestmark = [pytest.mark.timeout(240), pytest.mark.xdist_group("mpi")]
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TESTS = os.path.join(ROOT, "tests")
 JOB_TIMEOUT = 180  # seconds for one mpiexec job on a loaded 2-core box
 PROGRAMS = '''

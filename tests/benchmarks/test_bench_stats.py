@@ -9,9 +9,10 @@ import os
 import sys
 
 import pytest
-from test_cli import assert_every_option_documented
+from _helpers import ROOT
+from test_launch_cli import assert_every_option_documented
 
-BENCH = os.path.join(os.path.dirname(__file__), os.pardir, "benchmarks")
+BENCH = os.path.join(str(ROOT), "benchmarks")
 
 
 def _load(name: str):

@@ -11,11 +11,12 @@ import subprocess
 import sys
 
 import pytest
-from test_cli import assert_every_option_documented
+from _helpers import ROOT
+from test_launch_cli import assert_every_option_documented
 
 # MPI jobs in one xdist group: two at once would see (and clean up) each other's MPICH files
 pytestmark = [pytest.mark.timeout(180), pytest.mark.xdist_group("mpi")]
-SCRIPT = os.path.join(os.path.dirname(__file__), os.pardir, "benchmarks", "collectives.py")
+SCRIPT = os.path.join(str(ROOT), "benchmarks", "collectives.py")
 
 
 def _module():

@@ -12,9 +12,10 @@ import subprocess
 import sys
 
 import pytest
+from _helpers import ROOT
 
 pytestmark = pytest.mark.timeout(240)
-SCRIPT = os.path.join(os.path.dirname(__file__), os.pardir, "benchmarks", "barrier_latency.py")
+SCRIPT = os.path.join(str(ROOT), "benchmarks", "barrier_latency.py")
 
 
 def test_quick_benchmark_writes_json_table_and_plot(tmp_path):
@@ -76,7 +77,7 @@ def _module():
 
 
 def test_every_option_has_help_and_default():
-    from test_cli import assert_every_option_documented
+    from test_launch_cli import assert_every_option_documented
 
     assert_every_option_documented(_module().build_parser())
 

@@ -9,12 +9,13 @@ import sys
 import textwrap
 
 import pytest
+from _helpers import ROOT
 
 from shmcomm.transports.shm.segments import own_memory_cgroups
 
 pytestmark = pytest.mark.timeout(180)
 
-ENV = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ENV = dict(os.environ, PYTHONPATH=str(ROOT))
 LIMIT = 400 << 20
 
 

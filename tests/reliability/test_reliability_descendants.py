@@ -13,13 +13,14 @@ import time
 
 import psutil
 import pytest
+from _helpers import ROOT
 
 import shmcomm
 from shmcomm.launch import descendants
 
 pytestmark = pytest.mark.timeout(180)
 
-ENV = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ENV = dict(os.environ, PYTHONPATH=str(ROOT))
 SMALL = dict(window_bytes=1 << 16, timeout=60.0, wait_timeout=50.0)
 
 

@@ -5,7 +5,7 @@ replaced, not appended to."""
 from __future__ import annotations
 
 import pytest
-from test_race_models import host_flags, host_put_notify
+from test_hazard_models import host_flags, host_put_notify
 
 import shmcomm
 from shmcomm.exec.trace import HOST_TID, load, pipe_tid

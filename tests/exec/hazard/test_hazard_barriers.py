@@ -69,7 +69,7 @@ def test_seed_barrier_twice_in_one_launch_is_flagged(seed):
              args=(2, 1, True))
     text = str(ei.value)
     assert "likely cause: hazard [phase-reuse]" in text and "in DeviceBarrier at barrier.py:" in text
-    assert "test_race_barriers.py:" in text and f"seed: {seed}" in text
+    assert "test_hazard_barriers.py:" in text and f"seed: {seed}" in text
 
 
 @pytest.mark.parametrize("seed", (5, 6))

@@ -12,10 +12,11 @@ import textwrap
 import time
 
 import pytest
+from _helpers import ROOT
 
 pytestmark = pytest.mark.timeout(180)
 
-ENV = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ENV = dict(os.environ, PYTHONPATH=str(ROOT))
 
 
 def _python(code: str, timeout: float = 150, **kw) -> subprocess.CompletedProcess:

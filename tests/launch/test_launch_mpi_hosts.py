@@ -21,7 +21,7 @@ import pytest
 
 pytest.importorskip("mpi4py", reason="the mpi transport needs mpi4py: pip install 'shmcomm[mpi]'")
 
-from test_mpi_transport import JOB_TIMEOUT, PROGRAMS, ROOT, TESTS, mpirun  # noqa: E402
+from test_transports_mpi import JOB_TIMEOUT, PROGRAMS, ROOT, TESTS, mpirun  # noqa: E402
 
 from shmcomm.launch.cleanup import MPI_PREFIX  # noqa: E402
 from shmcomm.transports.mpi.library import find_mpiexec  # noqa: E402
