@@ -1,5 +1,5 @@
 """A corpus of correct programs, written from the patterns kernel authors use, on which no mode
-of shmcomm may raise an alarm (``tests/test_verdict_corpus.py``). One module per pattern; each
+of shmcomm may raise an alarm (``tests/stress/test_verdict_corpus.py``). One module per pattern; each
 program registers itself with :func:`._base.program`."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Bug variants of the kind a new user writes: each is one missing synchronization (or a wrong
 count) away from a correct corpus program, and some mode of shmcomm must catch it (a race
-report, a checker report, wrong data, or a deadlock); ``tests/test_verdict_bugs.py`` checks
+report, a checker report, wrong data, or a deadlock); ``tests/stress/test_verdict_bugs.py`` checks
 that each is caught in the modes listed with it (``BUGS``)."""
 
 from __future__ import annotations

@@ -137,7 +137,7 @@ def test_unsupported_forms_raise_clear_errors():
 
 def test_schedule_mode_takes_stream_launches():
     """Schedule mode starts a stream launch on the host thread, with the turn (so its blocks
-    register deterministically); tests/test_schedule_streams.py explores two-stream kernels."""
+    register deterministically); tests/exec/schedule/test_schedule_streams.py explores two-stream kernels."""
     def host(rt):
         log: list = []
         s = rt.stream()

@@ -1,7 +1,7 @@
 """Soak: consecutive default-job runs leak no segments, fds, threads, processes or memory.
 
 The short form runs in CI; the full 500 runs are ``python scripts/soak.py`` (or
-``python -m pytest -m slow tests/test_reliability_soak.py``).
+``python -m pytest -m slow tests/reliability/test_reliability_soak.py``).
 """
 
 from __future__ import annotations
