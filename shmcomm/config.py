@@ -210,6 +210,10 @@ SETTINGS: tuple[Setting, ...] = (
             "stack, when one agent holds the turn away from any scheduling point, asleep for "
             "this many seconds or running for four times as long", 0.1, 7 * 24 * 3600.0,
             modes=SCHEDULE, metavar="S"),
+    Setting("livelock_seconds", float, 10.0, "schedule mode reports a poll loop as a livelock "
+            "only once its unanswered polls (every agent that could step polling words nobody "
+            "changed, past the step bound) went on for this many seconds: a bounded poll that "
+            "gives up sooner passes", 0.05, WEEK_S, modes=SCHEDULE, metavar="S"),
     Setting("detect_races", bool, None, "run the happens-before race detector beside the mode: "
             "report two unordered conflicting accesses even when the data came out right "
             "(default: on in hazard and schedule mode, off in eager mode)",
@@ -315,6 +319,7 @@ class ConfigShape:
     record: str
     schedule_delay: int
     turn_timeout: float
+    livelock_seconds: float
     detect_races: bool | None
     race_exitfirst: bool
     transport: str

@@ -388,7 +388,8 @@ class ScheduleRankModel(RankModel):
                  semantics: Callable[[RankRuntime, StepClock], RankModel],
                  turn_cpu: int | None = None) -> None:
         super().__init__(rt)
-        self.sched = Scheduler(rt.ctl, rt.windows.transport, strategy)
+        self.sched = Scheduler(rt.ctl, rt.windows.transport, strategy,
+                               float(rt.config.livelock_seconds))
         self.sem = semantics(rt, Steps(self.sched, float(rt.config.schedule_delay)))
         self.host = agent_id(rt.rank, C.HOST_SLOT)
         rt.host_agent.hooks = HostHooks(self.sched, self.host)

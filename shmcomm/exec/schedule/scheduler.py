@@ -15,15 +15,18 @@ the same segment, advanced by whichever process holds the turn. No enabled agent
 blocked is a deadlock, found at once and deterministically: the deciding agent writes the
 wait-for table into the segment, aborts the run, and the launcher reports it. So is a livelock:
 a point may be *stale* (a ``TTEST`` / ``gm_load`` that read what the agent's last poll of the
-same words read); ``LIVELOCK_PER_AGENT`` stale steps per live agent in a row, while every enabled
-agent's last step was stale and none has hazard work pending, end the run the same way. Any
-other step restarts the count.
+same words read); ``LIVELOCK_PER_AGENT`` stale steps per live agent in a row (the step bound),
+lasting ``livelock_seconds`` of wall time, while every enabled agent's last step was stale and
+none has hazard work pending, end the run the same way. Any other step restarts the count. The
+seconds tell a bounded poll from a livelock: a legal loop may poll past any step bound (pto-isa's
+own timeout pattern polls a million times), but it gives up; a replay ends where its recording
+did, so its report is the recorded one.
 
 Layout of the shared area (little-endian, 8-byte words unless said)::
 
     header   step, rng state, live count, status, preemptions, last agent, strategy, depth,
              pct change index, pct step estimate, record-enabled flag, stale steps in a row,
-             the stuck agent (HEADER words)
+             the stuck agent, when the stale steps began (monotonic ns) (HEADER words)
     live     int32 ids of the live agents, in registration order (the enabled list's order)
     state    int32 per agent id: UNREG, RUNNABLE, BLOCKED, JOINING, DRAINING, DONE
     pending  int32 per id: hazard work still to retire; yielded: a failed TTEST (PCT demotes)
@@ -44,6 +47,7 @@ import ctypes
 import functools
 import os
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -69,12 +73,14 @@ MAX_PCT_DEPTH = 16  # PCT's deepest depth (its change steps' slots in the shared
 H_RECORD_EN = 10  # 1: record every step's enabled agents (bounded exhaustive search)
 H_STALE = 11  # steps in a row that were polls reading what the poller's last poll read
 H_STUCK = 12  # ST_STUCK: the agent that held the turn outside the API
+H_STALE_T0 = 13  # time.monotonic_ns() of the first of the stale steps in a row
 HEADER = 16
 ST_RUNNING, ST_DEADLOCK, ST_STEPS, ST_DIVERGED, ST_STUCK = 0, 1, 2, 3, 4
 MAX_STEPS = 4_000_000  # a run longer than this is a livelock (a spin loop nothing ends)
 # a livelock: this many stale polls in a row per live agent (at least LIVELOCK_MIN), nobody
-# writing anything meanwhile. A correct bounded poll gives up far sooner; a poll that another
-# agent satisfies ends the stretch at that agent's first step, whatever it does.
+# writing anything meanwhile, for livelock_seconds of wall time (a bounded poll of more steps
+# than this gives up within those seconds); a poll that another agent satisfies ends the
+# stretch at that agent's first step, whatever it does.
 LIVELOCK_PER_AGENT = 5000
 LIVELOCK_MIN = 20000
 # what a blocked or polling agent waits on (its wkind), for the reports
@@ -85,6 +91,7 @@ EN_IDS = 1 << 20  # agent ids those records can hold
 _WAIT_S = 0.05  # a waiting agent re-checks the abort flag this often
 _CMP = CMP_FUNCS
 _HOST = C.HOST_SLOT
+_monotonic_ns = time.monotonic_ns  # one clock for every process of the run (CLOCK_MONOTONIC)
 
 
 class ScheduleError(ShmcommError):
@@ -231,8 +238,14 @@ class Scheduler:
     blocked agents wait on and the futex words of the turn.
     """
 
-    def __init__(self, ctl: C.Control, transport: Any, strategy: Any) -> None:
+    def __init__(self, ctl: C.Control, transport: Any, strategy: Any,
+                 livelock_seconds: float = 10.0) -> None:
         self.ctl = ctl
+        self.livelock_ns = int(livelock_seconds * 1e9)
+        # a replay ends a livelock where its recording did (the recorded steps' end), not on
+        # this run's clock: the same report
+        choices = getattr(strategy, "choices", None) if strategy.name == "replay" else None
+        self.replay_end = None if choices is None else len(choices)
         kept = _kept(ctl, transport)
         self.sh = kept.sh
         self.transport = transport
@@ -362,8 +375,10 @@ class Scheduler:
             raise ScheduleError(f"schedule: {agent_name(aid)} reached the step limit ({MAX_STEPS} "
                                 "scheduling points): a livelock, e.g. a TTEST loop nothing ends")
         if stale:
-            hdr[H_STALE] += 1
-            if hdr[H_STALE] >= max(LIVELOCK_MIN, LIVELOCK_PER_AGENT * hdr[H_LIVE]):
+            n = hdr[H_STALE] = hdr[H_STALE] + 1
+            if n == 1:
+                hdr[H_STALE_T0] = _monotonic_ns()
+            elif n >= max(LIVELOCK_MIN, LIVELOCK_PER_AGENT * hdr[H_LIVE]) and self._long(step):
                 self._check_livelock(aid)
         elif hdr[H_STALE]:
             hdr[H_STALE] = 0
@@ -455,6 +470,13 @@ class Scheduler:
         self.end_run(["deadlock (schedule mode): no agent can take a step; at step "
                       f"{sh.hdr[H_STEP]} every live agent waits"], ST_DEADLOCK, C.ABORT_DEADLOCK)
         self._raise_aborted(aid)
+
+    def _long(self, step: int) -> bool:
+        """Whether the stale steps in a row have lasted long enough to be a livelock: for
+        ``livelock_seconds`` (a replay: up to the recorded run's last step)."""
+        if self.replay_end is not None:
+            return step >= self.replay_end
+        return _monotonic_ns() - self.sh.hdr[H_STALE_T0] >= self.livelock_ns
 
     def _check_livelock(self, aid: int) -> None:
         """The stale polls ran past the bound: a livelock if every agent that can take a step

@@ -59,4 +59,4 @@ def test_syncall_and_a_livelock_over_eager_semantics(soft):
 
     assert shmcomm.run(_rounds_host, nranks=2, args=(2, soft), seed=4, **SETTINGS) == [[3, 3]] * 2
     with pytest.raises(shmcomm.DeadlockError, match="livelock"):
-        shmcomm.run(_spin_host, nranks=1, seed=4, **SETTINGS)
+        shmcomm.run(_spin_host, nranks=1, seed=4, livelock_seconds=1.0, **SETTINGS)

@@ -30,7 +30,8 @@ from shmcomm.comm import (
 pytestmark = pytest.mark.timeout(180)
 
 # the run's own bounds are generous: every hang here must end by the scheduler's own reports
-SETTINGS = dict(mode="schedule", timeout=120, wait_timeout=100)
+# livelock_seconds: the livelocks below are reported after 1 s of unanswered polls, not 10
+SETTINGS = dict(mode="schedule", timeout=120, wait_timeout=100, livelock_seconds=1.0)
 
 
 # --- SYNCALL is a blocked agent of the schedule ----------------------------------------------
@@ -129,6 +130,38 @@ def test_a_livelock_replays_to_the_same_report(tmp_path):
             shmcomm.run(_spin_host, nranks=2, seed=3, strategy="pct", **SETTINGS, **kw)
         reports.append(info.value.failures[0].message)
     assert "livelock" in reports[0] and reports[0] == reports[1]
+
+
+def test_a_never_ending_poll_is_reported_within_seconds_by_default():
+    """The default ``livelock_seconds`` (10): the step bound is passed within a second, the
+    seconds then end the run; the wall-clock bound is no escape hatch for a real livelock."""
+    t0 = time.monotonic()
+    with pytest.raises(shmcomm.DeadlockError, match="livelock"):
+        shmcomm.run(_spin_host, nranks=2, seed=2, mode="schedule", timeout=120, wait_timeout=100)
+    took = time.monotonic() - t0
+    assert 10.0 <= took < 60.0, took
+
+
+def test_a_bounded_poll_past_the_step_bound_passes_and_a_longer_one_is_a_livelock():
+    """One program, two bounds: 40,000 stale polls (twice the step bound) end by themselves
+    within ``livelock_seconds``; the same loop, unbounded, is reported once its stale polls
+    outlast them."""
+    def host(rt, polls):
+        out = rt.alloc((1,), np.int32)
+        rt.launch(k_bounded_poll, blocks=1, args=(rt.signal_region("p", 1), out.ptr, polls))
+        return int(out[0])
+
+    assert shmcomm.run(host, nranks=1, seed=1, args=(40_000,),
+                       **{**SETTINGS, "livelock_seconds": 5.0}) == [40_000]
+    with pytest.raises(shmcomm.DeadlockError, match="livelock"):
+        shmcomm.run(host, nranks=1, seed=1, args=(10**9,), **{**SETTINGS, "livelock_seconds": 0.5})
+
+
+def k_bounded_poll(ctx, sig, out, polls):
+    n = 0
+    while n < polls and not TTEST(Signal(sig), 1, WaitCmp.EQ):
+        n += 1
+    gm_store(out, n)
 
 
 def test_a_gm_load_loop_nothing_ends_is_reported_as_a_livelock():
