@@ -607,6 +607,11 @@ def _value(op: str, ptr: GMPtr, value: Any) -> Any:
 def gm_load(ptr: GMPtr) -> Any:
     """Read one element at ``ptr`` (``value = *ptr``); int32 words read atomically."""
     ptr = _scalar("gm_load", ptr)
+    cache = _agent.current().scalar_cache
+    if cache is not None:  # through the block's data cache (hazard's ``cache``): maybe stale
+        value = cache.load(ptr)
+        if value is not None:
+            return value
     if ptr.dtype == I32:
         return ptr.windows.transport.word(ptr.rank, ptr.offset).load()
     return _elem(ptr)[0].item()

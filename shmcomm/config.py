@@ -36,7 +36,7 @@ MODES = ("eager", "hazard", "schedule")
 TRANSPORTS = ("shm", "mpi")  # shmcomm.transports: shared memory (forked ranks) or MPI (mpiexec)
 MPI_PEERS = ("shared", "rma")  # mpi: map the windows of the host's ranks, or reach all by RMA
 # hazard-mode sub-models (shmcomm.exec.hazard); "all" turns every one on
-HAZARDS = ("pipes", "visibility", "lines", "jitter", "checkers")
+HAZARDS = ("pipes", "visibility", "lines", "cache", "jitter", "checkers")
 # what TNOTIFY(..., NotifyOp.Set) does: a2a3's plain store, or pto-isa's proposed read-then-add
 SET_SEMANTICS = ("store", "read-add")
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30

@@ -56,7 +56,7 @@ class Agent:
     __slots__ = ("rt", "rank", "slot", "block_idx", "block_num", "ctl", "line", "state_addr", "state_cp",
                  "seq", "policy", "spin_s", "wait_timeout", "pipes", "hooks", "fences", "seed", "_rng",
                  "ub_used", "is_host", "active", "kernel", "wait_fields", "since_cell", "poll_cell",
-                 "polling", "stall_s", "ub", "first_slot", "tracer", "__weakref__")
+                 "polling", "stall_s", "ub", "first_slot", "tracer", "scalar_cache", "__weakref__")
 
     def __init__(self, rt: RankRuntime, slot: int, block_num: int,
                  seed: int | tuple[int, int, int, int],
@@ -98,6 +98,9 @@ class Agent:
         self.tracer: Any = None  # the block's trace writer when the run writes a trace
         self.fences: Any = None  # the same model when pipe_barrier / dsb do anything in it
         self.kernel: Any = None  # the kernel function of the launch (reports point at it)
+        # the block's scalar data cache when its model keeps one (hazard's ``cache``): gm_load
+        # reads through it
+        self.scalar_cache: Any = None
 
     @property
     def rng(self) -> random.Random:

@@ -12,7 +12,7 @@ import pytest
 import shmcomm
 from shmcomm import ArgumentError
 from shmcomm.comm import SYNCALL, GlobalTensor, SyncAllMode, gm_load
-from shmcomm.pipe import PIPE_ALL, TSTORE, pipe_barrier
+from shmcomm.pipe import PIPE_ALL, TSTORE, dcci, pipe_barrier
 
 pytestmark = pytest.mark.timeout(180)
 MODES = ["eager", "hazard"]
@@ -28,6 +28,11 @@ def _store_line(ctx, dst, value, tile):
 
 
 def _visible(flags, n, want):
+    """The upstream kernel's check: it reads the flags through a DMA copy (the soft form after
+    InvalidateInt32Lines' dcci of each line), never through lines its scalar cache kept from
+    the previous round: here, a dcci of each flag's line, then a scalar load."""
+    for i in range(n):
+        dcci(flags + i * LINE)
     return int(all(gm_load(flags + i * LINE) == want(i) for i in range(n)))
 
 

@@ -35,6 +35,7 @@ from ...core.heap import SymmetricArray
 from ...core.model import BlockModel, RankModel, StepClock, atomic_add
 from ...types import PIPE_ALL, PIPE_MTE2, PIPE_MTE3, PIPE_NAMES, PIPE_V
 from ..trace import close_block
+from .cache import EVICT_FACTOR, ScalarCache
 from .checkers import NO_OBSERVERS, Observers
 from .dma import AsyncEngine
 from .jitter import Jitter
@@ -42,6 +43,8 @@ from .report import Advice, kernel_site
 from .visibility import LineModel, RemoteStores
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ...core.agent import Agent
     from ...core.gm import GlobalTensor
     from ...core.runtime import RankRuntime
@@ -190,6 +193,11 @@ class HazardBlockModel(BlockModel):
         self.fills = "lines" in models and cfg.set_semantics != "read-add"
         self.vis: RemoteStores | None = None
         self.lines: LineModel | None = None
+        # the scalar data cache gm_load reads through, kept by the agent (``cache`` below; the
+        # model has no attribute to spare): its lines are views of the windows, every window
+        # mapped (shm, or MPI's shared peers)
+        if "cache" in models and (cfg.transport == "shm" or cfg.mpi_peers == "shared"):
+            agent.scalar_cache = ScalarCache(self._now, self._line_life(agent, clock))
         # jitter and idle draw from their own stream (the block's second draw): how often a
         # wait idles depends on timing. On a step clock (a scheduled run) there is no jitter
         # (its 50 us switch interval only let the rank's starting and ending threads take the
@@ -221,7 +229,22 @@ class HazardBlockModel(BlockModel):
 
     def observes(self) -> bool:
         """Whether its sub-models want the scalar hooks (notify, wait, ...)."""
-        return bool(self.fills or self.m_check or self.jitter)
+        return bool(self.fills or self.m_check or self.jitter or self.cache)
+
+    @property
+    def cache(self) -> ScalarCache | None:
+        """The block's scalar data cache (sub-model ``cache``), or None."""
+        return self.agent.scalar_cache
+
+    def _line_life(self, agent: Agent, clock: StepClock | None) -> Callable[[], float]:
+        """How long a scalar cache line lives on the model's clock: ``EVICT_FACTOR`` due times
+        (seconds drawn around ``hazard_delay``, or a scheduled run's steps), from a stream of
+        its own (a load draws none of the pipes' due times)."""
+        rng = random.Random(f"{agent.seed!r}/cache")
+        if clock is None:
+            delay = self.delay
+            return lambda: EVICT_FACTOR * delay * (0.5 + rng.random())
+        return lambda: EVICT_FACTOR * (clock.due(rng) - clock.now())
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -237,6 +260,8 @@ class HazardBlockModel(BlockModel):
                 self.vis.flush()
             if self.lines:
                 self.lines.flush()
+            if self.cache:
+                self.cache.clear()
             self._sync_pending()
             for f in self.on["finish"]:
                 f()
@@ -372,6 +397,11 @@ class HazardBlockModel(BlockModel):
             self._sync_pending()
 
     def dcci(self, ptr: Any, mode: int) -> None:
+        if self.cache:
+            if mode == 0 and ptr is not None:
+                self.cache.drop(ptr.rank, ptr.offset)
+            else:
+                self.cache.clear()
         if self.lines:
             self.lines.flush(at=(ptr.rank, ptr.offset) if mode == 0 and ptr is not None else None)
             self._sync_pending()
@@ -527,6 +557,8 @@ class HazardBlockModel(BlockModel):
         ptr = sig.ptr
         for f in self.on["notify"]:
             f(sig, value, op)
+        if self.cache:  # TNOTIFY dcci-s its line before and after its store
+            self.cache.drop(ptr.rank, ptr.offset)
         if op and self.fills:
             if self.lines is None:
                 self.lines = LineModel(self.agent.rt.windows, self._clobber)
@@ -538,8 +570,28 @@ class HazardBlockModel(BlockModel):
             self._sync_pending()
 
     def wait(self, sig: Any, value: int, cmp: int) -> None:
+        if self.cache:
+            self._dcci_words(sig)
         for f in self.on["wait"]:
             f(sig, value, cmp)
+
+    def test(self, sig: Any, value: int, cmp: int) -> None:
+        if self.cache:
+            self._dcci_words(sig)
+
+    def _dcci_words(self, sig: Any) -> None:
+        """TWAIT / TTEST ``dcci`` every word they compare: none is read from a cached line."""
+        site = sig.site
+        cache = self.cache
+        if site.sig_rank >= 0 and cache is not None:
+            for w in site.words:
+                cache.drop(site.sig_rank, w.offset)
+
+    def gm_access(self, op: str, ptr: Any, nbytes: int, write: bool, atomic: bool) -> None:
+        """A store drops the block's cached line: an atomic is done at the memory, and a plain
+        store goes through, so the next load reads it."""
+        if write and self.cache:
+            self.cache.drop(ptr.rank, ptr.offset)
 
     def expect_blocks(self, kernel: str, param: str, count: int) -> None:
         for f in self.on["expect_blocks"]:

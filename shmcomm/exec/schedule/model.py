@@ -279,6 +279,9 @@ class ScheduleBlockModel(BlockModel):
 
     def gm_access(self, op: str, ptr: Any, nbytes: int, write: bool, atomic: bool) -> None:
         stale = not write and self.polls.load(self.sched, self.aid, ptr, nbytes)
+        cache = self.agent.scalar_cache
+        if stale and cache is not None and cache.behind(ptr):
+            stale = False  # its cached line is old: the poll reads news once the line goes
         self._point(_GM, stale=stale)
         if self.ih is not None:
             self.ih.gm_access(op, ptr, nbytes, write, atomic)
