@@ -108,8 +108,7 @@ def test_loads_after_ttest_twait_and_dcci_read_fresh_lines(mode):
         return out[0] if out else None
 
     for seed in SEEDS:
-        assert shmcomm.run(host, nranks=2, mode=mode, seed=seed, detect_races=False,
-                           **RUN)[1] == (0, 7, 1)
+        assert shmcomm.run(host, nranks=2, mode=mode, seed=seed, **RUN)[1] == (0, 7, 1)
 
 
 def k_own_store_and_poll(ctx, data, sigs, out):
@@ -138,7 +137,7 @@ def test_own_stores_read_back_and_a_poll_without_dcci_still_ends(mode):
         rt.launch(k_own_store_and_poll, blocks=1, args=(data.ptr, sigs, out))
         return out[0] if out else None
 
-    assert shmcomm.run(host, nranks=2, mode=mode, seed=3, detect_races=False, **RUN)[1] == (0, 9)
+    assert shmcomm.run(host, nranks=2, mode=mode, seed=3, **RUN)[1] == (0, 9)
 
 
 def test_the_cache_is_a_sub_model_that_can_be_left_out():

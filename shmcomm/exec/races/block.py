@@ -405,9 +405,12 @@ class RaceBlockModel(BlockObserver):
     def gm_access(self, op: str, ptr: Any, nbytes: int, write: bool, atomic: bool) -> None:
         if self.tested:
             self._settle()
-        word = ptr.dtype == I32  # an int32 element is a word: loads and atomics synchronize
-        if word and not write:
-            atomic = True  # gm_load reads an int32 word atomically
+        word = ptr.dtype == I32  # an int32 element is a word: loads and stores synchronize
+        if word:
+            # a2a3's scalar load or store of an aligned int32 is one access (TNOTIFY's Set is
+            # exactly such a store): a word's loads and stores never tear, and a store
+            # releases what the block's syncs drained, as a Set notify does
+            atomic = True
         if self.snap_s is None:
             self.snap_s = self._snap(self.vs)
         flags = (WRITE if write else 0) | (ATOMIC if atomic else 0)
@@ -415,11 +418,11 @@ class RaceBlockModel(BlockObserver):
                      self.snap_s, "S", op, self.vs, cached_site(self.sites, self.agent))
         self.flush_some()
         if word and atomic:
-            if write:  # an atomic store / add releases what the block knows into the word
+            if write:  # a store / atomic store / add releases what the block knows into the word
                 self.clocks.release(self.clocks.slot(ptr.rank, ptr.offset), self.vs, False)
                 self.vs[self.cs] += 1
                 self._s_changed()
-            if op != "gm_atomic_store":  # a load or an add reads it: acquire once it has
+            if op not in ("gm_atomic_store", "gm_store"):  # a load or an add reads it: acquire once it has
                 # (the word's clock is looked up then too: a release may make it meanwhile)
                 self.tested.append((ptr.rank, ptr.offset))
 
