@@ -31,10 +31,11 @@ from typing import Any
 
 import numpy as np
 
-from ...config import MAX_BLOCKS
+from ...config import MAX_BLOCK_THREADS, MAX_BLOCKS
 from ...errors import ShmcommError
 
 CLOCK = np.uint32
+MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000)  # Linux's value (Python < 3.13 lacks it)
 SLOTS = 8192  # signal words with a clock per run
 # a pool's table has twice that: it keeps up to SLOTS words of earlier runs (their slots stay
 # put, so the ranks' maps of them stay true) and still takes SLOTS new ones in a run
@@ -45,14 +46,18 @@ _BARRIER_SLOTS = 3
 _META = 4  # int64 fields of the table's own (three used)
 S, MTE2, MTE3, G3, V, D = 0, 1, 2, 3, 4, 5  # a block slot's components, in this order
 PER_BLOCK = 6
-# clocks keep this many block slots per rank: twice blocks= (a stream launch beside another),
-# at least MIN_BLOCK_SLOTS, at most MAX_BLOCKS
+# clocks keep this many block slots per rank: as many as the widest launch the run may make
+# (MAX_BLOCKS, or fewer when nranks x MAX_BLOCKS block threads would pass MAX_BLOCK_THREADS),
+# and twice blocks= (a stream launch beside another), at least MIN_BLOCK_SLOTS
 MIN_BLOCK_SLOTS = 8
 
 
-def block_slots(blocks: int) -> int:
-    """The block slots of the clocks of a run with ``blocks=`` (see ``MIN_BLOCK_SLOTS``)."""
-    return min(MAX_BLOCKS, max(2 * blocks, MIN_BLOCK_SLOTS))
+def block_slots(blocks: int, nranks: int = 1) -> int:
+    """The block slots of the clocks of a run of ``nranks`` ranks with ``blocks=``: no launch
+    the run may make is too wide for them, so ``blocks=`` is never needed to detect races (a
+    clock of 8 ranks then has 3,080 components; of 64 ranks, 6,208)."""
+    widest = min(MAX_BLOCKS, max(1, MAX_BLOCK_THREADS // max(nranks, 1)))
+    return min(MAX_BLOCKS, max(2 * blocks, MIN_BLOCK_SLOTS, widest))
 
 
 @dataclass(frozen=True)
@@ -116,7 +121,9 @@ class WordClocks:
         self.keep = 0 if buf is None else SLOTS  # keys of earlier runs kept at most
         # anonymous, shared over fork: keys, tags, host stores, generations, the table's
         # (generation, epoch), clocks, every notify's join
-        self._map = mmap.mmap(-1, self.nbytes(layout, n)) if buf is None else buf
+        # (untouched pages take no memory: a run touches the rows of the words it uses)
+        self._map = (mmap.mmap(-1, self.nbytes(layout, n), flags=mmap.MAP_SHARED | MAP_NORESERVE)
+                     if buf is None else buf)
         n += _BARRIER_SLOTS
         self.keys = np.ndarray((n,), np.int64, self._map, 0)  # 0 = free, else key + 1
         # barrier slots: their round; word slots: 1 once ``joined`` is kept apart (see _apart)

@@ -19,7 +19,7 @@ import numpy as np
 from ...config import MAX_BLOCKS, Config
 from ...core.observer import Observer, RankObserver
 from ...errors import Failure
-from .clocks import CLOCK, POOL_SLOTS, Layout, SlotMap, WordClocks, block_slots, new_locks
+from .clocks import CLOCK, MAP_NORESERVE, POOL_SLOTS, Layout, SlotMap, WordClocks, block_slots, new_locks
 from .report import render
 from .shadow import Access, Shadow
 
@@ -58,7 +58,7 @@ class RaceDetector(Observer):
         # the rank side (the rank process's part, :mod:`.rank`) comes as an argument: this
         # module, loaded in the launcher, imports none of it
         self.rank_model = rank_model
-        self.layout = Layout(config.nranks, block_slots(config.blocks))
+        self.layout = Layout(config.nranks, block_slots(config.blocks, config.nranks))
         # the word clocks and the record pipes: made by ``prepare`` (before the ranks fork), or
         # a pool's, made with its ranks (``use_pool``)
         self.clocks: WordClocks | None = None
@@ -171,7 +171,7 @@ class PoolState:
 
     def __init__(self, nranks: int) -> None:
         self.nbytes = WordClocks.nbytes(Layout(nranks, MAX_BLOCKS), POOL_SLOTS)
-        self.buf = mmap.mmap(-1, self.nbytes, flags=mmap.MAP_SHARED | _MAP_NORESERVE)
+        self.buf = mmap.mmap(-1, self.nbytes, flags=mmap.MAP_SHARED | MAP_NORESERVE)
         self.locks = new_locks()
         self.slot_map = SlotMap()
         self.views: dict[Layout, WordClocks] = {}  # a view per layout, kept for the next runs
@@ -213,4 +213,3 @@ class PoolState:
         self.views.clear()
 
 
-_MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000)  # Linux's value (Python < 3.13 lacks it)

@@ -174,9 +174,10 @@ class RaceRankModel(RankObserver):
             need = len(self.live_slots) + agent.block_num - len(self.current.blocks)
             raise ShmcommError(
                 f"launch: {agent.block_num} blocks, but the race detector keeps clocks for "
-                f"{self.layout.blocks} blocks running at once per rank (twice blocks=, at least "
-                f"{MIN_BLOCK_SLOTS}); run with blocks={-(-need // 2)} or more to detect races, "
-                "or with detect_races=False")
+                f"{self.layout.blocks} blocks running at once per rank (the widest launch the "
+                f"run may make, twice blocks=, at least {MIN_BLOCK_SLOTS}) and launches on "
+                f"streams already hold the others: join one first (synchronize()), run with "
+                f"blocks={-(-need // 2)} or more to detect races, or with detect_races=False")
         hi = self.slot_hi
         for k in free:
             c = self.slot_comps[k]  # (six numbers: compared in Python, cheaper than numpy's)

@@ -11,6 +11,7 @@ import pytest
 
 import shmcomm
 from shmcomm.comm import (
+    SYNCALL,
     TBROADCAST,
     TGATHER,
     TGET,
@@ -338,13 +339,44 @@ def test_bad_settings_are_argument_errors():
     assert shmcomm.Config.from_kwargs(env={"SHMCOMM_DETECT_RACES": "1"}).detect_races is True
 
 
-def test_a_launch_larger_than_the_clocks_is_a_clear_error():
-    def host(rt):
-        rt.launch(lambda ctx: None, blocks=11)
+def k_wide(ctx, buf, racy):
+    """Every block writes its own element; block 0 then reads them all after a SYNCALL (or,
+    ``racy``, without one)."""
+    t = ctx.tile((1, 1), np.float32)
+    t.array[0, 0] = ctx.block_idx
+    TSTORE(GlobalTensor(buf + ctx.block_idx, (1, 1)), t)
+    pipe_barrier(PIPE_ALL)
+    if not racy:
+        SYNCALL()
+    if ctx.block_idx == 0:
+        TLOAD(ctx.tile((1, ctx.block_num), np.float32), GlobalTensor(buf, (1, ctx.block_num)))
+        pipe_barrier(PIPE_ALL)
 
-    with pytest.raises(shmcomm.RunError, match="race detector keeps clocks for 10 blocks running "
-                                                "at once per rank.*blocks=6 or more"):
-        shmcomm.run(host, nranks=1, blocks=5, detect_races=True)
+
+@pytest.mark.parametrize("mode", ["eager", "hazard", "schedule"])
+def test_a_launch_wider_than_blocks_needs_no_setting(mode):
+    """The clocks are sized for the widest launch a run may make: a 60-block launch in a run of
+    blocks=4 is judged like any other (no blocks= to guess), clean with its SYNCALL and
+    reported without it."""
+    def host(rt, racy):
+        buf = rt.alloc((64,), np.float32)
+        rt.launch(k_wide, blocks=60, args=(buf.ptr, racy))
+
+    assert shmcomm.run(host, nranks=1, blocks=4, mode=mode, seed=1, detect_races=True,
+                       args=(False,), timeout=120) == [None]
+    with pytest.raises(shmcomm.RaceReport, match="data race"):
+        shmcomm.run(host, nranks=1, blocks=4, mode=mode, seed=1, detect_races=True,
+                    args=(True,), timeout=120)
+
+
+def test_the_clocks_cover_the_widest_launch_of_any_run():
+    from shmcomm.config import MAX_BLOCK_THREADS, MAX_BLOCKS
+    from shmcomm.exec.races.clocks import block_slots
+
+    for nranks in (1, 2, 8, 16, 32, 64):
+        widest = min(MAX_BLOCKS, MAX_BLOCK_THREADS // nranks)
+        assert block_slots(1, nranks) >= widest
+        assert block_slots(1, nranks) * nranks <= max(MAX_BLOCK_THREADS, 8 * nranks)
 
 
 def test_cli_options():
