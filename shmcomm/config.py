@@ -155,6 +155,41 @@ def _check_hazards(value: str, label: str) -> None:
     parse_hazards(value, label)
 
 
+def parse_suppressions(value: str, label: str = "race_suppressions"
+                       ) -> tuple[tuple[str, str | None], ...]:
+    """The race suppressions of ``value``: a path to a file of them, or the rules themselves
+    (``;`` or new lines between them). A rule is ``race:FILE:LINE`` (any race one of whose
+    accesses is at that line) or ``race:FILE:LINE FILE:LINE`` (a race between those two lines),
+    ``FILE`` the end of the kernel file's path; ``#`` starts a comment, as in ThreadSanitizer's
+    suppression files. Returns ``(site, other site or None)`` per rule."""
+    if not value.strip():
+        return ()
+    text = value
+    if os.path.isfile(value):
+        try:
+            with open(value, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as exc:
+            raise ArgumentError(f"{label}: cannot read {value!r}: {exc}") from None
+    rules = []
+    for raw in text.replace(";", "\n").splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        kind, _, rest = line.partition(":")
+        sites = rest.split()
+        if kind.strip() != "race" or not 1 <= len(sites) <= 2 or not all(
+                s.rpartition(":")[2].isdigit() and s.rpartition(":")[0] for s in sites):
+            raise ArgumentError(f"{label} must be a file of rules or rules such as "
+                                f"'race:kernel.py:12 kernel.py:30'; got {line!r}")
+        rules.append((sites[0], sites[1] if len(sites) == 2 else None))
+    return tuple(rules)
+
+
+def _check_suppressions(value: str, label: str) -> None:
+    parse_suppressions(value, label)
+
+
 SCHEDULE = ("schedule",)
 SETTINGS: tuple[Setting, ...] = (
     Setting("nranks", int, 8, "rank processes", 1, MAX_RANKS, short="-n"),
@@ -219,6 +254,10 @@ SETTINGS: tuple[Setting, ...] = (
             "(default: on in hazard and schedule mode, off in eager mode)",
             mode_defaults={"hazard": True, "schedule": True}),
     Setting("race_exitfirst", bool, False, "with detect_races: stop the run at the first race"),
+    Setting("race_suppressions", str, "", "with detect_races: races to accept, as "
+            "ThreadSanitizer's suppressions: a file of rules, or rules ('race:k.py:12 "
+            "k.py:30', ';' between them); the run's summary lists what they suppressed",
+            check=_check_suppressions, metavar="FILE|RULES"),
     Setting("transport", str, "shm", "shm: the launcher forks the ranks; mpi: every process "
             "mpiexec starts is one rank", choices=TRANSPORTS),
     Setting("mpi_peers", str, "shared", "mpi: map the windows of ranks on the same host, or "
@@ -322,6 +361,7 @@ class ConfigShape:
     livelock_seconds: float
     detect_races: bool | None
     race_exitfirst: bool
+    race_suppressions: str
     transport: str
     mpi_peers: str
     set_semantics: str

@@ -5,6 +5,7 @@ DMA engine) and records the block's accesses, which its rank (:mod:`.rank`) send
 
 from __future__ import annotations
 
+import zlib
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -14,7 +15,7 @@ from ...core.observer import BlockObserver
 from ...types import DSB_ALL, DSB_DDR, PIPE_ALL, PIPE_MTE2, PIPE_MTE3, PIPE_V
 from ..hazard.report import kernel_site
 from .clocks import G3, MTE2, MTE3, PER_BLOCK, D, V
-from .shadow import ATOMIC, PIPE3, WRITE
+from .shadow import ATOMIC, PIPE3, WAITED, WRITE
 from .sites import SiteCache, cached_site
 from .tiles import record_vector
 
@@ -54,6 +55,14 @@ def _op_name(copy_op: str, what: str) -> str:
     if name is None:
         name = _OP_NAMES[(copy_op, what)] = f"{copy_op} (its {what})" if copy_op else what
     return name
+
+
+_U8 = np.dtype(np.uint8)
+
+
+def _digest(data: np.ndarray) -> int:
+    """What a store writes, as a number (crc32 + 1: never 0, which means not known)."""
+    return zlib.crc32(np.ascontiguousarray(data).data) + 1
 
 
 def _block_start(start: np.ndarray, hi: np.ndarray | None, s: int) -> np.ndarray:
@@ -142,6 +151,9 @@ class RaceBlockModel(BlockObserver):
         # word clocks a TTEST read (slots), or words a gm_load / atomic add read ((rank,
         # offset): their clock may be made after the hook): acquired at the block's next step
         self.tested: list[Any] = []
+        # work was issued to a pipe or the DMA engine since the scalar unit's last access: its
+        # next one gets a new epoch, which that work (it holds the old one) does not know of
+        self.issued = False
 
     # -- clock bookkeeping -------------------------------------------------------------------
 
@@ -164,9 +176,10 @@ class RaceBlockModel(BlockObserver):
                   op, site)
 
     def _add(self, win: tuple, lo: int, hi: int, flags: int, comp: int, epoch: int, snap: int,
-             issue: int, pipe: str, op: str, site: str) -> None:
-        """One access record (``epoch``: ``comp``'s, ``issue``: the scalar unit's); the same
-        access again (a loop over a tile's rows) widens the last one."""
+             issue: int, pipe: str, op: str, site: str, digest: int = 0) -> None:
+        """One access record (``epoch``: ``comp``'s, ``issue``: the scalar unit's; ``digest``:
+        a store's bytes, 0 if not known); the same access again (a loop over a tile's rows)
+        widens the last one (whose bytes are then no longer known)."""
         recs = self.records
         if recs:
             last = recs[-1]
@@ -176,9 +189,14 @@ class RaceBlockModel(BlockObserver):
                     last[1] = lo
                 if hi > last[2]:
                     last[2] = hi
+                if len(last) > 14 and (lo, hi) != (last[1], last[2]):
+                    last[14] = 0
                 return
-        recs.append([win, lo, hi, flags, comp, epoch, snap, self.cs, issue, site, self.rank,
-                     self.block_idx, pipe, op])
+        rec = [win, lo, hi, flags, comp, epoch, snap, self.cs, issue, site, self.rank,
+               self.block_idx, pipe, op]
+        if digest:
+            rec.append(digest)
+        recs.append(rec)
 
     def flush_some(self) -> None:
         """Send the records once there are many (after an instruction's last record: its
@@ -218,6 +236,7 @@ class RaceBlockModel(BlockObserver):
         if snap is None:
             snap = pc.snap = self._snap(pc.v)
         pc.busy = True
+        self.issued = True
         comp, name = pc.comp, pc.name
         epoch, issue = int(pc.v[comp]), int(self.vs[self.cs])
         p = g.ptr
@@ -226,10 +245,11 @@ class RaceBlockModel(BlockObserver):
         if g.rows <= 1 or g.row_stride == g.cols:
             off = p.offset
             self._add(gwin, off, off + g.extent_bytes, gflags, comp, epoch, snap, issue, name,
-                      op, site)
+                      op, site, 0 if load else _digest(tile.array[:g.rows, :g.cols]))
         else:
-            for lo, hi in self._ranges(g):
-                self._add(gwin, lo, hi, gflags, comp, epoch, snap, issue, name, op, site)
+            for r, (lo, hi) in enumerate(self._ranges(g)):
+                self._add(gwin, lo, hi, gflags, comp, epoch, snap, issue, name, op, site,
+                          0 if load else _digest(tile.array[r, :g.cols]))
         nbytes = min(g.rows, tile.rows) * tile.cols * tile.array.itemsize
         off = tile.uoff  # (a view's bytes in its tile's)
         uwin = self.ub_wins.get(tile.uid)
@@ -384,6 +404,24 @@ class RaceBlockModel(BlockObserver):
 
     def waited(self, sig: Any, value: int, cmp: int) -> None:
         self._acquire_slots(self._slots(sig))
+        self._note_wait(sig, "TWAIT")
+
+    def _note_wait(self, sig: Any, op: str) -> None:
+        """Tell the launcher which data words the block waited on (no access: a report on data
+        a copy wrote around the waited word says that the word seen orders nothing of the
+        rest). Words of the signal matrix, which copies do not write, are not told."""
+        p = sig.ptr
+        if p.rank < 0 or p.offset < p.windows.signal_bytes:  # (the signal matrix: no copy's)
+            return
+        if self.snap_s is None:
+            self.snap_s = self._snap(self.vs)
+        rows, cols = (sig.rows, sig.cols) if hasattr(sig, "row_stride") else (1, 1)
+        stride = getattr(sig, "row_stride", cols)
+        site = cached_site(self.sites, self.agent)
+        for r in range(rows):
+            lo = p.offset + 4 * r * stride
+            self._record(gm_win(p.rank), lo, lo + 4 * cols, WAITED, self.cs, self.snap_s, "S",
+                         op, self.vs, site)
 
     def test(self, sig: Any, value: int, cmp: int) -> None:
         # this hook runs before TTEST reads: acquire at the block's next step, after the read,
@@ -392,6 +430,7 @@ class RaceBlockModel(BlockObserver):
         if self.tested:
             self._settle()
         self.tested.extend(self._slots(sig))
+        self._note_wait(sig, "TTEST")
 
     def copy_begin(self, op: str, dst: GlobalTensor, src: GlobalTensor) -> None:
         self.copy_op = op
@@ -405,6 +444,10 @@ class RaceBlockModel(BlockObserver):
     def gm_access(self, op: str, ptr: Any, nbytes: int, write: bool, atomic: bool) -> None:
         if self.tested:
             self._settle()
+        if self.issued:  # after queued work that may still read or write these bytes
+            self.issued = False
+            self.vs[self.cs] += 1
+            self._s_changed()
         word = ptr.dtype == I32  # an int32 element is a word: loads and stores synchronize
         if word:
             # a2a3's scalar load or store of an aligned int32 is one access (TNOTIFY's Set is
@@ -448,13 +491,21 @@ class RaceBlockModel(BlockObserver):
                 self._settle()
             pd = self.pd
             pd.join(self.vs)  # (busy)
+            self.issued = True
             pd.snap = self._snap(pd.v)
             site = cached_site(self.sites, self.agent)
             op = self.last_async
-            for g, flags in ((copy.src, 0), (copy.dst, WRITE)):
-                for lo, hi in self._ranges(g):
-                    self._record(gm_win(g.ptr.rank), lo, hi, flags, pd.comp, pd.snap, pd.name,
-                                 f"{op} (the DMA copy)", pd.v, site)
+            src = copy.src
+            for g, flags in ((src, 0), (copy.dst, WRITE)):
+                ranges = self._ranges(g)
+                # what the copy writes (its source's bytes now), when it is one range
+                digest = _digest(src.ptr.windows.view(src.ptr.rank, src.ptr.offset,
+                                                      (src.extent_bytes,), _U8)) \
+                    if flags and len(ranges) == 1 and len(self._ranges(src)) == 1 else 0
+                for lo, hi in ranges:
+                    self._add(gm_win(g.ptr.rank), lo, hi, flags, pd.comp, int(pd.v[pd.comp]),
+                              pd.snap, int(self.vs[self.cs]), pd.name, f"{op} (the DMA copy)",
+                              site, digest)
             self.flush_some()
             self.dma_marks[id(copy)] = pd.v.copy()
             pd.advance()  # the next copy is a later event of the engine

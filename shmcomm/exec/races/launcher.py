@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import fcntl
 import mmap
+import warnings
 from collections.abc import Callable
 from multiprocessing.connection import Connection, Pipe, wait
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...config import MAX_BLOCKS, Config
+from ...config import MAX_BLOCKS, Config, parse_suppressions
 from ...core.observer import Observer, RankObserver
-from ...errors import Failure
+from ...errors import Failure, ShmcommWarning
 from .clocks import CLOCK, MAP_NORESERVE, POOL_SLOTS, Layout, SlotMap, WordClocks, block_slots, new_locks
 from .report import render
 from .shadow import Access, Shadow
@@ -65,7 +66,7 @@ class RaceDetector(Observer):
         self.conns: list[Connection] = []  # the launcher reads these
         self.writers: list[Connection] = []  # ranks write into theirs
         self.own_pipes = True  # False: a pool's, left open for its next run
-        self.shadow = Shadow(self.layout)
+        self.shadow = Shadow(self.layout, suppress=parse_suppressions(config.race_suppressions))
         self.reported = 0
 
     def __getstate__(self) -> dict[str, Any]:
@@ -149,7 +150,21 @@ class RaceDetector(Observer):
             for c in conns + self.writers:
                 c.close()
         self.conns = []
+        if self.shadow.suppressed:  # a passing run shows them too (the CLI prints the summary)
+            warnings.warn(self.summary(), ShmcommWarning, stacklevel=2)
         return [] if self.reported else self._report()
+
+    def summary(self) -> str:
+        """The races the run's suppressions accepted (they fail nothing), one line each."""
+        got = self.shadow.suppressed if self.shadow is not None else {}
+        if not got:
+            return ""
+        lines = [f"{len(got)} race{'s' if len(got) != 1 else ''} suppressed (race_suppressions):"]
+        for (a, b, win), (rule, n) in got.items():
+            where = f"rank {win[1]}'s window" if win[0] == "gm" else f"rank {win[1]}'s UB"
+            text = f"race:{rule[0]}" + (f" {rule[1]}" if rule[1] else "")
+            lines.append(f"  {a} x {b} on {where}, {n} time{'s' if n != 1 else ''} ({text})")
+        return "\n".join(lines)
 
     def _report(self) -> list[Failure]:
         if not self.shadow.found():

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from .shadow import ATOMIC, PIPE3, WRITE, Access, Shadow
 
+_STORES = ("gm_store", "gm_atomic_store")  # word stores: atomic, but no add
+
 
 def _who(a: Access) -> str:
     return f"rank {a.rank} " + ("host" if a.block is None else f"block {a.block}")
 
 
 def _what(a: Access) -> str:
-    verb = "added into" if a.flags & ATOMIC else "wrote" if a.flags & WRITE else "read"
+    if not a.flags & WRITE:
+        verb = "read"
+    else:  # an atomic add (scalar, st_atomic, an AtomicAdd copy) adds; a word store writes
+        verb = "added into" if a.flags & ATOMIC and a.op not in _STORES else "wrote"
     if a.block is None:  # the host: a plain load or store, on no pipe
         return f"{_who(a)} {verb} it{'' if a.flags & WRITE == 0 else f' ({a.op})'} at {a.site}"
     return f"{_who(a)} {verb} it ({a.op} on {a.pipe}) at {a.site}"
@@ -76,8 +81,28 @@ def describe(shadow: Shadow, x: Access, y: Access) -> str:
     else:
         a, b = (x, y) if kx >= ky else (y, x)
     why, fix = missing_edge(shadow, a, b)
+    if a.flags & WRITE and a.pipe in ("MTE3", "DMA") and b.block is not None:
+        w = shadow.waited_inside(a, b)
+        if w is not None:  # the reader waited on a word of this very copy (data as flag)
+            why = (f"{_who(b)} waited ({w.op} at {w.site}) on a word that this {a.op} wrote "
+                   f"itself, and saw it, but a copy publishes nothing: on a2a3 a TSTORE is one "
+                   f"DMA burst whose bytes land in no promised order, so the word seen says "
+                   f"nothing of the rest of the copy (pto-isa's TSTORE orders none of them, and "
+                   f"its memory model makes them visible only after a sync)")
+            fix = (f"drain and fence the copy (pipe_barrier(PIPE_ALL), dsb(DSB_DDR)), then "
+                   f"TNOTIFY a flag that {_who(b)} waits on instead of the data's own word")
+    same = ""
+    if a.digest and a.digest == b.digest and (a.lo, a.hi, a.win) == (b.lo, b.hi, b.win):
+        same = (f"\n    both stored the same bytes: in this run the race changed no data (to "
+                f"accept it as meant, suppress it: race:{_short(a.site)} {_short(b.site)})")
     return (f"data race on {_where(b)}: {_what(a)}; {_what(b)}; neither happens before the "
-            f"other: {why}\n    fix: {fix}")
+            f"other: {why}\n    fix: {fix}{same}")
+
+
+def _short(site: str) -> str:
+    """``file.py:LINE`` of a site (its first place, without the directories)."""
+    first = site.split(" ", 1)[0]
+    return first.rsplit("/", 1)[-1]
 
 
 def _knows(shadow: Shadow, x: Access, y: Access) -> int:

@@ -25,6 +25,8 @@ import numpy as np
 from .clocks import G3, MTE3, Layout
 
 WRITE, ATOMIC, PIPE3 = 1, 2, 4  # record flags; PIPE3: a store on MTE3 (visibility is per reader)
+WAITED = 8  # not an access: words a TWAIT / TTEST read (kept for the reports only)
+_WAITS_KEPT = 64  # per window: the latest waits a report may name
 _BUCKET = 1 << 20  # bytes of a window per index bucket (a collective's chunk fits one)
 _PRUNE_EVERY = 1024  # records added between two prunings
 
@@ -46,6 +48,7 @@ class Access(NamedTuple):
     block: int | None
     pipe: str  # "S", "MTE2", "MTE3", "host"
     op: str  # "TLOAD", "TSTORE", "TPUT (its TSTORE)", ...
+    digest: int = 0  # a store's bytes (crc32 + 1; 0: not known): a report says when two match
 
 
 def visible_comp(x: Access, y: Access) -> int:
@@ -57,11 +60,30 @@ def visible_comp(x: Access, y: Access) -> int:
     return x.comp
 
 
+def _at(site: str, place: str) -> bool:
+    """Whether ``site`` (a report's ``/path/file.py:LINE ...``) is at ``place`` (the end of
+    its path and its line)."""
+    first = site.split(" ", 1)[0]
+    return first == place or first.endswith("/" + place)
+
+
+def _rule_matches(rule: tuple[str, str | None], a: str, b: str) -> bool:
+    one, two = rule
+    if two is None:
+        return _at(a, one) or _at(b, one)
+    return (_at(a, one) and _at(b, two)) or (_at(a, two) and _at(b, one))
+
+
 class Shadow:
     """Every record of a run, by window and bucket, and the races found among them."""
 
-    def __init__(self, layout: Layout, limit: int = 20) -> None:
+    def __init__(self, layout: Layout, limit: int = 20,
+                 suppress: tuple[tuple[str, str | None], ...] = ()) -> None:
         self.layout = layout
+        # race suppressions (``race_suppressions``), and what each pair of sites they matched
+        # was: (site, site, window) -> [the rule, how many times]
+        self.suppress = suppress
+        self.suppressed: dict[tuple, list] = {}
         self.snaps: dict[int, np.ndarray] = {}
         self.buckets: dict[tuple, dict[int, list[Access]]] = {}
         self.races: list[tuple[Access, Access]] = []
@@ -74,6 +96,25 @@ class Shadow:
         self.frontiers: dict[tuple[int, int | None], np.ndarray] = {}
         self.hosts: set[int] = set()  # ranks whose host sent a frontier
         self.added = 0  # records added since the last pruning
+        self.waits: dict[tuple, list[Access]] = {}  # window -> the latest WAITED records
+
+    def waited_inside(self, x: Access, y: Access) -> Access | None:
+        """A wait of ``y``'s agent on a word that ``x`` wrote (data used as its own flag)."""
+        for w in self.waits.get(x.win, ()):
+            if w.rank == y.rank and w.block == y.block and x.lo <= w.lo and w.hi <= x.hi:
+                return w
+        return None
+
+    def _suppressed(self, key: tuple) -> bool:
+        """Whether a rule accepts the race between the sites of ``key`` (then counted)."""
+        got = self.suppressed.get(key)
+        if got is None:
+            rule = next((r for r in self.suppress if _rule_matches(r, key[0], key[1])), None)
+            if rule is None:
+                return False
+            got = self.suppressed[key] = [rule, 0]
+        got[1] += 1
+        return True
 
     def found(self) -> int:
         """How many races were found."""
@@ -84,6 +125,12 @@ class Shadow:
         self.snaps.update(snaps)
         found = 0
         for y in records:
+            if y.flags & WAITED:
+                kept = self.waits.setdefault(y.win, [])
+                kept.append(y)
+                if len(kept) > _WAITS_KEPT:
+                    del kept[0]
+                continue
             found += self._check(y)
             self._insert(y)
         self.added += len(records)
@@ -159,6 +206,8 @@ class Shadow:
                     continue
                 key = (x.site, y.site, x.win[:2]) if x.site <= y.site else (y.site, x.site, x.win[:2])
                 if key in self.pairs:
+                    continue
+                if self.suppress and self._suppressed(key):
                     continue
                 self.pairs.add(key)
                 if len(self.races) < self.limit:
