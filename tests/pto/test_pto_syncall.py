@@ -133,3 +133,11 @@ def test_bad_syncall_arguments_are_named():
 
     assert shmcomm.run(host, nranks=1, timeout=60)[0] == [
         "SYNCALL:the", "SYNCALL:mode", "SYNCALL:used_cores"]
+
+
+@pytest.mark.parametrize("mode", ["hazard", "schedule"])
+@pytest.mark.parametrize("form", [SyncAllMode.Soft, SyncAllMode.Hard], ids=["soft", "hard"])
+def test_the_60_block_suite_runs_with_the_detector_and_no_blocks_setting(mode, form):
+    """The upstream suite's widest launch (60 blocks) in a run of the default blocks=, the race
+    detector on (its default in these modes): no setting to guess, no report, every flag seen."""
+    assert _run(mode, 60, 60, form, with_ws=form is SyncAllMode.Soft) == [1] * 60

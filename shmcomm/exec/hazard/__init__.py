@@ -17,6 +17,10 @@ these sub-models:
 ``lines``       ``TNOTIFY(..., Set)`` goes through a 64-byte cache line filled at the Set and
                 written back whole later, so packed Set slots of different writers clobber each
                 other (pto-isa #322) (:mod:`shmcomm.exec.hazard.visibility`).
+``cache``       ``gm_load`` reads through the block's scalar data cache of 64-byte lines, dropped
+                by ``dcci`` (and the block's TWAIT / TTEST / TNOTIFY / stores on the line),
+                evicted at seeded later times: a load without ``dcci`` may read a stale line
+                (:mod:`shmcomm.exec.hazard.cache`).
 ``jitter``      seeded sleeps and GIL switches at sync points and data moves, and a small
                 ``sys.setswitchinterval`` (:mod:`shmcomm.exec.hazard.jitter`).
 ``checkers``    rule checks (:mod:`shmcomm.exec.hazard.checkers`): an exact one raises
