@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="eager / hazard pairs to run, >= 1 (default: %(default)s)")
     p.add_argument("--hazards", default="all",
                    help="hazard-mode sub-models: all or a comma list of "
-                        "pipes,visibility,lines,jitter,checkers (default: %(default)s)")
+                        "pipes,visibility,lines,cache,jitter,checkers (default: %(default)s)")
     return p
 
 
