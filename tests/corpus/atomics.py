@@ -1,11 +1,13 @@
 """Scalar atomics as flags: ``gm_atomic_store`` of a flag after the data, read with ``gm_load``
-after a wait, and ``gm_atomic_add`` arrival counters whose last arriver releases the others."""
+after a wait, and ``gm_atomic_add`` arrival counters whose last arriver releases the others; and
+plain int32 stores as flags, as pto-isa's a2a3 kernels publish (a ``Set`` notify is that store)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from shmcomm.comm import (
+    TTEST,
     TWAIT,
     GetRemotePtr,
     Signal,
@@ -13,7 +15,9 @@ from shmcomm.comm import (
     gm_atomic_add,
     gm_atomic_store,
     gm_load,
+    gm_store,
 )
+from shmcomm.pipe import PIPE_ALL, dcci, pipe_barrier
 
 from ._base import N, chunk, expect, load, program, release, store, tile
 
@@ -95,3 +99,84 @@ def atomic_add_counter_waited(rt):
     rt.launch(_scalar_counter_kernel, args=(words, out))
     if rt.rank == 0:
         expect("total", np.asarray(out), 8 * rt.nranks * rt.config.blocks)
+
+
+# --- plain int32 stores as flags (a2a3's Set notify is that store) -------------------------------
+
+def _ready_queue_kernel(ctx, data, queue, out):
+    """gemm_ar's ready queue: block 0 stores each tile, drains, stores the slot and then the
+    count as plain words (each followed by its dcci); block 1 TTESTs the count, dcci-s the slot,
+    loads it and TLOADs the tile it names."""
+    t = tile(ctx)
+    count, slots = queue, queue + LINE
+    if ctx.block_idx == 0:
+        for k in range(3):
+            store(t, data + k * N, chunk(ctx.rank, k))
+            pipe_barrier(PIPE_ALL)  # the tile is in GM (this rank's reader: no dsb needed)
+            gm_store(slots + k, k)
+            dcci(slots + k)
+            gm_store(count, k + 1)
+            dcci(count)
+    elif ctx.block_idx == 1:
+        got = []
+        for head in range(3):
+            while not TTEST(Signal(count), head + 1, WaitCmp.GE):
+                pass
+            dcci(slots + head)
+            k = gm_load(slots + head)
+            got.append((k, load(t, data + k * N)))
+        out.append(got)
+
+
+@program(nranks=1, blocks=2)
+def plain_store_ready_queue(rt):
+    """gemm_ar's per-block ready queue (kernels/manual/a2a3/gemm_ar/ready_queue.hpp): plain int32
+    stores of a slot and a count after the tile's drain, polled with TTEST, the slot read after
+    its dcci."""
+    data = rt.alloc((3 * N,), np.float32)
+    queue = rt.alloc((2 * LINE,), np.int32)
+    out: list = []
+    rt.launch(_ready_queue_kernel, args=(data.ptr, queue.ptr, out))
+    for k, got in out[0]:
+        expect(f"tile {k}", got, chunk(0, k))
+
+
+def _plain_flag_kernel(ctx, recv, flags, out, poll):
+    if ctx.block_idx != 0:
+        return
+    me, n = ctx.rank, ctx.nranks
+    t = tile(ctx)
+    store(t, GetRemotePtr(ctx, recv, (me + 1) % n), chunk(me, 5))
+    release()  # drain + dsb: the data reaches the next rank before the flag can
+    gm_store(GetRemotePtr(ctx, flags, (me + 1) % n), 1)  # a plain store of the flag word
+    dcci(GetRemotePtr(ctx, flags, (me + 1) % n))
+    if poll:
+        dcci(flags)
+        while gm_load(flags) != 1:  # a plain poll: dcci before every load
+            dcci(flags)
+    else:
+        TWAIT(Signal(flags), 1, WaitCmp.EQ)
+    out.append(load(t, recv))
+
+
+@program(nranks=3, blocks=1)
+def plain_store_flag_after_fence_waited(rt):
+    """Data into the next rank, drain + dsb, then a plain int32 store of its flag (dcci after);
+    the reader TWAITs on the flag and reads the data."""
+    recv = rt.alloc((N,), np.float32)
+    flags = rt.signal_region("pflag", LINE)
+    out: list = []
+    rt.launch(_plain_flag_kernel, args=(recv.ptr, flags, out, False))
+    expect(f"rank {rt.rank} data", out[0], chunk((rt.rank - 1) % rt.nranks, 5))
+
+
+@program(nranks=2, blocks=1)
+def plain_store_flag_polled_with_dcci(rt):
+    """As plain_store_flag_after_fence_waited, the flag in a data array, polled with dcci and
+    gm_load (the troubleshooting guide's stale-data fix)."""
+    recv = rt.alloc((N,), np.float32)
+    flags = rt.alloc((LINE,), np.int32)
+    out: list = []
+    rt.barrier()
+    rt.launch(_plain_flag_kernel, args=(recv.ptr, flags.ptr, out, True))
+    expect(f"rank {rt.rank} data", out[0], chunk((rt.rank - 1) % rt.nranks, 5))
