@@ -108,15 +108,16 @@ class BlockObserver:
     def syncall_done(self, word: Any, target: int) -> None:
         """SYNCALL's wait returned: every participant of the round arrived."""
 
-    # -- done: called after the model acted ---------------------------------------------------
-    def start(self) -> None:
-        """The kernel is about to run."""
-
     def finish(self) -> None:
-        """The kernel returned and the model completed its queued work."""
+        """The kernel returned (called before the model completes its queued work and, in a
+        scheduled run, hands its turn on for good: a record made here is made on its turn)."""
 
     def stop(self) -> None:
         """The kernel raised (``finish`` is not called)."""
+
+    # -- done: called after the model acted ---------------------------------------------------
+    def start(self) -> None:
+        """The kernel is about to run."""
 
     def set_flag(self, src: int, dst: int, event: int) -> None:
         """``set_flag(src, dst, event)`` was issued."""
@@ -141,9 +142,8 @@ class BlockObserver:
 # completed, retire_due, idle, the DMA engine's) goes to the model alone
 BLOCK_BEFORE = ("load", "store", "vector", "notify", "wait", "waited", "test", "copy_begin",
                 "copy_end", "expect_blocks", "gm_access", "async_issue", "async_complete",
-                "syncall_arrive", "syncall_wait", "syncall_done")
-BLOCK_AFTER = ("start", "finish", "stop", "set_flag", "wait_flag", "barrier", "notify_drain",
-               "dsb", "dcci")
+                "syncall_arrive", "syncall_wait", "syncall_done", "finish", "stop")
+BLOCK_AFTER = ("start", "set_flag", "wait_flag", "barrier", "notify_drain", "dsb", "dcci")
 # the scalar instructions' hooks: they reach a block's model only through agent.hooks
 SCALAR_HOOKS = ("notify", "wait", "waited", "test", "copy_begin", "copy_end", "expect_blocks",
                 "gm_access", "async_issue", "async_complete", "syncall_arrive", "syncall_wait",
@@ -296,32 +296,47 @@ def _compile(name: str, body: list[str], params: str) -> Callable:
     return scope[name]
 
 
+def _methods(kinds: tuple[type, ...], observer: type, model: type, before: tuple[str, ...],
+             after: tuple[str, ...], forward: tuple[str, ...]) -> dict[str, Any]:
+    """The dispatcher's methods for observers of classes ``kinds`` (``observer``: their base,
+    ``model``: the model's base): each hook calls the model and, before or after it, exactly
+    the observers that override it; ``forward`` goes to the model alone. A scalar hook reaches
+    the model through its own hooks (``self.ih``, ``None``: it wants none); the rank's
+    ``launch_end`` and ``close`` call the observers even when the model's raised."""
+    ns: dict[str, Any] = {}
+    for name in before + after:
+        who = [i for i, k in enumerate(kinds) if overrides(k, observer, name)]
+        params = _params(model, name)
+        calls = [f"o[{i}].{name}({params})" for i in who]
+        own = (["ih = self.ih", "if ih is not None:", f"    ih.{name}({params})"]
+               if name in SCALAR_HOOKS else [f"self.inner.{name}({params})"])
+        body = ["o = self.obs"] if who else []
+        if name in before:
+            body += calls + own
+        elif who and name in _ALWAYS_AFTER:
+            body += ["try:", *("    " + line for line in own), "finally:",
+                     *("    " + c for c in calls)]
+        else:
+            body += own + calls
+        ns[name] = _compile(name, body, params)
+    for name in forward:
+        params = _params(model, name)
+        ns[name] = _compile(name, [f"return self.inner.{name}({params})"], params)
+    return ns
+
+
+_ALWAYS_AFTER = ("launch_end", "close")  # a rank's: the observers' even when the model's raised
+
+
 def _block_class(kinds: tuple[type, ...]) -> type:
     """The block dispatcher for observers of ``kinds`` (one per block, in order)."""
-    key = ("block", kinds)
-    made = _MADE.get(key)
-    if made is not None:
-        return made
-    ns: dict[str, Any] = {}
-    for name in BLOCK_BEFORE + BLOCK_AFTER:
-        who = [i for i, k in enumerate(kinds) if overrides(k, BlockObserver, name)]
-        params = _params(BlockModel, name)
-        calls = [f"o[{i}].{name}({params})" for i in who]
-        model = (f"ih = self.ih\nif ih is not None:\n    ih.{name}({params})"
-                 if name in SCALAR_HOOKS else f"self.inner.{name}({params})")
-        body = (["o = self.obs"] if who else [])
-        if name in BLOCK_BEFORE:
-            body += calls + model.split("\n")
-        else:
-            body += model.split("\n") + calls
-        ns[name] = _compile(name, body, params)
-    for name in _BLOCK_FORWARD:
-        params = _params(BlockModel, name)
-        ns[name] = _compile(name, [f"return self.inner.{name}({params})"], params)
-    ns["observes_fences"] = any(overrides(k, BlockObserver, n) for k in kinds
-                                for n in ("barrier", "dsb", "notify_drain"))
-    ns["scalar"] = any(overrides(k, BlockObserver, n) for k in kinds for n in SCALAR_HOOKS)
-    made = _MADE[key] = type("ObservedBlock", (ObservedBlock,), ns)
+    made = _MADE.get(("block", kinds))
+    if made is None:
+        ns = _methods(kinds, BlockObserver, BlockModel, BLOCK_BEFORE, BLOCK_AFTER, _BLOCK_FORWARD)
+        ns["observes_fences"] = any(overrides(k, BlockObserver, n) for k in kinds
+                                    for n in ("barrier", "dsb", "notify_drain"))
+        ns["scalar"] = any(overrides(k, BlockObserver, n) for k in kinds for n in SCALAR_HOOKS)
+        made = _MADE[("block", kinds)] = type("ObservedBlock", (ObservedBlock,), ns)
     return made
 
 
@@ -396,29 +411,11 @@ class _HostHooks:
 
 
 def _rank_class(kinds: tuple[type, ...]) -> type:
-    key = ("rank", kinds)
-    made = _MADE.get(key)
-    if made is not None:
-        return made
-    ns: dict[str, Any] = {}
-    for name in RANK_BEFORE + RANK_AFTER:
-        who = [i for i, k in enumerate(kinds) if overrides(k, RankObserver, name)]
-        params = _params(RankModel, name)
-        calls = [f"o[{i}].{name}({params})" for i in who]
-        model = f"self.inner.{name}({params})"
-        if not who:
-            body = [model]
-        elif name in RANK_BEFORE:
-            body = ["o = self.obs", *calls, model]
-        elif name in ("launch_end", "close"):  # the observers' even when the model's raised
-            body = ["o = self.obs", "try:", "    " + model, "finally:", *("    " + c for c in calls)]
-        else:
-            body = ["o = self.obs", model, *calls]
-        ns[name] = _compile(name, body, params)
-    for name in _RANK_FORWARD:
-        params = _params(RankModel, name)
-        ns[name] = _compile(name, [f"return self.inner.{name}({params})"], params)
-    made = _MADE[key] = type("ObservedRank", (ObservedRank,), ns)
+    """The rank dispatcher for observers of ``kinds`` (one per rank, in order)."""
+    made = _MADE.get(("rank", kinds))
+    if made is None:
+        ns = _methods(kinds, RankObserver, RankModel, RANK_BEFORE, RANK_AFTER, _RANK_FORWARD)
+        made = _MADE[("rank", kinds)] = type("ObservedRank", (ObservedRank,), ns)
     return made
 
 

@@ -241,7 +241,7 @@ class _TraceBlock(BlockObserver):
     def wait_flag(self, src: int, dst: int, event: int) -> None:
         self.tracer.flag("wait_flag", PIPE_NAMES[src], PIPE_NAMES[dst], event)
 
-    def finish(self) -> None:  # (after the model's: its last pipe slices are in)
+    def finish(self) -> None:  # (on the block's turn: a replay closes it at the same step)
         close_block(self.tracer, failed=False)
 
     def stop(self) -> None:

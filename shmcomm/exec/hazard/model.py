@@ -34,7 +34,6 @@ from ...core import control as C
 from ...core.heap import SymmetricArray
 from ...core.model import BlockModel, RankModel, StepClock, atomic_add
 from ...types import PIPE_ALL, PIPE_MTE2, PIPE_MTE3, PIPE_NAMES, PIPE_V
-from ..trace import close_block
 from .cache import EVICT_FACTOR, ScalarCache
 from .checkers import NO_OBSERVERS, Observers
 from .dma import AsyncEngine
@@ -265,10 +264,9 @@ class HazardBlockModel(BlockModel):
             self._sync_pending()
             for f in self.on["finish"]:
                 f()
-        except BaseException:
-            if self.tracer:  # (a report raised: the trace observer's finish is not called)
-                close_block(self.tracer, failed=False)
-            raise
+        finally:
+            if self.tracer:  # the end-of-block drain's pipe slices (the observers' finish came
+                self.tracer.flush()  # before it: the kernel's span is closed already)
 
     # -- pipe instructions -------------------------------------------------------------------
 

@@ -59,7 +59,10 @@ def _publish(mode, seed, twin):
         rt.launch(k_publish, blocks=1, args=(data.ptr, sigs, out, twin))
         return out[0] if out else None
 
-    return shmcomm.run(host, nranks=2, mode=mode, seed=seed, **RUN)[1]
+    # (hazard mode's lines live EVICT_FACTOR due times of wall clock: long enough here for a
+    # loaded box's round trip between the two loads; schedule mode counts steps)
+    slow = dict(hazard_delay=0.05) if mode == "hazard" else {}
+    return shmcomm.run(host, nranks=2, mode=mode, seed=seed, **slow, **RUN)[1]
 
 
 @pytest.mark.parametrize("mode", ["hazard", "schedule"])
