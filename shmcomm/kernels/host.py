@@ -10,12 +10,20 @@ from typing import Any
 from ..core.gm import GMPtr
 from ..core.heap import SymmetricArray
 from ..core.runtime import RankRuntime as CoreRuntime
+from ..native.context import NativeDeviceContext, device_context
 from .collectives import host_all_gather, host_all_reduce, host_reduce_scatter
 from .layout import USER_FREE_START
 
 
 class RankRuntime(CoreRuntime):
     """``rt`` in ``host(rt)``: allocation, launches, barriers, resets, and the collectives."""
+
+    @property
+    def device_context(self) -> NativeDeviceContext:
+        """This rank's C++ ``DeviceContext`` (``rankId``, ``rankNum``, ``windowsIn[]``): the
+        argument a native kernel's ``DeviceContext*`` / ``CommDeviceContext*`` takes (see
+        :mod:`shmcomm.native`)."""
+        return device_context(self)
 
     def signal_region(self, name: str, words: int) -> GMPtr:
         """``words`` zeroed int32 signal words for your kernels, named ``name``: their GM pointer.

@@ -1,0 +1,179 @@
+"""The bridge from a native instruction to shmcomm's own instruction.
+
+In hazard and schedule mode (and under the race detector or a trace: whenever the block's
+execution model sees instructions, ``agent.hooks`` or ``agent.fences`` set) every native
+instruction calls :func:`_op` through one ctypes callback, which calls the public Python
+instruction (``shmcomm.comm`` / ``shmcomm.pipe``) on ``GMPtr`` s, ``Signal`` s and ``Tile`` s
+over the same bytes, so the models see a native kernel exactly as a Python one. In eager mode
+only the slow paths come here (a TWAIT that has to sleep, a failed TTEST, AtomicAdd copies,
+SYNCALL), so they keep shmcomm's protocol: the wait is published for the deadlock watch, sleeps
+on the same futex, honours the abort flag and the wait timeout.
+
+Each call runs the instruction from a frame whose file and line are the C++ call site, so
+every report (and a traceback) names the kernel's C++ line, as it names a Python kernel's.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .. import comm, pipe
+from ..core.agent import current
+from ..core.gm import GlobalTensor, GMPtr
+from ..core.tile import Tile
+from ..errors import ArgumentError
+from ..types import AtomicType, NotifyOp, WaitCmp
+
+OP_NOTIFY, OP_WAIT, OP_TEST, OP_PIPE_BARRIER, OP_SET_FLAG, OP_WAIT_FLAG, OP_DSB, OP_DCCI = range(1, 9)
+OP_LOAD, OP_STORE, OP_PUT, OP_GET, OP_SYNCALL, OP_ST_ATOMIC = range(9, 15)
+DTYPES = {1: np.dtype(np.float32), 2: np.dtype(np.float64), 3: np.dtype(np.int8),
+          4: np.dtype(np.int16), 5: np.dtype(np.int32), 6: np.dtype(np.int64),
+          7: np.dtype(np.uint8), 8: np.dtype(np.uint16), 9: np.dtype(np.uint32),
+          10: np.dtype(np.uint64)}
+
+_tls = threading.local()  # the exception a bridged instruction raised, until the kernel unwinds
+_codes: dict[tuple[str, int], Any] = {}
+
+OP_FUNC = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int32, ctypes.POINTER(ctypes.c_uint64), ctypes.c_int32,
+                           ctypes.c_char_p, ctypes.c_int32)
+
+
+class Block(ctypes.Structure):
+    """``struct shmcomm_block`` of ``shmcomm/pto.hpp``."""
+
+    _fields_ = [("block_idx", ctypes.c_uint32), ("block_num", ctypes.c_uint32),
+                ("rank", ctypes.c_int32), ("nranks", ctypes.c_int32),
+                ("bridged", ctypes.c_int32), ("spin", ctypes.c_int32),
+                ("abort_word", ctypes.c_void_p), ("win_size", ctypes.c_uint64),
+                ("bases", ctypes.c_void_p), ("op", OP_FUNC)]
+
+
+def at_line(file: str, line: int) -> Any:
+    """A code object that calls ``f(*a)`` at ``file:line``: the C++ call site as a frame."""
+    key = (file, line)
+    code = _codes.get(key)
+    if code is None:
+        code = _codes[key] = compile("\n" * max(line - 1, 0) + "f(*a)", file, "eval")
+    return code
+
+
+def pending() -> BaseException | None:
+    """The exception the calling block's last bridged instruction raised (taken)."""
+    exc = getattr(_tls, "exc", None)
+    _tls.exc = None
+    return exc
+
+
+def _signed(v: int) -> int:
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+class _Decoder:
+    """Turns argument words back into shmcomm objects for the calling block."""
+
+    def __init__(self, agent: Any, bases: list[int]) -> None:
+        self.windows = agent.rt.windows
+        self.bases = bases
+        self.size = self.windows.size
+        self.tiles: dict[tuple, Tile] = {}
+
+    def ptr(self, addr: int, code: int) -> GMPtr:
+        dt = DTYPES.get(code)
+        if dt is None:
+            raise ArgumentError(f"native: element type code {code} has no shmcomm dtype")
+        for r, b in enumerate(self.bases):
+            if b <= addr < b + self.size:
+                return GMPtr(self.windows, r, addr - b, dt)
+        raise ArgumentError(f"native: address {addr:#x} lies in no rank's window (a GM pointer "
+                            "must point into rt.alloc'd memory or the signal matrix)")
+
+    def signal(self, a: Any) -> Any:
+        ptr = self.ptr(a[0], 5)
+        rows, cols, stride = a[1], a[2], a[3]
+        if rows * cols == 1:
+            return comm.Signal(ptr)
+        return comm.Signal2D(ptr, rows, cols, stride)
+
+    def tensor(self, a: Any, i: int) -> GlobalTensor:
+        shape = tuple(a[i + 2:i + 7])
+        strides = tuple(a[i + 7:i + 12])
+        return GlobalTensor(self.ptr(a[i], a[i + 1]), shape, strides)
+
+    def tile(self, a: Any, i: int) -> Tile:
+        addr, code, rows, cols, vr, vc = (a[i + k] for k in range(6))
+        key = (addr, code, rows, cols)
+        t = self.tiles.get(key)
+        if t is None:
+            dt = DTYPES[code]
+            buf = (ctypes.c_char * (rows * cols * dt.itemsize)).from_address(addr)
+            arr = np.frombuffer(buf, dtype=dt).reshape(rows, cols)
+            t = self.tiles[key] = Tile((rows, cols), dt, (vr, vc), array=arr)
+        elif (t.valid_row, t.valid_col) != (vr, vc):
+            t.set_valid(vr, vc)
+        return t
+
+
+def _call(code: int, a: list[int], d: _Decoder) -> tuple[Callable[..., Any], tuple]:
+    """The Python instruction and its arguments for native instruction ``code``."""
+    if code == OP_NOTIFY:
+        return comm.TNOTIFY, (d.signal(a), int(np.int32(_signed(a[4]))), NotifyOp(a[5]))
+    if code in (OP_WAIT, OP_TEST):
+        fn = comm.TWAIT if code == OP_WAIT else comm.TTEST
+        return fn, (d.signal(a), int(np.int32(_signed(a[4]))), WaitCmp(a[5]))
+    if code == OP_PIPE_BARRIER:
+        return pipe.pipe_barrier, (a[0],)
+    if code == OP_SET_FLAG:
+        return pipe.set_flag, (a[0], a[1], a[2])
+    if code == OP_WAIT_FLAG:
+        return pipe.wait_flag, (a[0], a[1], a[2])
+    if code == OP_DSB:
+        return pipe.dsb, (a[0],)
+    if code == OP_DCCI:
+        return pipe.dcci, (None, a[0], a[1])
+    if code == OP_LOAD:
+        return pipe.TLOAD, (d.tile(a, 0), d.tensor(a, 6))
+    if code == OP_STORE:
+        return pipe.TSTORE, (d.tensor(a, 6), d.tile(a, 0), AtomicType(a[18]))
+    if code in (OP_PUT, OP_GET):
+        fn = comm.TPUT if code == OP_PUT else comm.TGET
+        extra = (AtomicType(a[30]),) if code == OP_PUT and a[30] else ()
+        return fn, (d.tensor(a, 0), d.tensor(a, 12), d.tile(a, 24), *extra)
+    if code == OP_SYNCALL:
+        return comm.SYNCALL, ()
+    if code == OP_ST_ATOMIC:
+        ptr = d.ptr(a[0], a[1])
+        raw = a[2]
+        value: Any = (np.frombuffer(raw.to_bytes(8, "little"), np.float64)[0]
+                      if ptr.dtype.kind == "f" else _signed(raw))
+        return comm.st_atomic, (ptr.dtype.type(value), ptr)
+    raise ArgumentError(f"native: unknown instruction code {code}")
+
+
+def _op(code: int, args: Any, n: int, file: bytes, line: int) -> int:
+    try:
+        agent = current()
+        d = agent_decoder(agent)
+        a = [args[i] for i in range(n)]
+        fn, call_args = _call(code, a, d)
+        result = eval(at_line(file.decode(errors="replace"), line), {"f": fn, "a": call_args})
+        return 1 if result is True else 0
+    except BaseException as exc:  # kept, re-raised in the block once the C++ frames unwound
+        _tls.exc = exc
+        return -1
+
+
+OP_CALLBACK = OP_FUNC(_op)  # one per process: the trampolines never outlive it
+_decoders: dict[int, _Decoder] = {}
+
+
+def agent_decoder(agent: Any) -> _Decoder:
+    d = _tls.__dict__.get("decoder")
+    if d is None or d[0] is not agent:
+        from .context import window_bases
+        d = _tls.decoder = (agent, _Decoder(agent, window_bases(agent.rt.windows)))
+    return d[1]

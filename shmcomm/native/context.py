@@ -1,0 +1,57 @@
+"""The C++ ``DeviceContext`` of a rank (``rt.device_context``): pto-isa's ``CommDeviceContext``
+layout, with every window's base address in this process."""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import numpy as np
+
+from ..config import MAX_RANKS
+
+_STATE_KEY = "shmcomm.native.device_context"
+
+
+class CommDeviceContext(ctypes.Structure):
+    """``struct CommDeviceContext`` of ``shmcomm/pto.hpp`` (the a2a3 suites' layout)."""
+
+    _fields_ = [("workSpace", ctypes.c_uint64), ("workSpaceSize", ctypes.c_uint64),
+                ("rankId", ctypes.c_uint32), ("rankNum", ctypes.c_uint32),
+                ("winSize", ctypes.c_uint64),
+                ("windowsIn", ctypes.c_uint64 * MAX_RANKS), ("windowsOut", ctypes.c_uint64 * MAX_RANKS)]
+
+
+class NativeDeviceContext:
+    """What ``rt.device_context`` gives: pass it as a native kernel's ``DeviceContext*``
+    argument. ``address`` is the struct's address in this rank process."""
+
+    def __init__(self, rt: Any) -> None:
+        self.rank, self.nranks = rt.rank, rt.nranks
+        self.windows = rt.windows
+        self.bases = window_bases(rt.windows)
+        s = self.struct = CommDeviceContext()
+        s.rankId, s.rankNum, s.winSize = rt.rank, rt.nranks, rt.windows.size
+        for r, b in enumerate(self.bases):
+            s.windowsIn[r] = s.windowsOut[r] = b
+        self.address = ctypes.addressof(s)
+
+    def __repr__(self) -> str:
+        return f"<native DeviceContext rank {self.rank}/{self.nranks}>"
+
+
+def window_bases(windows: Any) -> list[int]:
+    """Every rank's window base address in this process (the windows are mapped everywhere)."""
+    out = []
+    for r in range(windows.nranks):
+        arr = windows.transport.window(r)
+        out.append(int(np.asarray(arr).ctypes.data))
+    return out
+
+
+def device_context(rt: Any) -> NativeDeviceContext:
+    """The rank's native device context, made once per run and rank."""
+    ctx = rt.kernel_state.get(_STATE_KEY)
+    if ctx is None or ctx.windows is not rt.windows:
+        ctx = rt.kernel_state[_STATE_KEY] = NativeDeviceContext(rt)
+    return ctx

@@ -1,0 +1,154 @@
+// The C entry points shmcomm.native generates for each kernel: they unpack a launch's argument
+// words with the kernel's own parameter types, run it on the calling block thread, and turn a
+// C++ exception into an error text (an exception must never unwind into Python). Included by
+// the generated translation unit only.
+#pragma once
+
+#include <csignal>
+#include <cstdio>
+#include <execinfo.h>
+#include <utility>
+
+#include "shmcomm/pto.hpp"
+
+namespace shmcomm {
+namespace native {
+
+// The kind of each parameter, for Python's argument check: 'c' a device context pointer, 'p'
+// another pointer, 'i' an integer (or enum, or bool), 'f' a floating-point number.
+template <typename T> constexpr char kind() {
+    if constexpr (std::is_pointer_v<T>) {
+        using P = std::remove_cv_t<std::remove_pointer_t<T>>;
+        return std::is_same_v<P, CommDeviceContext> ? 'c' : 'p';
+    } else if constexpr (std::is_integral_v<T> || std::is_enum_v<T>) {
+        return 'i';
+    } else if constexpr (std::is_floating_point_v<T>) {
+        return 'f';
+    } else {
+        return '?';
+    }
+}
+
+template <typename T> T unpack(uint64_t v) {
+    if constexpr (std::is_pointer_v<T>) {
+        return reinterpret_cast<T>(static_cast<uintptr_t>(v));
+    } else if constexpr (std::is_floating_point_v<T>) {
+        double d;
+        std::memcpy(&d, &v, sizeof d);
+        return static_cast<T>(d);
+    } else {
+        return static_cast<T>(static_cast<int64_t>(v));
+    }
+}
+
+template <typename... A, std::size_t... I>
+void invoke(void (*fn)(A...), const uint64_t* args, std::index_sequence<I...>) {
+    (void)args;
+    fn(unpack<A>(args[I])...);
+}
+
+template <typename... A> const char* signature(void (*)(A...)) {
+    static const char kinds[] = {kind<A>()..., '\0'};
+    return kinds;
+}
+
+inline void put_error(char* err, std::size_t len, const char* what) {
+    std::snprintf(err, len, "%s:%d: %s", tls_site.file, tls_site.line, what);
+}
+
+// 0: the kernel returned; 1: a C++ exception (text in err); 2: a Python instruction raised
+template <typename... A>
+int run(void (*fn)(A...), shmcomm_block* block, const uint64_t* args, char* err, std::size_t len) {
+    tls_block = block;
+    tls_ub_top = UB_BYTES;
+    tls_flags = 0;
+    tls_site = {"", 0};
+    int rc = 0;
+    try {
+        invoke(fn, args, std::index_sequence_for<A...>{});
+    } catch (const PythonRaised&) {
+        rc = 2;
+    } catch (const std::exception& e) {
+        put_error(err, len, e.what());
+        rc = 1;
+    } catch (...) {
+        put_error(err, len, "a C++ exception that is not a std::exception");
+        rc = 1;
+    }
+    tls_block = nullptr;
+    return rc;
+}
+
+// -- crash reports: the rank and block, the kernel line, a native backtrace -----------------
+
+inline struct sigaction saved_actions[32];
+
+inline void put_str(const char* s) {
+    ssize_t n = static_cast<ssize_t>(std::strlen(s));
+    while (n > 0) {
+        ssize_t w = ::write(2, s, static_cast<std::size_t>(n));
+        if (w <= 0) return;
+        s += w;
+        n -= w;
+    }
+}
+
+inline void put_int(long v) {
+    char buf[24];
+    int i = 23;
+    buf[i] = '\0';
+    bool neg = v < 0;
+    unsigned long u = neg ? static_cast<unsigned long>(-v) : static_cast<unsigned long>(v);
+    do {
+        buf[--i] = static_cast<char>('0' + u % 10);
+        u /= 10;
+    } while (u != 0 && i > 1);
+    if (neg) buf[--i] = '-';
+    put_str(buf + i);
+}
+
+inline void on_crash(int sig) {
+    shmcomm_block* b = tls_block;
+    put_str("\nshmcomm: native crash: ");
+    put_str(sig == SIGSEGV ? "SIGSEGV" : sig == SIGBUS ? "SIGBUS" : sig == SIGABRT ? "SIGABRT"
+            : sig == SIGFPE ? "SIGFPE" : sig == SIGILL ? "SIGILL" : "signal");
+    if (b != nullptr) {
+        put_str(" in rank ");
+        put_int(b->rank);
+        put_str(" block ");
+        put_int(static_cast<long>(b->block_idx));
+        put_str(", last instruction at ");
+        put_str(tls_site.file);
+        put_str(":");
+        put_int(tls_site.line);
+    } else {
+        put_str(" outside a native kernel's block");
+    }
+    put_str("\nnative backtrace:\n");
+    void* frames[64];
+    int n = backtrace(frames, 64);
+    backtrace_symbols_fd(frames, n, 2);
+    // then whatever handled it before (Python's faulthandler, or the default: the rank dies of it)
+    sigaction(sig, &saved_actions[sig], nullptr);
+    raise(sig);
+}
+
+inline void install_crash_handlers() {
+    static bool done = false;
+    if (done) return;
+    done = true;
+    void* warm[1];
+    backtrace(warm, 1);  // loads libgcc now, not in the handler
+    for (int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL}) {
+        struct sigaction sa{};
+        sa.sa_handler = on_crash;
+        sigemptyset(&sa.sa_mask);
+        sa.sa_flags = SA_NODEFER | SA_RESETHAND;
+        sigaction(sig, &sa, &saved_actions[sig]);
+    }
+}
+
+}  // namespace native
+}  // namespace shmcomm
+
+extern "C" void shmcomm_install_crash_handlers() { shmcomm::native::install_crash_handlers(); }

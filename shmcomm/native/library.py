@@ -1,0 +1,74 @@
+"""Kernel discovery, the generated trampolines, and the loaded library's kernels.
+
+Every ``__global__ [AICORE] void NAME(`` in the source is a kernel (found with a regular
+expression over the source with its comments removed). A non-template kernel gets a trampoline
+at load; a template kernel gets one per instantiation asked for (``lib.kernel("K<float, 256>")``
+or ``load(..., kernels=[...])``), each a rebuild with that instantiation added (cached too).
+A trampoline unpacks the launch's argument words with the kernel's own parameter types
+(``shmcomm::native::run``) and exports the parameters' kinds, so Python checks every launch's
+arguments before any C++ runs.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+from pathlib import Path
+from typing import Any
+
+from ..errors import ArgumentError
+from . import build as B
+
+_KERNEL = re.compile(r"(?P<tpl>template\s*<[^;{}]*>\s*)?__global__\s+(?:(?:AICORE|__aicore__|inline|static"
+                     r"|extern\s+\"C\")\s+)*void\s+(?P<name>[A-Za-z_]\w*)\s*\(")
+_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_INST = re.compile(r"^\s*(?P<name>[A-Za-z_]\w*)\s*(?P<targs><.*>)?\s*$", re.S)
+KINDS = {"c": "a device context (rt.device_context)", "p": "a GM pointer (GMPtr)",
+         "i": "an int", "f": "a float"}
+
+
+def discover(text: str) -> dict[str, bool]:
+    """Kernel name -> whether it is a template, in source order."""
+    found: dict[str, bool] = {}
+    for m in _KERNEL.finditer(_COMMENTS.sub(" ", text)):
+        found.setdefault(m.group("name"), m.group("tpl") is not None)
+    return found
+
+
+def unit(source: Path, names: list[str]) -> str:
+    """The translation unit: the entry header, the user's source, one trampoline per name."""
+    lines = ['#include "shmcomm/entry.hpp"', f'#include "{source}"', ""]
+    for i, name in enumerate(names):
+        lines += [
+            f'extern "C" int shmcomm_run_{i}(shmcomm_block* b, const uint64_t* a, char* e, unsigned long n) '
+            f"{{ return shmcomm::native::run(&{name}, b, a, e, n); }}",
+            f'extern "C" const char* shmcomm_sig_{i}() {{ return shmcomm::native::signature(&{name}); }}',
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def parse_instance(spec: str) -> tuple[str, str]:
+    """``"K<float, 256>"`` -> ``("K", "<float, 256>")``; a bare name -> ``(name, "")``."""
+    if not isinstance(spec, str):
+        raise ArgumentError(f"native: a kernel name must be a str, got {type(spec).__name__}")
+    m = _INST.match(spec)
+    if m is None:
+        raise ArgumentError(f"native: {spec!r} is no kernel name (a name, or a name<template args>)")
+    return m.group("name"), " ".join((m.group("targs") or "").split())
+
+
+class Loaded:
+    """One built shared library and its trampolines, by kernel spelling."""
+
+    def __init__(self, path: Path, names: list[str]) -> None:
+        self.path = path
+        self.dll = ctypes.CDLL(str(path))  # CDLL: the GIL is released during every call
+        self.entries: dict[str, tuple[Any, str]] = {}
+        for i, name in enumerate(names):
+            run = getattr(self.dll, f"shmcomm_run_{i}")
+            run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_ulong]
+            run.restype = ctypes.c_int
+            sig = getattr(self.dll, f"shmcomm_sig_{i}")
+            sig.restype = ctypes.c_char_p
+            self.entries[name] = (run, sig().decode())
+        self.dll.shmcomm_install_crash_handlers()
