@@ -40,6 +40,7 @@ from ..errors import (
 )
 from ..exec.compose import Execution, compose, observed
 from ..exec.trace import finalize
+from ..native import crashnote
 from ..transports.shm import ShmTransport
 from . import wire
 from .deadlock import CorruptControl, DeadlockWatch
@@ -524,6 +525,7 @@ class Launcher:
 
     def _record_death(self, rank: int, status: int | None) -> None:
         assert self.ctl is not None  # set by _start
+        note = crashnote.take(self.pids[rank])  # a native kernel's crash: its block and line
         if self.ctl.aborted() and self.failures:
             self.secondary += 1
             self.results[rank] = None
@@ -535,7 +537,9 @@ class Launcher:
             why = f"died from signal {signal.Signals(sig).name}" + death_hint(sig, self.oom_before)
         else:
             why = f"exited with status {os.WEXITSTATUS(status)} without a report"
-        self.failures.append(Failure(rank, None, "crash", f"rank process (pid {self.pids[rank]}) {why}"))
+        block, tb = (note[1], note[0]) if note is not None else (None, "")
+        self.failures.append(Failure(rank, block, "crash", f"rank process (pid {self.pids[rank]}) {why}",
+                                     tb))
         self.results[rank] = None
 
     def _still_running(self) -> str:

@@ -100,7 +100,7 @@ class NativeKernel:
                 raise exc
             raise NativeKernelError(f"{self.name}: a bridged instruction failed on {agent.where()}")
         if rc != 0:
-            raise NativeKernelError(f"{self.name} on {agent.where()}: C++ exception at {err.value.decode(errors='replace')}")
+            raise NativeKernelError(f"{self.name} on {agent.where()}: C++ exception after the instruction at {err.value.decode(errors='replace')}")
 
     def __repr__(self) -> str:
         return f"<native kernel {self.name}({self.kinds}) from {self.lib.source.name}>"

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..errors import ArgumentError
 from . import build as B
+from . import crashnote
 
 _KERNEL = re.compile(r"(?P<tpl>template\s*<[^;{}]*>\s*)?__global__\s+(?:(?:AICORE|__aicore__|inline|static"
                      r"|extern\s+\"C\")\s+)*void\s+(?P<name>[A-Za-z_]\w*)\s*\(")
@@ -71,4 +72,4 @@ class Loaded:
             sig = getattr(self.dll, f"shmcomm_sig_{i}")
             sig.restype = ctypes.c_char_p
             self.entries[name] = (run, sig().decode())
-        self.dll.shmcomm_install_crash_handlers()
+        self.dll.shmcomm_install_crash_handlers(crashnote.prefix().encode())

@@ -84,3 +84,62 @@ __global__ AICORE void BarrierKernel(__gm__ DeviceContext *ctx, __gm__ int32_t *
         wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
     }
 }
+
+// Block 0 puts `src` into the next rank's `recv`, notifies it, waits for its own flag and
+// copies what it received into `out`. The correct kernel drains (pipe_barrier) and fences (dsb)
+// between the copy and the notify; its twins skip both (notify before drain) or the fence.
+__global__ AICORE void PutNotifyKernel(__gm__ DeviceContext *ctx, __gm__ int32_t *flags, __gm__ float *src,
+                                       __gm__ float *recv, __gm__ float *out, int size, int drain, int fence)
+{
+    if (get_block_idx() != 0) return;
+    int me = static_cast<int>(ctx->rankId), n = static_cast<int>(ctx->rankNum);
+    int next = (me + 1) % n;
+    using ShapeDyn = pto::Shape<pto::DYNAMIC, pto::DYNAMIC, pto::DYNAMIC, pto::DYNAMIC, pto::DYNAMIC>;
+    using StrideDyn = pto::Stride<pto::DYNAMIC, pto::DYNAMIC, pto::DYNAMIC, pto::DYNAMIC, pto::DYNAMIC>;
+    using Global = pto::GlobalTensor<float, ShapeDyn, StrideDyn, pto::Layout::ND>;
+    using TileData = pto::Tile<pto::TileType::Vec, float, 1, 64, pto::BLayout::RowMajor, -1, -1>;
+    ShapeDyn shape(1, 1, 1, 1, size);
+    StrideDyn stride(size, size, size, size, 1);
+    TileData tile(1, 64);
+    TASSIGN(tile, 0x0);
+    Global srcG(src, shape, stride);
+    Global remoteG(GetRemotePtr(ctx, recv, next), shape, stride);
+    pto::comm::TPUT(remoteG, srcG, tile);
+    if (drain) pipe_barrier(PIPE_MTE3);
+    if (fence) dsb(DSB_DDR);
+    comm::Signal peer(GetRemotePtr(ctx, flags, next));
+    comm::TNOTIFY(peer, 1, comm::NotifyOp::AtomicAdd);  // NOTIFY_LINE
+    comm::Signal mine(flags);
+    comm::TWAIT(mine, 1, comm::WaitCmp::GE);
+    Global recvG(recv, shape, stride);
+    Global outG(out, shape, stride);
+    pto::comm::TGET(outG, recvG, tile);
+    pipe_barrier(PIPE_ALL);
+}
+
+// A null pointer store: a native crash names its rank, block and line.
+__global__ AICORE void CrashKernel(__gm__ int32_t *flags, int crash_rank, int crash_block)
+{
+    comm::Signal sig(flags);
+    comm::TNOTIFY(sig, 0, comm::NotifyOp::AtomicAdd);
+    if (get_block_idx() == crash_block) {
+        if (static_cast<int>(shmcomm::native::tls_block->rank) == crash_rank) {
+            volatile int32_t *bad = nullptr;
+            *bad = 1;  // CRASH_LINE
+        }
+    }
+}
+
+// A C++ exception leaves the kernel: an error naming the kernel's line, never an unwind into Python.
+__global__ AICORE void ThrowKernel(int value)
+{
+    pipe_barrier(PIPE_ALL);
+    if (value > 0) throw std::runtime_error("value must not be positive");
+}
+
+template <typename T, int N>
+__global__ AICORE void FillKernel(__gm__ T *dst, T value)
+{
+    for (int i = 0; i < N; i++) dst[i] = value;
+    pipe_barrier(PIPE_ALL);
+}

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <csignal>
+#include <fcntl.h>
 #include <cstdio>
 #include <execinfo.h>
 #include <utility>
@@ -82,34 +83,57 @@ int run(void (*fn)(A...), shmcomm_block* block, const uint64_t* args, char* err,
 // -- crash reports: the rank and block, the kernel line, a native backtrace -----------------
 
 inline struct sigaction saved_actions[32];
+inline char crash_prefix[512] = "";  // + the pid: the crash note the launcher adds to its report
+inline int crash_fds[2] = {2, -1};
 
 inline void put_str(const char* s) {
-    ssize_t n = static_cast<ssize_t>(std::strlen(s));
-    while (n > 0) {
-        ssize_t w = ::write(2, s, static_cast<std::size_t>(n));
-        if (w <= 0) return;
-        s += w;
-        n -= w;
+    for (int fd : crash_fds) {
+        if (fd < 0) continue;
+        const char* p = s;
+        ssize_t n = static_cast<ssize_t>(std::strlen(p));
+        while (n > 0) {
+            ssize_t w = ::write(fd, p, static_cast<std::size_t>(n));
+            if (w <= 0) break;
+            p += w;
+            n -= w;
+        }
     }
+}
+
+inline void format_int(char* buf, long v) {  // async-signal-safe: no printf in a handler
+    char tmp[24];
+    int i = 0;
+    bool neg = v < 0;
+    unsigned long u = neg ? static_cast<unsigned long>(-v) : static_cast<unsigned long>(v);
+    do {
+        tmp[i++] = static_cast<char>('0' + u % 10);
+        u /= 10;
+    } while (u != 0 && i < 22);
+    int k = 0;
+    if (neg) buf[k++] = '-';
+    while (i > 0) buf[k++] = tmp[--i];
+    buf[k] = '\0';
 }
 
 inline void put_int(long v) {
     char buf[24];
-    int i = 23;
-    buf[i] = '\0';
-    bool neg = v < 0;
-    unsigned long u = neg ? static_cast<unsigned long>(-v) : static_cast<unsigned long>(v);
-    do {
-        buf[--i] = static_cast<char>('0' + u % 10);
-        u /= 10;
-    } while (u != 0 && i > 1);
-    if (neg) buf[--i] = '-';
-    put_str(buf + i);
+    format_int(buf, v);
+    put_str(buf);
+}
+
+inline void open_note() {
+    if (crash_prefix[0] == '\0') return;
+    char path[560];
+    std::size_t n = std::strlen(crash_prefix);
+    std::memcpy(path, crash_prefix, n);
+    format_int(path + n, static_cast<long>(getpid()));
+    crash_fds[1] = ::open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 }
 
 inline void on_crash(int sig) {
     shmcomm_block* b = tls_block;
-    put_str("\nshmcomm: native crash: ");
+    open_note();
+    put_str("native crash: ");
     put_str(sig == SIGSEGV ? "SIGSEGV" : sig == SIGBUS ? "SIGBUS" : sig == SIGABRT ? "SIGABRT"
             : sig == SIGFPE ? "SIGFPE" : sig == SIGILL ? "SIGILL" : "signal");
     if (b != nullptr) {
@@ -117,7 +141,7 @@ inline void on_crash(int sig) {
         put_int(b->rank);
         put_str(" block ");
         put_int(static_cast<long>(b->block_idx));
-        put_str(", last instruction at ");
+        put_str(", after the instruction at ");
         put_str(tls_site.file);
         put_str(":");
         put_int(tls_site.line);
@@ -127,7 +151,10 @@ inline void on_crash(int sig) {
     put_str("\nnative backtrace:\n");
     void* frames[64];
     int n = backtrace(frames, 64);
-    backtrace_symbols_fd(frames, n, 2);
+    for (int fd : crash_fds) {
+        if (fd >= 0) backtrace_symbols_fd(frames, n, fd);
+    }
+    if (crash_fds[1] >= 0) ::close(crash_fds[1]);
     // then whatever handled it before (Python's faulthandler, or the default: the rank dies of it)
     sigaction(sig, &saved_actions[sig], nullptr);
     raise(sig);
@@ -151,4 +178,7 @@ inline void install_crash_handlers() {
 }  // namespace native
 }  // namespace shmcomm
 
-extern "C" void shmcomm_install_crash_handlers() { shmcomm::native::install_crash_handlers(); }
+extern "C" void shmcomm_install_crash_handlers(const char* prefix) {
+    std::snprintf(shmcomm::native::crash_prefix, sizeof shmcomm::native::crash_prefix, "%s", prefix);
+    shmcomm::native::install_crash_handlers();
+}
