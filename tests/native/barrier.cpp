@@ -2,57 +2,14 @@
 // buggy twin: data put to every peer, then notified before the copy has drained.
 #include "pto/comm/pto_comm_inst.hpp"
 
-#ifndef MAX_RANKS
-#define MAX_RANKS 64
-#endif
-constexpr int LOCAL_FLAG_OFFSET = MAX_RANKS;
-constexpr int INTRA_RANK_OFFSET = MAX_RANKS + 1;
-
-AICORE inline void DeviceBarrier(__gm__ DeviceContext *ctx, __gm__ int32_t *signal_base,
-                                 int phase, int my_rank, int nranks,
-                                 int block_idx, int num_comm_blocks)
-{
-    // 步骤 1：Intra-rank barrier（所有 block 必须到达）
-    __gm__ int32_t *intra_counter = signal_base + INTRA_RANK_OFFSET + phase;
-    if (block_idx != 0) {
-        comm::Signal arrSig(intra_counter);
-        comm::TNOTIFY(arrSig, 1, comm::NotifyOp::AtomicAdd);
-    } else {
-        if (num_comm_blocks > 1) {
-            comm::Signal arrSig(intra_counter);
-            comm::TWAIT(arrSig, num_comm_blocks - 1, comm::WaitCmp::GE);
-        }
-    }
-    pipe_barrier(PIPE_ALL);
-
-    // 步骤 2：Cross-rank barrier（仅 block 0 执行）
-    if (block_idx == 0) {
-        for (int r = 0; r < nranks; r++) {
-            if (r == my_rank) continue;
-            __gm__ int32_t *remote_sig = GetRemotePtr(ctx, signal_base + my_rank, r);
-            comm::Signal sig(remote_sig);
-            comm::TNOTIFY(sig, 1, comm::NotifyOp::AtomicAdd);
-        }
-        for (int r = 0; r < nranks; r++) {
-            if (r == my_rank) continue;
-            comm::Signal sig(signal_base + r);
-            comm::TWAIT(sig, 1, comm::WaitCmp::GE);
-        }
-        __gm__ int32_t *local_flag = signal_base + LOCAL_FLAG_OFFSET + phase;
-        comm::Signal localSig(local_flag);
-        comm::TNOTIFY(localSig, 1, comm::NotifyOp::Set);
-    } else {
-        __gm__ int32_t *local_flag = signal_base + LOCAL_FLAG_OFFSET + phase;
-        comm::Signal localSig(local_flag);
-        comm::TWAIT(localSig, 1, comm::WaitCmp::GE);
-    }
-    pipe_barrier(PIPE_ALL);
-}
+#include "barrier_impl.hpp"
 
 // Every block stamps its slot in every rank's `data`, the barrier, then block 0 copies what it
-// sees into `out` (rank-local): after the barrier every stamp must be there.
+// sees into `out` (rank-local): after the barrier every stamp must be there. The buggy twin
+// (fenced = 0) enters the barrier, whose first instruction is a notify, before its copies have
+// drained and been fenced.
 __global__ AICORE void BarrierKernel(__gm__ DeviceContext *ctx, __gm__ int32_t *signal_base,
-                                     __gm__ int32_t *data, __gm__ int32_t *out, int stride)
+                                     __gm__ int32_t *data, __gm__ int32_t *out, int stride, int fenced)
 {
     int me = static_cast<int>(ctx->rankId), n = static_cast<int>(ctx->rankNum);
     int b = static_cast<int>(get_block_idx()), nb = static_cast<int>(get_block_num());
@@ -66,8 +23,10 @@ __global__ AICORE void BarrierKernel(__gm__ DeviceContext *ctx, __gm__ int32_t *
         Global dst(GetRemotePtr(ctx, data + me * stride + b, r), pto::Shape<1, 1, 1, 1, pto::DYNAMIC>(1));
         pto::comm::TPUT(dst, src, tile);
     }
-    pipe_barrier(PIPE_ALL);
-    dsb(DSB_DDR);
+    if (fenced) {
+        pipe_barrier(PIPE_ALL);
+        dsb(DSB_DDR);
+    }
     DeviceBarrier(ctx, signal_base, 0, me, n, b, nb);
     if (b == 0) {
         using All = pto::GlobalTensor<int32_t, pto::Shape<1, 1, 1, 1, pto::DYNAMIC>, pto::Stride<1, 1, 1, 1, 1>>;
