@@ -12,7 +12,7 @@ import pytest
 
 import shmcomm
 from shmcomm import native
-from shmcomm.comm import GetRemotePtr, NotifyOp, Signal, WaitCmp, TNOTIFY, TWAIT
+from shmcomm.comm import TNOTIFY, TWAIT, GetRemotePtr, NotifyOp, Signal, WaitCmp
 
 HERE = Path(__file__).resolve().parent / "native"
 pytestmark = [pytest.mark.timeout(300),
@@ -88,7 +88,8 @@ def _put_notify(rt, kernel, drain, fence, size):
     out = rt.alloc((size,), np.float32)
     src[:] = rt.rank + 1.0
     rt.barrier()
-    rt.launch(kernel, blocks=1, args=(rt.device_context, flags, src.ptr, recv.ptr, out.ptr, size, drain, fence))
+    rt.launch(kernel, blocks=1,
+              args=(rt.device_context, flags, src.ptr, recv.ptr, out.ptr, size, drain, fence))
     return out.tolist()
 
 

@@ -58,7 +58,7 @@ class NativeKernel:
             want = ", ".join(KINDS.get(k, "?") for k in kinds) or "none"
             raise ArgumentError(f"{self.name}: takes {len(kinds)} argument(s) ({want}), got {len(args)}")
         words = (ctypes.c_uint64 * max(len(args), 1))()
-        for i, (k, v) in enumerate(zip(kinds, args)):
+        for i, (k, v) in enumerate(zip(kinds, args, strict=True)):
             words[i] = self._word(i, k, v)
         return words
 
@@ -66,7 +66,8 @@ class NativeKernel:
         where = f"{self.name}: argument {i}"
         if kind == "c":
             if not isinstance(v, NativeDeviceContext):
-                raise ArgumentError(f"{where} is a DeviceContext*: pass rt.device_context, got {type(v).__name__}")
+                raise ArgumentError(f"{where} is a DeviceContext*: pass rt.device_context, "
+                                    f"got {type(v).__name__}")
             return v.address
         if kind == "p":
             if isinstance(v, NativeDeviceContext):
@@ -100,7 +101,9 @@ class NativeKernel:
                 raise exc
             raise NativeKernelError(f"{self.name}: a bridged instruction failed on {agent.where()}")
         if rc != 0:
-            raise NativeKernelError(f"{self.name} on {agent.where()}: C++ exception after the instruction at {err.value.decode(errors='replace')}")
+            where = err.value.decode(errors="replace")
+            raise NativeKernelError(f"{self.name} on {agent.where()}: C++ exception after the "
+                                    f"instruction at {where}")
 
     def __repr__(self) -> str:
         return f"<native kernel {self.name}({self.kinds}) from {self.lib.source.name}>"

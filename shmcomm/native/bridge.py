@@ -31,7 +31,7 @@ from ..types import AtomicType, NotifyOp, WaitCmp
 
 OP_NOTIFY, OP_WAIT, OP_TEST, OP_PIPE_BARRIER, OP_SET_FLAG, OP_WAIT_FLAG, OP_DSB, OP_DCCI = range(1, 9)
 OP_LOAD, OP_STORE, OP_PUT, OP_GET, OP_SYNCALL, OP_ST_ATOMIC = range(9, 15)
-DTYPES = {1: np.dtype(np.float32), 2: np.dtype(np.float64), 3: np.dtype(np.int8),
+DTYPES: dict[int, np.dtype] = {1: np.dtype(np.float32), 2: np.dtype(np.float64), 3: np.dtype(np.int8),
           4: np.dtype(np.int16), 5: np.dtype(np.int32), 6: np.dtype(np.int64),
           7: np.dtype(np.uint8), 8: np.dtype(np.uint16), 9: np.dtype(np.uint32),
           10: np.dtype(np.uint64)}
@@ -123,8 +123,8 @@ def _call(code: int, a: list[int], d: _Decoder) -> tuple[Callable[..., Any], tup
     if code == OP_NOTIFY:
         return comm.TNOTIFY, (d.signal(a), int(np.int32(_signed(a[4]))), NotifyOp(a[5]))
     if code in (OP_WAIT, OP_TEST):
-        fn = comm.TWAIT if code == OP_WAIT else comm.TTEST
-        return fn, (d.signal(a), int(np.int32(_signed(a[4]))), WaitCmp(a[5]))
+        test: Callable[..., Any] = comm.TWAIT if code == OP_WAIT else comm.TTEST
+        return test, (d.signal(a), int(np.int32(_signed(a[4]))), WaitCmp(a[5]))
     if code == OP_PIPE_BARRIER:
         return pipe.pipe_barrier, (a[0],)
     if code == OP_SET_FLAG:
@@ -140,9 +140,9 @@ def _call(code: int, a: list[int], d: _Decoder) -> tuple[Callable[..., Any], tup
     if code == OP_STORE:
         return pipe.TSTORE, (d.tensor(a, 6), d.tile(a, 0), AtomicType(a[18]))
     if code in (OP_PUT, OP_GET):
-        fn = comm.TPUT if code == OP_PUT else comm.TGET
+        copy: Callable[..., Any] = comm.TPUT if code == OP_PUT else comm.TGET
         extra = (AtomicType(a[30]),) if code == OP_PUT and a[30] else ()
-        return fn, (d.tensor(a, 0), d.tensor(a, 12), d.tile(a, 24), *extra)
+        return copy, (d.tensor(a, 0), d.tensor(a, 12), d.tile(a, 24), *extra)
     if code == OP_SYNCALL:
         return comm.SYNCALL, ()
     if code == OP_ST_ATOMIC:

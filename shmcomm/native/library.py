@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ArgumentError
-from . import build as B
 from . import crashnote
 
 _KERNEL = re.compile(r"(?P<tpl>template\s*<[^;{}]*>\s*)?__global__\s+(?:(?:AICORE|__aicore__|inline|static"
