@@ -81,6 +81,7 @@ class _Decoder:
         self.bases = bases
         self.size = self.windows.size
         self.tiles: dict[tuple, Tile] = {}
+        self.calls: dict[tuple, tuple] = {}  # a pure instruction's prepared call, by site and words
 
     def ptr(self, addr: int, code: int) -> GMPtr:
         dt = DTYPES.get(code)
@@ -154,13 +155,25 @@ def _call(code: int, a: list[int], d: _Decoder) -> tuple[Callable[..., Any], tup
     raise ArgumentError(f"native: unknown instruction code {code}")
 
 
+# instructions whose Python call is a pure function of their argument words (no tile whose
+# valid shape may change): their call is made once per block and call site, then reused
+_PURE = frozenset((OP_NOTIFY, OP_WAIT, OP_TEST, OP_PIPE_BARRIER, OP_SET_FLAG, OP_WAIT_FLAG, OP_DSB,
+                   OP_DCCI, OP_SYNCALL))
+MAX_CACHED_CALLS = 4096
+
+
 def _op(code: int, args: Any, n: int, file: bytes, line: int) -> int:
     try:
-        agent = current()
-        d = agent_decoder(agent)
-        a = [args[i] for i in range(n)]
-        fn, call_args = _call(code, a, d)
-        result = eval(at_line(file.decode(errors="replace"), line), {"f": fn, "a": call_args})
+        d = agent_decoder(current())
+        a = args[:n]
+        key = (code, line, file, *a)
+        call = d.calls.get(key)
+        if call is None:
+            fn, call_args = _call(code, a, d)
+            call = (at_line(file.decode(errors="replace"), line), {"f": fn, "a": call_args})
+            if code in _PURE and len(d.calls) < MAX_CACHED_CALLS:
+                d.calls[key] = call
+        result = eval(call[0], call[1])  # the frame at the C++ file:line (see at_line)
         return 1 if result is True else 0
     except BaseException as exc:  # kept, re-raised in the block once the C++ frames unwound
         _tls.exc = exc
