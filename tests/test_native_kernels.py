@@ -200,3 +200,14 @@ def test_a_native_wait_nobody_answers_is_reported_as_a_deadlock(coll, mode):
     with pytest.raises(shmcomm.DeadlockError) as err:
         shmcomm.run(_stuck, nranks=2, mode=mode, args=(coll.StuckKernel,))
     assert "signal rank 1 offset" in str(err.value)
+
+
+def _set_twice(rt, kernel):
+    flags = rt.signal_region("pp", 1)
+    rt.launch(kernel, blocks=1, args=(flags, 5))
+    return int(rt.signals[flags.offset // 4])
+
+
+@pytest.mark.parametrize("semantics", ["store", "read-add"])
+def test_a_native_set_runs_under_either_set_semantics(coll, semantics):
+    assert shmcomm.run(_set_twice, nranks=1, set_semantics=semantics, args=(coll.SetKernel,)) == [5]

@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..core.agent import current
+from ..core.agent import FLAGS, current
 from ..core.gm import GMPtr
 from ..errors import ArgumentError, ShmcommError
 from . import bridge
@@ -133,6 +133,7 @@ def _block_of(agent: Any) -> bridge.Block:
     b.rank, b.nranks = rt.rank, rt.nranks
     b.bridged = int(agent.hooks is not None or agent.fences is not None)
     b.spin = SPIN
+    b.set_read_add = int(FLAGS.read_add)  # pto-isa's proposed Set (read, then add): shmcomm's
     b.abort_word = rt.ctl.abort_addr
     b.win_size = rt.windows.size
     b.bases = ctypes.addressof(arr)

@@ -79,3 +79,11 @@ __global__ AICORE void StuckKernel(__gm__ int32_t *flags)
     comm::Signal mine(flags);
     comm::TWAIT(mine, 1, comm::WaitCmp::GE);  // STUCK_LINE
 }
+
+// Sets a local signal to `value` twice (the second Set changes nothing).
+__global__ AICORE void SetKernel(__gm__ int32_t *flags, int value)
+{
+    comm::Signal mine(flags);
+    comm::TNOTIFY(mine, value, comm::NotifyOp::Set);
+    comm::TNOTIFY(mine, value, comm::NotifyOp::Set);
+}

@@ -54,6 +54,8 @@ extern "C" struct shmcomm_block {
     int32_t nranks;
     int32_t bridged;           // 1: every instruction calls `op` (hazard, schedule, race detector)
     int32_t spin;              // polls of a failed TWAIT before it hands over to shmcomm's wait
+    int32_t set_read_add;      // Config.set_semantics == "read-add": a Set goes through shmcomm
+    int32_t reserved;
     const volatile int32_t* abort_word;
     uint64_t win_size;         // bytes of a window (signal matrix + heap)
     const uint64_t* bases;     // each rank's window base in this process

@@ -108,7 +108,7 @@ template <typename S>
 inline void TNOTIFY(const S& sig, int32_t value, NotifyOp op, const char* file = __builtin_FILE(),
                     int line = __builtin_LINE()) {
     namespace n = shmcomm::native;
-    if (n::bridged()) {
+    if (n::bridged() || (op == NotifyOp::Set && n::tls_block != nullptr && n::tls_block->set_read_add)) {
         uint64_t a[6];
         detail::sig_args(a, sig, value, static_cast<int32_t>(op));
         a[1] = a[2] = a[3] = 1;  // TNOTIFY writes the first element
