@@ -5,6 +5,8 @@ C++ exceptions and deadlocks."""
 from __future__ import annotations
 
 import shutil
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -211,3 +213,63 @@ def _set_twice(rt, kernel):
 @pytest.mark.parametrize("semantics", ["store", "read-add"])
 def test_a_native_set_runs_under_either_set_semantics(coll, semantics):
     assert shmcomm.run(_set_twice, nranks=1, set_semantics=semantics, args=(coll.SetKernel,)) == [5]
+
+
+def _late_notify(ctx, flags, delay):
+    time.sleep(delay)  # the native waiter has long gone to sleep on the futex by now
+    TNOTIFY(Signal(GetRemotePtr(ctx, flags, 1)), 1, NotifyOp.AtomicAdd)
+
+
+def _sleeper(rt, kernel, delay):
+    flags = rt.signal_region("s", 1)
+    rt.barrier()
+    t0 = time.perf_counter()
+    if rt.rank == 0:
+        rt.launch(_late_notify, blocks=1, args=(flags, delay))
+    else:
+        rt.launch(kernel, blocks=1, args=(flags,))
+    return time.perf_counter() - t0
+
+
+def test_a_native_wait_asleep_on_the_futex_is_woken_by_a_python_notify(coll):
+    took = shmcomm.run(_sleeper, nranks=2, args=(coll.StuckKernel, 0.4))
+    assert 0.35 < took[1] < 5.0
+
+
+def _helper_keeps_watch_off(rt, kernel):
+    flags = rt.signal_region("s", 1)
+    helper = threading.Event()
+    t = threading.Thread(target=helper.wait, args=(5.0,))  # a host thread that could notify
+    t.start()
+    try:
+        rt.launch(kernel, blocks=1, args=(flags,))
+    finally:
+        helper.set()
+        t.join()
+
+
+def test_a_native_wait_times_out_with_shmcomms_error_at_its_line(coll):
+    src = HERE / "collectives.cpp"
+    with pytest.raises(shmcomm.RunError) as err:
+        shmcomm.run(_helper_keeps_watch_off, nranks=1, wait_timeout=0.5, args=(coll.StuckKernel,))
+    text = str(err.value)
+    assert "WaitTimeout" in text and "timed out (wait_timeout=0.5 s)" in text, text
+    assert f'File "{src}", line {_line(src, "STUCK_LINE")}' in text, text  # the traceback's C++ frame
+
+
+def _one_fails(rt, lib, coll):
+    flags = rt.signal_region("s", 1)
+    rt.barrier()
+    if rt.rank == 0:
+        time.sleep(0.2)
+        rt.launch(lib.ThrowKernel, blocks=1, args=(1,))
+    else:
+        rt.launch(coll.StuckKernel, blocks=2, args=(flags,))
+
+
+def test_a_native_wait_stops_when_another_rank_fails(lib, coll):
+    t0 = time.perf_counter()
+    with pytest.raises(shmcomm.RunError) as err:
+        shmcomm.run(_one_fails, nranks=2, wait_timeout=60, args=(lib, coll))
+    assert "rank 0" in str(err.value) and "value must not be positive" in str(err.value)
+    assert time.perf_counter() - t0 < 30

@@ -134,6 +134,12 @@ def _block_of(agent: Any) -> bridge.Block:
     b.bridged = int(agent.hooks is not None or agent.fences is not None)
     b.spin = SPIN
     b.set_read_add = int(FLAGS.read_add)  # pto-isa's proposed Set (read, then add): shmcomm's
+    if agent.policy == "adaptive" and not agent.is_host:  # the other policies: shmcomm's own wait
+        ctl = rt.ctl
+        b.line = ctl.agent_addr(rt.rank, agent.slot)
+        b.active_word = ctl.active_addr
+        b.t0_ns = int(ctl.t0 * 1e9)
+        b.timeout_ns = int(min(agent.wait_timeout, 1e9) * 1e9)
     b.abort_word = rt.ctl.abort_addr
     b.win_size = rt.windows.size
     b.bases = ctypes.addressof(arr)

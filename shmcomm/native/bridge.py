@@ -5,9 +5,8 @@ execution model sees instructions, ``agent.hooks`` or ``agent.fences`` set) ever
 instruction calls :func:`_op` through one ctypes callback, which calls the public Python
 instruction (``shmcomm.comm`` / ``shmcomm.pipe``) on ``GMPtr`` s, ``Signal`` s and ``Tile`` s
 over the same bytes, so the models see a native kernel exactly as a Python one. In eager mode
-only the slow paths come here (a TWAIT that has to sleep, a failed TTEST, AtomicAdd copies,
-SYNCALL), so they keep shmcomm's protocol: the wait is published for the deadlock watch, sleeps
-on the same futex, honours the abort flag and the wait timeout.
+only the rare paths come here (a TWAIT's abort or timeout, any wait under a non-adaptive wait
+policy, a failed TTEST, AtomicAdd copies, SYNCALL), so they keep shmcomm's own behaviour.
 
 Each call runs the instruction from a frame whose file and line are the C++ call site, so
 every report (and a traceback) names the kernel's C++ line, as it names a Python kernel's.
@@ -26,11 +25,12 @@ from .. import comm, pipe
 from ..core.agent import current
 from ..core.gm import GlobalTensor, GMPtr
 from ..core.tile import Tile
-from ..errors import ArgumentError
-from ..types import AtomicType, NotifyOp, WaitCmp
+from ..core.waiting import first_unsatisfied
+from ..errors import ArgumentError, WaitTimeout
+from ..types import CMP_FUNCS, CMP_SYMBOLS, AtomicType, NotifyOp, WaitCmp
 
 OP_NOTIFY, OP_WAIT, OP_TEST, OP_PIPE_BARRIER, OP_SET_FLAG, OP_WAIT_FLAG, OP_DSB, OP_DCCI = range(1, 9)
-OP_LOAD, OP_STORE, OP_PUT, OP_GET, OP_SYNCALL, OP_ST_ATOMIC = range(9, 15)
+OP_LOAD, OP_STORE, OP_PUT, OP_GET, OP_SYNCALL, OP_ST_ATOMIC, OP_WAIT_EXPIRED = range(9, 16)
 DTYPES: dict[int, np.dtype] = {1: np.dtype(np.float32), 2: np.dtype(np.float64), 3: np.dtype(np.int8),
           4: np.dtype(np.int16), 5: np.dtype(np.int32), 6: np.dtype(np.int64),
           7: np.dtype(np.uint8), 8: np.dtype(np.uint16), 9: np.dtype(np.uint32),
@@ -50,6 +50,8 @@ class Block(ctypes.Structure):
                 ("rank", ctypes.c_int32), ("nranks", ctypes.c_int32),
                 ("bridged", ctypes.c_int32), ("spin", ctypes.c_int32),
                 ("set_read_add", ctypes.c_int32), ("reserved", ctypes.c_int32),
+                ("line", ctypes.c_uint64), ("active_word", ctypes.c_uint64),
+                ("t0_ns", ctypes.c_int64), ("timeout_ns", ctypes.c_int64),
                 ("abort_word", ctypes.c_void_p), ("win_size", ctypes.c_uint64),
                 ("bases", ctypes.c_void_p), ("op", OP_FUNC)]
 
@@ -120,6 +122,16 @@ class _Decoder:
         return t
 
 
+def _expired(sig: Any, value: int, cmp: WaitCmp) -> None:
+    """A native registered wait ran out of ``wait_timeout``: the error a Python TWAIT raises."""
+    agent = current()
+    site = sig.site
+    idx, cur = first_unsatisfied(site.words, CMP_FUNCS[cmp], value)
+    raise WaitTimeout(f"TWAIT: {agent.where()} timed out (wait_timeout={agent.wait_timeout:g} s) "
+                      f"waiting on {site.describe(max(idx, 0))} for value {CMP_SYMBOLS[cmp]} {value}; "
+                      f"it holds {cur}")
+
+
 def _call(code: int, a: list[int], d: _Decoder) -> tuple[Callable[..., Any], tuple]:
     """The Python instruction and its arguments for native instruction ``code``."""
     if code == OP_NOTIFY:
@@ -127,6 +139,8 @@ def _call(code: int, a: list[int], d: _Decoder) -> tuple[Callable[..., Any], tup
     if code in (OP_WAIT, OP_TEST):
         test: Callable[..., Any] = comm.TWAIT if code == OP_WAIT else comm.TTEST
         return test, (d.signal(a), int(np.int32(_signed(a[4]))), WaitCmp(a[5]))
+    if code == OP_WAIT_EXPIRED:
+        return _expired, (d.signal(a), int(np.int32(_signed(a[4]))), WaitCmp(a[5]))
     if code == OP_PIPE_BARRIER:
         return pipe.pipe_barrier, (a[0],)
     if code == OP_SET_FLAG:

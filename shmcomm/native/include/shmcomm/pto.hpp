@@ -3,8 +3,8 @@
 // A kernel written for the NPU compiles against this header unchanged and runs on shmcomm's
 // ranks (processes) and blocks (threads). Eager mode runs every instruction natively: signal
 // words are real atomics on the same shared words Python kernels use, and a TWAIT that has to
-// sleep hands over to shmcomm's wait (it publishes the wait for the deadlock watch, sleeps on
-// the same futex, honours the abort flag and the wait timeout). In hazard and schedule mode
+// wait follows shmcomm's wait protocol natively (it publishes the wait for the deadlock watch,
+// sleeps on the same futex, honours the abort flag and the wait timeout). In hazard and schedule mode
 // (and under the race detector) every instruction calls shmcomm's own Python instruction on the
 // same bytes, so the models see it; each instruction records the kernel's file:line at its call.
 //
@@ -25,6 +25,7 @@
 #include <linux/futex.h>
 #include <sched.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef AICORE
@@ -56,6 +57,13 @@ extern "C" struct shmcomm_block {
     int32_t spin;              // polls of a failed TWAIT before it hands over to shmcomm's wait
     int32_t set_read_add;      // Config.set_semantics == "read-add": a Set goes through shmcomm
     int32_t reserved;
+    // the registered wait (shmcomm/core/waiting.py's protocol): the agent's control line (0: let
+    // shmcomm's Python wait do it), the run's runnable-agent count, the control segment's clock
+    // origin (CLOCK_MONOTONIC ns) and the wait timeout (ns)
+    uint64_t line;
+    uint64_t active_word;
+    int64_t t0_ns;
+    int64_t timeout_ns;
     const volatile int32_t* abort_word;
     uint64_t win_size;         // bytes of a window (signal matrix + heap)
     const uint64_t* bases;     // each rank's window base in this process
@@ -70,7 +78,7 @@ namespace native {
 // instruction codes of the bridge (shmcomm/native/bridge.py keeps the same table)
 enum Op : int32_t {
     OP_NOTIFY = 1, OP_WAIT, OP_TEST, OP_PIPE_BARRIER, OP_SET_FLAG, OP_WAIT_FLAG, OP_DSB, OP_DCCI,
-    OP_LOAD, OP_STORE, OP_PUT, OP_GET, OP_SYNCALL, OP_ST_ATOMIC, OP_ASYNC
+    OP_LOAD, OP_STORE, OP_PUT, OP_GET, OP_SYNCALL, OP_ST_ATOMIC, OP_WAIT_EXPIRED
 };
 
 constexpr uint64_t UB_BYTES = 192 * 1024;  // a block's UB, as on A2/A3
@@ -153,6 +161,27 @@ inline void cpu_relax() {
 #elif defined(__aarch64__)
     asm volatile("yield" ::: "memory");
 #endif
+}
+
+inline int64_t mono_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// where a window word lives: (rank, byte offset), or rank -1
+inline void locate(const void* word, int32_t* rank, uint64_t* offset) {
+    *rank = -1;
+    *offset = 0;
+    shmcomm_block* b = tls_block;
+    uint64_t a = addr(word);
+    for (int32_t r = 0; b != nullptr && r < b->nranks; ++r) {
+        if (a >= b->bases[r] && a < b->bases[r] + b->win_size) {
+            *rank = r;
+            *offset = a - b->bases[r];
+            return;
+        }
+    }
 }
 
 [[noreturn]] inline void fail(const std::string& what) { throw std::runtime_error(what); }
