@@ -36,7 +36,7 @@ from .build import INCLUDE_DIR, NativeBuildError
 from .context import NativeDeviceContext, device_context, window_bases
 from .library import KINDS, Loaded, discover, parse_instance, unit
 
-SPIN = 64  # polls of a failed native TWAIT before shmcomm's own wait takes over
+SPIN = 64  # polls of a failed native TWAIT before it registers its wait and yields, then sleeps
 _ERRLEN = 2048
 
 
