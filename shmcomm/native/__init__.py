@@ -138,6 +138,7 @@ def _block_of(agent: Any) -> bridge.Block:
         ctl = rt.ctl
         b.line = ctl.agent_addr(rt.rank, agent.slot)
         b.active_word = ctl.active_addr
+        b.ncores = ctl.ncores
         b.t0_ns = int(ctl.t0 * 1e9)
         b.timeout_ns = int(min(agent.wait_timeout, 1e9) * 1e9)
     b.abort_word = rt.ctl.abort_addr

@@ -49,7 +49,7 @@ class Block(ctypes.Structure):
     _fields_ = [("block_idx", ctypes.c_uint32), ("block_num", ctypes.c_uint32),
                 ("rank", ctypes.c_int32), ("nranks", ctypes.c_int32),
                 ("bridged", ctypes.c_int32), ("spin", ctypes.c_int32),
-                ("set_read_add", ctypes.c_int32), ("reserved", ctypes.c_int32),
+                ("set_read_add", ctypes.c_int32), ("ncores", ctypes.c_int32),
                 ("line", ctypes.c_uint64), ("active_word", ctypes.c_uint64),
                 ("t0_ns", ctypes.c_int64), ("timeout_ns", ctypes.c_int64),
                 ("abort_word", ctypes.c_void_p), ("win_size", ctypes.c_uint64),

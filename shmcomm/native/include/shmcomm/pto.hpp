@@ -56,7 +56,8 @@ extern "C" struct shmcomm_block {
     int32_t bridged;           // 1: every instruction calls `op` (hazard, schedule, race detector)
     int32_t spin;              // polls of a failed TWAIT before it hands over to shmcomm's wait
     int32_t set_read_add;      // Config.set_semantics == "read-add": a Set goes through shmcomm
-    int32_t reserved;
+    int32_t ncores;            // cores the run may use (the registered wait yields only while
+                               // every runnable agent has one)
     // the registered wait (shmcomm/core/waiting.py's protocol): the agent's control line (0: let
     // shmcomm's Python wait do it), the run's runnable-agent count, the control segment's clock
     // origin (CLOCK_MONOTONIC ns) and the wait timeout (ns)

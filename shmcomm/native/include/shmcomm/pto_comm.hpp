@@ -82,7 +82,9 @@ inline int registered_wait(const S& sig, int32_t value, WaitCmp cmp, const uint6
     bool asleep = false;
     int result = 0;
     int64_t sleep_ns = 500000, last = start;
-    const int64_t yield_until = start + 2000000;
+    // yield first only while every runnable agent has a core (else a yield hands whole time
+    // slices to others, while a futex sleeper is woken, and run, by the notify it waits for)
+    const int64_t yield_until = __atomic_load_n(active, __ATOMIC_RELAXED) <= b->ncores ? start + 2000000 : start;
     while (true) {
         if (sweep(sig, value, cmp)) break;
         if (*b->abort_word != 0) { result = 1; break; }
