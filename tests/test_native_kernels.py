@@ -273,3 +273,29 @@ def test_a_native_wait_stops_when_another_rank_fails(lib, coll):
         shmcomm.run(_one_fails, nranks=2, wait_timeout=60, args=(lib, coll))
     assert "rank 0" in str(err.value) and "value must not be positive" in str(err.value)
     assert time.perf_counter() - t0 < 30
+
+
+def _async_put(rt, kernel, size, waited):
+    flags = rt.signal_region("a", 1)
+    src = rt.alloc((size,), np.float32)
+    recv = rt.alloc((size,), np.float32)
+    out = rt.alloc((size,), np.float32)
+    src[:] = rt.rank + 1.0
+    rt.barrier()
+    rt.launch(kernel, blocks=2, args=(rt.device_context, flags, src.ptr, recv.ptr, out.ptr, size, waited))
+    return out.tolist()
+
+
+@pytest.mark.parametrize("mode", ["eager", "hazard", "schedule"])
+def test_async_copies_waited_before_the_notify_pass(coll, mode):
+    for seed in (0, 1):
+        res = shmcomm.run(_async_put, nranks=3, mode=mode, seed=seed, args=(coll.AsyncPutKernel, 100, 1))
+        assert res == [[(r - 1) % 3 + 1.0] * 100 for r in range(3)]
+
+
+@pytest.mark.parametrize("mode", ["hazard", "schedule"])
+def test_a_notify_before_the_async_copy_landed_is_reported_at_its_line(coll, mode):
+    src = HERE / "collectives.cpp"
+    with pytest.raises(shmcomm.RunError) as err:
+        shmcomm.run(_async_put, nranks=2, mode=mode, seed=0, args=(coll.AsyncPutKernel, 100, 0))
+    assert f"{src}:{_line(src, 'ASYNC_LINE')}" in str(err.value), str(err.value)

@@ -31,6 +31,7 @@ from ..types import CMP_FUNCS, CMP_SYMBOLS, AtomicType, NotifyOp, WaitCmp
 
 OP_NOTIFY, OP_WAIT, OP_TEST, OP_PIPE_BARRIER, OP_SET_FLAG, OP_WAIT_FLAG, OP_DSB, OP_DCCI = range(1, 9)
 OP_LOAD, OP_STORE, OP_PUT, OP_GET, OP_SYNCALL, OP_ST_ATOMIC, OP_WAIT_EXPIRED = range(9, 16)
+OP_ASYNC, OP_ASYNC_WAIT, OP_ASYNC_TEST = range(16, 19)
 DTYPES: dict[int, np.dtype] = {1: np.dtype(np.float32), 2: np.dtype(np.float64), 3: np.dtype(np.int8),
           4: np.dtype(np.int16), 5: np.dtype(np.int32), 6: np.dtype(np.int64),
           7: np.dtype(np.uint8), 8: np.dtype(np.uint16), 9: np.dtype(np.uint32),
@@ -85,6 +86,22 @@ class _Decoder:
         self.size = self.windows.size
         self.tiles: dict[tuple, Tile] = {}
         self.calls: dict[tuple, tuple] = {}  # a pure instruction's prepared call, by site and words
+        self.agent = agent
+        self.sessions: dict[int, Any] = {}  # the C++ AsyncSession's address -> shmcomm's session
+        self.events: dict[int, Any] = {}  # bridged_id -> shmcomm's AsyncEvent
+
+    def session(self, addr: int) -> Any:
+        s = self.sessions.get(addr)
+        if s is None:
+            s = self.sessions[addr] = comm.BuildAsyncSession(None)
+        return s
+
+    def post(self, fn: Callable[..., Any], dst: GlobalTensor, src: GlobalTensor, session: Any) -> int:
+        """Issue an asynchronous copy; its id for the C++ AsyncEvent."""
+        ev = fn(dst, src, session)
+        key = len(self.events) + 1
+        self.events[key] = ev
+        return key
 
     def ptr(self, addr: int, code: int) -> GMPtr:
         dt = DTYPES.get(code)
@@ -141,6 +158,15 @@ def _call(code: int, a: list[int], d: _Decoder) -> tuple[Callable[..., Any], tup
         return test, (d.signal(a), int(np.int32(_signed(a[4]))), WaitCmp(a[5]))
     if code == OP_WAIT_EXPIRED:
         return _expired, (d.signal(a), int(np.int32(_signed(a[4]))), WaitCmp(a[5]))
+    if code == OP_ASYNC:
+        fn = comm.TPUT_ASYNC if a[25] == 0 else comm.TGET_ASYNC
+        flat_dst, flat_src = d.tensor(a, 0), d.tensor(a, 12)
+        dst = GlobalTensor(flat_dst.ptr, (flat_dst.rows * flat_dst.cols,))
+        src = GlobalTensor(flat_src.ptr, (flat_src.rows * flat_src.cols,))
+        return d.post, (fn, dst, src, d.session(a[24]))
+    if code in (OP_ASYNC_WAIT, OP_ASYNC_TEST):
+        ev = d.events[a[0]]
+        return (ev.Wait if code == OP_ASYNC_WAIT else ev.Test), (ev.session,)
     if code == OP_PIPE_BARRIER:
         return pipe.pipe_barrier, (a[0],)
     if code == OP_SET_FLAG:
@@ -189,7 +215,7 @@ def _op(code: int, args: Any, n: int, file: bytes, line: int) -> int:
             if code in _PURE and len(d.calls) < MAX_CACHED_CALLS:
                 d.calls[key] = call
         result = eval(call[0], call[1])  # the frame at the C++ file:line (see at_line)
-        return 1 if result is True else 0
+        return int(result) if isinstance(result, (bool, int)) else 0
     except BaseException as exc:  # kept, re-raised in the block once the C++ frames unwound
         _tls.exc = exc
         return -1

@@ -87,3 +87,32 @@ __global__ AICORE void SetKernel(__gm__ int32_t *flags, int value)
     comm::TNOTIFY(mine, value, comm::NotifyOp::Set);
     comm::TNOTIFY(mine, value, comm::NotifyOp::Set);
 }
+
+// TPUT_ASYNC to the next rank; the correct kernel waits for its event (and fences) before it
+// notifies; the buggy twin (waited = 0) notifies while the copy may still be in flight.
+__global__ AICORE void AsyncPutKernel(__gm__ DeviceContext *ctx, __gm__ int32_t *flags, __gm__ float *src,
+                                      __gm__ float *recv, __gm__ float *out, int size, int waited)
+{
+    if (get_block_idx() != 0) return;
+    int me = static_cast<int>(ctx->rankId), n = static_cast<int>(ctx->rankNum);
+    using Flat = pto::GlobalTensor<float, pto::Shape<1, 1, 1, 1, pto::DYNAMIC>, pto::Stride<1, 1, 1, 1, 1>>;
+    pto::Shape<1, 1, 1, 1, pto::DYNAMIC> shape(size);
+    Flat srcG(src, shape);
+    Flat remote(GetRemotePtr(ctx, recv, (me + 1) % n), shape);
+    pto::comm::AsyncSession session;
+    pto::comm::BuildAsyncSession(session);
+    pto::comm::AsyncEvent ev = pto::comm::TPUT_ASYNC(remote, srcG, session);  // ASYNC_LINE
+    if (waited) {
+        ev.Wait(session);
+        dsb(DSB_DDR);
+    }
+    comm::Signal peer(GetRemotePtr(ctx, flags, (me + 1) % n));
+    comm::TNOTIFY(peer, 1, comm::NotifyOp::AtomicAdd);
+    comm::Signal mine(flags);
+    comm::TWAIT(mine, 1, comm::WaitCmp::GE);
+    Flat recvG(recv, shape);
+    Flat outG(out, shape);
+    pto::comm::AsyncEvent back = pto::comm::TGET_ASYNC(outG, recvG, session);
+    back.Wait(session);
+    if (!ev.Test(session)) ev.Wait(session);
+}

@@ -79,7 +79,7 @@ namespace native {
 // instruction codes of the bridge (shmcomm/native/bridge.py keeps the same table)
 enum Op : int32_t {
     OP_NOTIFY = 1, OP_WAIT, OP_TEST, OP_PIPE_BARRIER, OP_SET_FLAG, OP_WAIT_FLAG, OP_DSB, OP_DCCI,
-    OP_LOAD, OP_STORE, OP_PUT, OP_GET, OP_SYNCALL, OP_ST_ATOMIC, OP_WAIT_EXPIRED
+    OP_LOAD, OP_STORE, OP_PUT, OP_GET, OP_SYNCALL, OP_ST_ATOMIC, OP_WAIT_EXPIRED, OP_ASYNC, OP_ASYNC_WAIT, OP_ASYNC_TEST
 };
 
 constexpr uint64_t UB_BYTES = 192 * 1024;  // a block's UB, as on A2/A3

@@ -272,6 +272,8 @@ inline RecordEvent TGET(GD& dst, GS& src, TileT& tile, const char* file = __buil
 
 // -- asynchronous copies (eager: the copy is done when the call returns) -----------------------
 
+// A block's session of asynchronous copies. In the bridged modes shmcomm keeps one Python
+// session per C++ session object (by its address).
 struct AsyncSession {
     uint32_t syncId = 0;
 };
@@ -279,43 +281,66 @@ struct AsyncSession {
 template <DmaEngine engine = DmaEngine::SDMA, typename... A>
 inline bool BuildAsyncSession(A&&...) { return true; }
 
+// An asynchronous copy's handle. Eager: the copy is done when TPUT_ASYNC returns. Bridged:
+// `bridged_id` names shmcomm's AsyncEvent, which Wait / Test ask.
 struct AsyncEvent {
     uint64_t handle = 0;
     DmaEngine engine = DmaEngine::SDMA;
+    uint64_t bridged_id = 0;
     AsyncEvent() = default;
     AsyncEvent(uint64_t h, DmaEngine e) : handle(h), engine(e) {}
-    bool valid() const { return true; }
-    bool Wait(const AsyncSession& = AsyncSession{}) const { return true; }
-    bool Test(const AsyncSession& = AsyncSession{}) const { return true; }
+    bool valid() const { return handle != 0; }
+    bool Wait(const AsyncSession& = AsyncSession{}, const char* file = __builtin_FILE(),
+              int line = __builtin_LINE()) const {
+        if (bridged_id == 0) return true;
+        uint64_t a[1] = {bridged_id};
+        shmcomm::native::call(shmcomm::native::OP_ASYNC_WAIT, a, 1, file, line);
+        return true;
+    }
+    bool Test(const AsyncSession& = AsyncSession{}, const char* file = __builtin_FILE(),
+              int line = __builtin_LINE()) const {
+        if (bridged_id == 0) return true;
+        uint64_t a[1] = {bridged_id};
+        return shmcomm::native::call(shmcomm::native::OP_ASYNC_TEST, a, 1, file, line) != 0;
+    }
 };
 
 namespace detail {
 template <typename GD, typename GS>
-inline AsyncEvent async_copy(const char* op, GD& dst, const GS& src, const char* file, int line) {
+inline AsyncEvent async_copy(int32_t which, GD& dst, const GS& src, const AsyncSession& session, const char* file,
+                             int line) {
     namespace n = shmcomm::native;
-    n::at(file, line);
     if (n::bridged()) {
-        n::fail(std::string(op) + ": not yet modelled for native kernels in hazard / schedule mode; "
-                "use TPUT / TGET with a staging tile there");
+        uint64_t a[26];
+        tensor12(a, dst);
+        tensor12(a + 12, src);
+        a[24] = n::addr(&session);
+        a[25] = static_cast<uint64_t>(which);
+        AsyncEvent ev(1, DmaEngine::SDMA);
+        ev.bridged_id = static_cast<uint64_t>(n::call(n::OP_ASYNC, a, 26, file, line));
+        return ev;
     }
+    n::at(file, line);
     using T = typename GS::DType;
-    if (dst.rows() != src.rows() || dst.cols() != src.cols()) n::fail(std::string(op) + ": dst and src shapes differ");
+    if (dst.rows() != src.rows() || dst.cols() != src.cols()) {
+        n::fail(std::string(which == 0 ? "TPUT_ASYNC" : "TGET_ASYNC") + ": dst and src shapes differ");
+    }
     for (int64_t r = 0; r < src.rows(); ++r) std::memcpy(dst.at(r, 0), src.at(r, 0), sizeof(T) * src.cols());
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    return AsyncEvent(1, DmaEngine::SDMA);
+    return AsyncEvent(src.rows() * src.cols() == 0 ? 0 : 1, DmaEngine::SDMA);
 }
 }  // namespace detail
 
 template <DmaEngine engine = DmaEngine::SDMA, typename GD, typename GS>
-inline AsyncEvent TPUT_ASYNC(GD& dst, GS& src, const AsyncSession&, const char* file = __builtin_FILE(),
+inline AsyncEvent TPUT_ASYNC(GD& dst, GS& src, const AsyncSession& session, const char* file = __builtin_FILE(),
                              int line = __builtin_LINE()) {
-    return detail::async_copy("TPUT_ASYNC", dst, src, file, line);
+    return detail::async_copy(0, dst, src, session, file, line);
 }
 
 template <DmaEngine engine = DmaEngine::SDMA, typename GD, typename GS>
-inline AsyncEvent TGET_ASYNC(GD& dst, GS& src, const AsyncSession&, const char* file = __builtin_FILE(),
+inline AsyncEvent TGET_ASYNC(GD& dst, GS& src, const AsyncSession& session, const char* file = __builtin_FILE(),
                              int line = __builtin_LINE()) {
-    return detail::async_copy("TGET_ASYNC", dst, src, file, line);
+    return detail::async_copy(1, dst, src, session, file, line);
 }
 
 }  // namespace comm
