@@ -133,3 +133,12 @@ def test_a_launch_checks_count_and_kinds_with_a_clear_error(lib, args, match):
 def test_a_device_context_parameter_takes_only_rt_device_context(lib):
     with pytest.raises(shmcomm.RunError, match="DeviceContext\\*: pass rt.device_context"):
         shmcomm.run(_call, nranks=1, args=(lib.PutNotifyKernel, ("flags",) * 5 + (1, 1, 1)))
+
+
+@pytest.mark.parametrize("source", ["barrier.cpp", "collectives.cpp", "catalogue.cpp"])
+def test_the_kernel_api_compiles_warning_free(source):
+    # -Wall -Wextra are always on; -Werror turns any warning of the headers or the trampolines
+    # into a build error
+    lib = native.load(HERE / source, cxxflags=["-Werror"], kernels=(
+        ["FillKernel<float, 4>", "FillKernel<int64_t, 2>"] if source == "barrier.cpp" else []))
+    assert lib.kernels
