@@ -177,6 +177,8 @@ def test_a_native_crash_names_rank_block_and_line(lib):
     line = _line(src, "comm::TNOTIFY(sig, 0")  # the last instruction before the bad store
     assert "rank 1 block 1" in text and "SIGSEGV" in text, text
     assert f"{src}:{line}" in text and "CrashKernel" in text, text
+    if shutil.which("addr2line"):  # the faulting frame resolved to the store itself
+        assert f"#0 {src}:{_line(src, 'CRASH_LINE')} (CrashKernel" in text, text
 
 
 def _throw(rt, kernel):

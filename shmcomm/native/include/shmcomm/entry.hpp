@@ -7,6 +7,7 @@
 #include <csignal>
 #include <fcntl.h>
 #include <cstdio>
+#include <dlfcn.h>
 #include <execinfo.h>
 #include <utility>
 
@@ -115,6 +116,17 @@ inline void format_int(char* buf, long v) {  // async-signal-safe: no printf in 
     buf[k] = '\0';
 }
 
+inline void put_hex(uintptr_t v) {
+    char buf[20];
+    int i = 19;
+    buf[i] = '\0';
+    do {
+        buf[--i] = "0123456789abcdef"[v & 15];
+        v >>= 4;
+    } while (v != 0 && i > 0);
+    put_str(buf + i);
+}
+
 inline void put_int(long v) {
     char buf[24];
     format_int(buf, v);
@@ -148,11 +160,30 @@ inline void on_crash(int sig) {
     } else {
         put_str(" outside a native kernel's block");
     }
-    put_str("\nnative backtrace:\n");
+    put_str("\nnative backtrace (library+offset: the launcher resolves them to file:line):\n");
     void* frames[64];
     int n = backtrace(frames, 64);
-    for (int fd : crash_fds) {
-        if (fd >= 0) backtrace_symbols_fd(frames, n, fd);
+    for (int i = 2; i < n; ++i) {  // from the frame that faulted (0, 1: this handler, the signal)
+        Dl_info info{};
+        put_str("  #");
+        put_int(i - 2);
+        put_str(" ");
+        if (dladdr(frames[i], &info) != 0 && info.dli_fname != nullptr) {
+            uintptr_t pc = reinterpret_cast<uintptr_t>(frames[i]);
+            // a return address points after its call: step back into it (not the faulting frame)
+            uintptr_t off = pc - reinterpret_cast<uintptr_t>(info.dli_fbase) - (i > 2 ? 1 : 0);
+            put_str(info.dli_fname);
+            put_str("+0x");
+            put_hex(off);
+            if (info.dli_sname != nullptr) {
+                put_str(" (");
+                put_str(info.dli_sname);
+                put_str(")");
+            }
+        } else {
+            put_str("?");
+        }
+        put_str("\n");
     }
     if (crash_fds[1] >= 0) ::close(crash_fds[1]);
     // then whatever handled it before (Python's faulthandler, or the default: the rank dies of it)
