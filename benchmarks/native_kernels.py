@@ -107,8 +107,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="fewer rounds and repeats")
     ap.add_argument("--shapes", default="8x1,32x1,4x2", help="ranks x blocks, comma separated")
     ap.add_argument("--json", help="write the rows to this file")
+    ap.add_argument("--iters", type=int, help="barrier rounds per run (default 1000, --quick 200)")
+    ap.add_argument("--repeats", type=int, help="runs per figure, the median kept (default 5, --quick 3)")
+    ap.add_argument("--calls", type=int, help="instruction calls per eager run; a hundredth in the "
+                    "other modes (default 100000, --quick 20000)")
     args = ap.parse_args(argv)
     iters, repeats = (200, 3) if args.quick else (1000, 5)
+    iters, repeats = args.iters or iters, args.repeats or repeats
     lib = native.load(SOURCE)
     rows: list[dict[str, Any]] = []
     meta = _bench.machine()
@@ -123,9 +128,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"barrier {shape:>5}: C spin floor {line['spin']:8.1f} us | native user barrier "
               f"{line['native']:8.1f} us ({line['native'] / line['spin']:.2f}x the floor) | Python "
               f"{line['python']:8.1f} us | multiprocessing.Barrier {line['mp']:8.1f} us")
-    n = 20000 if args.quick else 100000
+    n = args.calls or (20000 if args.quick else 100000)
     for mode in ("eager", "hazard", "schedule"):
-        m = n if mode == "eager" else n // 100
+        m = n if mode == "eager" else max(n // 100, 1)
         for what in ("notify", "wait"):
             nat = cost_ns(lib, what, "native", mode, m, repeats)
             py = cost_ns(lib, what, "python", mode, m, repeats)
