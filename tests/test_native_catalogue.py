@@ -69,3 +69,31 @@ def test_the_atomic_add_fix_passes_every_mode(lib, mode):
     for seed in (0, 1, 2):
         res = shmcomm.run(_adds, nranks=3, blocks=2, mode=mode, seed=seed, args=(lib.AtomicAddKernel, 20))
         assert res[0] == 3 * 2 * 20
+
+
+def _manual_copy(rt, kernel, size, flagged):
+    flags = rt.signal_region("m", 1)
+    src = rt.alloc((size,), np.float32)
+    recv = rt.alloc((size,), np.float32)
+    out = rt.alloc((size,), np.float32)
+    src[:] = 10000.0 * (rt.rank + 1) + np.arange(size, dtype=np.float32)
+    rt.barrier()
+    rt.launch(kernel, args=(rt.device_context, flags, src.ptr, recv.ptr, out.ptr, size, flagged))
+    prev = (rt.rank - 1) % rt.nranks
+    return bool(np.array_equal(out, 10000.0 * (prev + 1) + np.arange(size, dtype=np.float32)))
+
+
+@pytest.mark.parametrize("mode", ["eager", "hazard", "schedule"])
+def test_the_seeds_hand_made_pipeline_passes_every_mode(lib, mode):
+    for seed in (0, 1, 2):
+        assert shmcomm.run(_manual_copy, nranks=3, blocks=1, mode=mode, seed=seed,
+                           args=(lib.ManualCopyKernel, 200, 1)) == [True] * 3
+
+
+@pytest.mark.parametrize("mode", ["hazard", "schedule"])
+def test_a_missing_wait_flag_is_reported_at_its_store(lib, mode):
+    for seed in (0, 1):
+        with pytest.raises(shmcomm.RunError) as err:
+            shmcomm.run(_manual_copy, nranks=3, blocks=1, mode=mode, seed=seed,
+                        args=(lib.ManualCopyKernel, 200, 0))
+        assert f"{SRC}:{_line('MANUAL_STORE_LINE')}" in str(err.value), str(err.value)

@@ -63,3 +63,43 @@ __global__ AICORE void AtomicAddKernel(__gm__ DeviceContext *ctx, __gm__ float *
         pipe_barrier(PIPE_ALL);
     }
 }
+
+// The seed's hand-made pipeline (TLOAD, MTE2 -> MTE3 event, TSTORE_IMPL, MTE3 -> MTE2 event) in
+// a copy loop to the next rank; its twin (flagged = 0) stores without the MTE2 -> MTE3 wait, so
+// the store may read the tile before the load has filled it.
+__global__ AICORE void ManualCopyKernel(__gm__ DeviceContext *ctx, __gm__ int32_t *flags, __gm__ float *src,
+                                        __gm__ float *recv, __gm__ float *out, int size, int flagged)
+{
+    if (get_block_idx() != 0) return;
+    int me = static_cast<int>(ctx->rankId), n = static_cast<int>(ctx->rankNum);
+    using TileData = pto::Tile<pto::TileType::Vec, float, 1, 32, pto::BLayout::RowMajor, -1, -1>;
+    TileData tile(1, 32);
+    TASSIGN(tile, 0x0);
+    __gm__ float *dst = GetRemotePtr(ctx, recv, (me + 1) % n);
+    for (int c0 = 0; c0 < size; c0 += 32) {
+        int len = size - c0 < 32 ? size - c0 : 32;
+        tile.SetValidShape(1, len);
+        Global srcG(src + c0, pto::Shape<1, 1, 1, 1, pto::DYNAMIC>(len));
+        Global dstG(dst + c0, pto::Shape<1, 1, 1, 1, pto::DYNAMIC>(len));
+        TLOAD(tile, srcG);
+        if (flagged) {
+            set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+            wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+        }
+        TSTORE_IMPL<TileData, Global, AtomicType::AtomicNone>(dstG, tile);  // MANUAL_STORE_LINE
+        set_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+        wait_flag(PIPE_MTE3, PIPE_MTE2, EVENT_ID0);
+    }
+    pipe_barrier(PIPE_ALL);
+    dsb(DSB_DDR);
+    comm::Signal peer(GetRemotePtr(ctx, flags, (me + 1) % n));
+    comm::TNOTIFY(peer, 1, comm::NotifyOp::AtomicAdd);
+    comm::Signal mine(flags);
+    comm::TWAIT(mine, 1, comm::WaitCmp::GE);
+    Staging staging(1, 256);
+    TASSIGN(staging, 0x1000);
+    Global recvG(recv, pto::Shape<1, 1, 1, 1, pto::DYNAMIC>(size));
+    Global outG(out, pto::Shape<1, 1, 1, 1, pto::DYNAMIC>(size));
+    pto::comm::TGET(outG, recvG, staging);
+    pipe_barrier(PIPE_ALL);
+}
