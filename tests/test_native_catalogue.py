@@ -97,3 +97,49 @@ def test_a_missing_wait_flag_is_reported_at_its_store(lib, mode):
             shmcomm.run(_manual_copy, nranks=3, blocks=1, mode=mode, seed=seed,
                         args=(lib.ManualCopyKernel, 200, 0))
         assert f"{SRC}:{_line('MANUAL_STORE_LINE')}" in str(err.value), str(err.value)
+
+
+STRIDE = 8
+
+
+def _no_reset(rt, kernel, blocks, reset):
+    """The seed barrier's stamp kernel launched three times; ``reset`` zeroes the signals
+    before each launch (the fix), else only before the first (the bug)."""
+    data = rt.alloc((rt.nranks * STRIDE,), np.int32)
+    out = rt.alloc((rt.nranks * STRIDE + STRIDE,), np.int32)
+    rt.reset_signals()
+    good = []
+    for launch in (1, 2, 3):
+        if reset and launch > 1:
+            rt.reset_signals()
+        stamps = [1000 * launch + 10 * rt.rank + b for b in range(blocks)]
+        out[rt.nranks * STRIDE:rt.nranks * STRIDE + blocks] = stamps
+        rt.barrier()
+        rt.launch(kernel, blocks=blocks,
+                  args=(rt.device_context, rt.signal_base, data.ptr, out.ptr, STRIDE, 1))
+        want = [1000 * launch + 10 * r + b if b < blocks else 0
+                for r in range(rt.nranks) for b in range(STRIDE)]
+        good.append(out[:rt.nranks * STRIDE].tolist() == want)
+    return good
+
+
+@pytest.fixture(scope="module")
+def barrier_lib():
+    return native.load(HERE / "barrier.cpp")
+
+
+@pytest.mark.parametrize("mode", ["eager", "hazard", "schedule"])
+def test_the_seed_barrier_with_a_reset_before_every_launch_passes(barrier_lib, mode):
+    for seed in (0, 1):
+        res = shmcomm.run(_no_reset, nranks=3, mode=mode, seed=seed,
+                          args=(barrier_lib.BarrierKernel, 2, True))
+        assert res == [[True] * 3] * 3
+
+
+@pytest.mark.parametrize("mode", ["hazard", "schedule"])
+def test_no_reset_between_launches_is_reported_at_the_kernels_lines(barrier_lib, mode):
+    for seed in (0, 1):
+        with pytest.raises(shmcomm.RunError) as err:  # a launch reads stamps not yet written
+            shmcomm.run(_no_reset, nranks=3, mode=mode, seed=seed,
+                        args=(barrier_lib.BarrierKernel, 2, False))
+        assert "data race" in str(err.value) and f"{HERE / 'barrier.cpp'}:" in str(err.value), str(err.value)
