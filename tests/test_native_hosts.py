@@ -71,3 +71,19 @@ def test_a_pool_runs_native_kernels_in_every_mode():
     with shmcomm.Pool(nranks=2) as pool:
         for mode in ("eager", "hazard", "schedule"):
             assert pool.run(_stamp, args=(2,), mode=mode) == [expect, expect]
+
+
+def _streams(rt):
+    x = rt.alloc((8,), np.int32)
+    y = rt.alloc((8,), np.int32)
+    fill = LIB.kernel("FillKernel<int32_t, 8>")
+    s1, s2 = rt.stream(), rt.stream()
+    a = rt.launch(fill, blocks=1, args=(x.ptr, 3), stream=s1)
+    b = rt.launch(fill, blocks=1, args=(y.ptr, 4), stream=s2)
+    s1.synchronize()
+    s2.synchronize()
+    return a.done and b.done, x.tolist(), y.tolist()
+
+
+def test_native_kernels_run_on_streams():
+    assert shmcomm.run(_streams, nranks=2) == [(True, [3] * 8, [4] * 8)] * 2
