@@ -14,7 +14,7 @@ from _helpers import run_cli
 import shmcomm
 from shmcomm import native
 
-HERE = Path(__file__).resolve().parent / "native"
+HERE = Path(__file__).resolve().parent  # (the C++ kernels beside these tests)
 pytestmark = [pytest.mark.timeout(300),
               pytest.mark.skipif(shutil.which("c++") is None and shutil.which("g++") is None,
                                  reason="no C++ compiler on this machine (install g++)")]

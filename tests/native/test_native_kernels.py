@@ -16,7 +16,7 @@ import shmcomm
 from shmcomm import native
 from shmcomm.comm import TNOTIFY, TWAIT, GetRemotePtr, NotifyOp, Signal, WaitCmp
 
-HERE = Path(__file__).resolve().parent / "native"
+HERE = Path(__file__).resolve().parent  # (the C++ kernels beside these tests)
 pytestmark = [pytest.mark.timeout(300),
               pytest.mark.skipif(shutil.which("c++") is None and shutil.which("g++") is None,
                                  reason="no C++ compiler on this machine (install g++)")]

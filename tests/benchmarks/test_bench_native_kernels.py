@@ -10,11 +10,12 @@ import os
 import shutil
 
 import pytest
+from _helpers import ROOT
 
 pytestmark = [pytest.mark.timeout(240),
               pytest.mark.skipif(shutil.which("c++") is None and shutil.which("g++") is None,
                                  reason="no C++ compiler on this machine (install g++)")]
-SCRIPT = os.path.join(os.path.dirname(__file__), os.pardir, "benchmarks", "native_kernels.py")
+SCRIPT = os.path.join(str(ROOT), "benchmarks", "native_kernels.py")
 
 
 def test_a_tiny_run_writes_every_row(tmp_path, capsys):

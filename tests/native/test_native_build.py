@@ -15,7 +15,7 @@ from shmcomm import native
 from shmcomm.errors import ArgumentError
 from shmcomm.native import NativeBuildError
 
-HERE = Path(__file__).resolve().parent / "native"
+HERE = Path(__file__).resolve().parent  # (the C++ kernels beside these tests)
 pytestmark = [pytest.mark.timeout(300),
               pytest.mark.skipif(shutil.which("c++") is None and shutil.which("g++") is None,
                                  reason="no C++ compiler on this machine (install g++)")]

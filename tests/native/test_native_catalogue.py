@@ -12,7 +12,7 @@ import pytest
 import shmcomm
 from shmcomm import native
 
-HERE = Path(__file__).resolve().parent / "native"
+HERE = Path(__file__).resolve().parent  # (the C++ kernels beside these tests)
 SRC = HERE / "catalogue.cpp"
 pytestmark = [pytest.mark.timeout(300),
               pytest.mark.skipif(shutil.which("c++") is None and shutil.which("g++") is None,
