@@ -75,6 +75,13 @@ class Outcome:
     shrunk: tuple[int, int] | None = None  # preemptions of the schedule before and after shrinking
     shrink_note: str = ""  # why shrinking stopped early (its budget), if it did
     advice: list[str] = field(default_factory=list)  # advisory checkers' likely causes (a failure)
+    timed_out: bool = False  # a "deadlock" that was the run timeout, not the detector's finding
+
+    @property
+    def cause(self) -> str:
+        """The failure's cause in the words a test names it: ``race``, ``deadlock``, ``wrong
+        result``, ``timeout``, ``crash``, ``checker``, ``error`` (``ok`` for a passing run)."""
+        return "timeout" if self.timed_out else self.kind
 
 
 def _sweep(name: str) -> Any:
@@ -361,7 +368,8 @@ def run_one(host: Callable[..., Any], spec: RunSpec, settings: Settings,
         kind, message = classify(exc)
         kept = trace if trace and os.path.isfile(trace) else _trace_of(str(exc))
         out = Outcome(spec, kind, time.perf_counter() - t0, message, kept,
-                      advice=list(getattr(exc, "advice", [])))
+                      advice=list(getattr(exc, "advice", [])),
+                      timed_out=bool(exc.failures) and exc.failures[0].kind == "timeout")
         out.schedule = settings.replay or _keep_schedule(exc, program, spec, settings)
         if out.schedule and settings.shrink_tries and shrink_first and not settings.replay:
             _shrink_outcome(out, exc, call, args, extra, settings)

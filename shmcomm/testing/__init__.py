@@ -7,7 +7,7 @@ the first failure, where it was raised, and the commands that rerun it under ``s
 
 Under pytest (the plugin :mod:`shmcomm.testing.plugin`, registered as ``shmcomm``) a test marked
 with :func:`sweep` becomes one test item per configuration and seed range, each with a readable
-id (``hazard-n2-b1-size64-seeds0-1``), so ``-k`` picks configurations and pytest-xdist splits
+id (``hazard-n2-b1-s64``), so ``-k`` picks configurations and pytest-xdist splits
 them; the fixture ``shmcomm_sweep`` runs the item's runs.
 
 Where a sweep's settings come from, last one wins: the settings table's sweep defaults
@@ -22,6 +22,7 @@ import inspect
 import itertools
 import os
 import time
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -43,8 +44,9 @@ from ..stress.harness import (
     takes_size,
 )
 from ..stress.report import format_report
+from .expect import CAUSES, Expect, check_expect, unmet
 
-__all__ = ["Case", "SweepFailed", "check", "plan", "program_spec", "run_case", "sweep"]
+__all__ = ["CAUSES", "Case", "SweepFailed", "check", "plan", "program_spec", "run_case", "sweep"]
 
 DEFAULT_NRANKS = (2, 4)
 DEFAULT_BLOCKS = (1, 2)
@@ -58,6 +60,39 @@ AXIS_KEYS = ("nranks", "blocks", "modes", "mode", "sizes", "seeds", "seed", "chu
 AXIS_ALIASES = {"mode": "modes"}
 # what a sweep hands its host: every keyword that is neither an axis nor a run setting
 HOST_KEYWORDS = "host keywords (neither a sweep axis nor a setting)"
+# keywords of a sweep that are neither an axis nor a setting of the table nor the host's
+SWEEP_OPTIONS = ("expect", "trace_dir", "stop_at_first")
+# older spellings, still taken with a DeprecationWarning: old -> the one name
+DEPRECATED_KEYWORDS = {"run_timeout": "timeout"}
+
+
+def split_options(options: Mapping[str, Any], stacklevel: int = 3
+                  ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The one set of keywords the fixture, the marker and :func:`check` take, split into
+    ``(axes, settings, sweep options, host keywords)``: axes (:data:`AXIS_KEYS`), the settings
+    table's per-run settings by their table names (``timeout``, ``wait_timeout``, ...),
+    :data:`SWEEP_OPTIONS`, and every other keyword for the host."""
+    axes: dict[str, Any] = {}
+    own: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    kwargs: dict[str, Any] = {}
+    for key, value in options.items():
+        if key in DEPRECATED_KEYWORDS:
+            new = DEPRECATED_KEYWORDS[key]
+            warnings.warn(f"the sweep keyword {key}= is deprecated; use {new}=",
+                          DeprecationWarning, stacklevel=stacklevel)
+            if new in options:
+                raise ArgumentError(f"give {new} or {key}, not both")
+            key = new
+        if key in AXIS_KEYS:
+            axes[key] = value
+        elif key in RUN_SETTINGS:
+            own[key] = value
+        elif key in SWEEP_OPTIONS:
+            extra[key] = value
+        else:
+            kwargs[key] = value
+    return axes, own, extra, kwargs
 
 
 class SweepFailed(AssertionError):
@@ -131,13 +166,17 @@ class Case:
     seed: int  # the first seed
     count: int  # seeds seed .. seed + count - 1
 
+    whole: bool = True  # the item runs all of the configuration's seeds
+
     @property
     def id(self) -> str:
-        """The pytest id: ``hazard-n2-b1-size64-seeds0-1`` (``-k hazard-n2`` selects it)."""
-        size = f"-size{self.size}" if self.size else ""
-        seeds = (f"seed{self.seed}" if self.count == 1
-                 else f"seeds{self.seed}-{self.seed + self.count - 1}")
-        return f"{self.mode}-n{self.nranks}-b{self.blocks}{size}-{seeds}"
+        """The pytest id, short so the cause still fits a CI terminal's line: ``hazard-n2-b1-s64``
+        (``-k hazard-n2`` selects it). It names no seed count, so ``--lf`` finds the item again
+        when only ``--shmcomm-seeds`` changed; an item of a chunked sweep adds its first seed
+        (``hazard-n2-b1-s64-seed4``)."""
+        size = f"-s{self.size}" if self.size else ""
+        seeds = "" if self.whole else f"-seed{self.seed}"
+        return f"{self.mode}-n{self.nranks}-b{self.blocks}{size}{seeds}"
 
     def specs(self) -> list[RunSpec]:
         return [RunSpec(self.nranks, self.blocks, self.size, self.mode, s)
@@ -192,7 +231,8 @@ def plan(axes: Mapping[str, Any], host: Callable[..., Any] | None = None,
     cases = []
     for n, b, s, m in configs(nranks, blocks, sizes, modes):
         for first in range(seed[0], seed[0] + seeds[0], chunk):
-            cases.append(Case(n, b, s, m, first, min(chunk, seed[0] + seeds[0] - first)))
+            cases.append(Case(n, b, s, m, first, min(chunk, seed[0] + seeds[0] - first),
+                              whole=chunk >= seeds[0]))
     return cases, notes
 
 
@@ -214,7 +254,7 @@ def cause(outcome: Outcome) -> str:
     """A failure's one-line cause, the first line of the test's failure (pytest's summary)."""
     first = next((line.strip() for line in outcome.message.splitlines() if line.strip()), "")
     spec = outcome.spec
-    return f"{outcome.kind}: {first} [{spec.label()} seed={spec.seed}]"
+    return f"{outcome.cause}: {first} [{spec.label()} seed={spec.seed}]"
 
 
 def failure_text(report: Report, settings: Settings, notes: Iterable[str] = ()) -> str:
@@ -235,25 +275,31 @@ FULL_LINES = 200
 
 def run_case(host: Callable[..., Any], case: Case, settings: Settings, *, program: str = "",
              kwargs: Mapping[str, Any] | None = None, stop_at_first: bool = False,
-             deadline: float | None = None, notes: Iterable[str] = ()) -> Report:
+             deadline: float | None = None, notes: Iterable[str] = (),
+             expect: Expect = None) -> Report:
     """Run the case's seeds; raise :class:`SweepFailed` (first line: the cause) if any failed.
 
     ``deadline`` (``time.monotonic()``): the time the test itself is given (pytest-timeout);
     each run's timeout is cut to end before it, so a hang is reported by shmcomm, with every
-    rank's stack, rather than killed from outside.
+    rank's stack, rather than killed from outside. ``expect``: see :func:`check`.
     """
     return run_specs(host, case.specs(), settings, program=program, kwargs=kwargs,
                      stop_at_first=stop_at_first, deadline=deadline, notes=notes,
-                     sized=bool(case.size))
+                     sized=bool(case.size), expect=expect)
 
 
 def run_specs(host: Callable[..., Any], runs: Iterable[RunSpec], settings: Settings, *,
               program: str = "", kwargs: Mapping[str, Any] | None = None,
               stop_at_first: bool = False, deadline: float | None = None,
-              notes: Iterable[str] = (), sized: bool = False, pool: bool = False) -> Report:
+              notes: Iterable[str] = (), sized: bool = False, pool: bool = False,
+              expect: Expect = None) -> Report:
     """Run ``runs`` in order (see :func:`run_case`); ``pool``: on persistent rank processes
     (faster; but a hang's report then has no stacks of the ranks)."""
     kwargs = dict(kwargs or {})
+    expect = check_expect(expect)
+    if expect is not None:  # every configuration must be seen to fail; no time on shrinking
+        stop_at_first = False
+        settings = dataclasses.replace(settings, shrink_tries=0)
     check_host_args(host, kwargs, program, HOST_KEYWORDS)
     runs = list(runs)
     report = Report(program or program_spec(host), kwargs=kwargs, sized=sized)
@@ -269,8 +315,8 @@ def run_specs(host: Callable[..., Any], runs: Iterable[RunSpec], settings: Setti
                     short = (f"the test's timeout leaves no time for seed {spec.seed}: ran "
                              f"{len(report.outcomes)} of {len(runs)} runs")
                     break
-                if left < settings.run_timeout:
-                    this = dataclasses.replace(settings, run_timeout=left)
+                if left < settings.run_timeout:  # to 0.1 s: a report prints no float's noise
+                    this = dataclasses.replace(settings, run_timeout=int(left * 10) / 10)
             out = run_one(host, spec, this, report.program, pools,
                           shrink_first=not report.failures, kwargs=kwargs)
             report.outcomes.append(out)
@@ -280,6 +326,12 @@ def run_specs(host: Callable[..., Any], runs: Iterable[RunSpec], settings: Setti
         report.seconds = time.perf_counter() - t0
         if pools is not None:
             pools.close()
+    if expect is not None and short is None:
+        why = unmet(report, expect)
+        if why is None:
+            return report
+        text = why if not report.failures else f"{why}\n{failure_text(report, settings, notes)}"
+        raise SweepFailed(text, report)
     if report.failures:
         raise SweepFailed(failure_text(report, settings, notes), report)
     if short is not None:
@@ -291,32 +343,43 @@ def run_specs(host: Callable[..., Any], runs: Iterable[RunSpec], settings: Setti
 def check(host: Callable[..., Any], *, nranks: int | Iterable[int] | None = None,
           blocks: int | Iterable[int] | None = None, modes: str | Iterable[str] | None = None,
           sizes: int | Iterable[int] | None = None, seeds: int | None = None,
-          seed: int | None = None, hazards: str | None = None, wait_timeout: float | None = None,
-          deadlock_grace: float | None = None, run_timeout: float | None = None,
-          trace_dir: str = "", stop_at_first: bool = False, detect_races: bool | None = None,
-          env: Mapping[str, str] | None = None, **kwargs: Any) -> Report:
+          seed: int | None = None, expect: Expect = None, trace_dir: str = "",
+          stop_at_first: bool = False, env: Mapping[str, str] | None = None,
+          **options: Any) -> Report:
     """Run ``host(rt, **kwargs)`` (plus ``size=`` when it takes a ``size``) once for every
     combination of ``nranks`` x ``blocks`` x ``sizes`` x ``modes``, ``seeds`` times with
     different seeds (run ``i`` gets seed ``seed + i``); raise :class:`SweepFailed` with the report
     if any run failed, else return the report.
 
+    The keywords are the fixture's and the marker's: the axes (``mode=`` for one mode,
+    ``chunk``), every per-run setting of the settings table by its name (``timeout``,
+    ``wait_timeout``, ``deadlock_grace``, ``hazards``, ``detect_races``, ...), ``expect``,
+    ``trace_dir``, ``stop_at_first``; any other keyword goes to the host.
+
     Defaults: nranks 2,4; blocks 1,2; modes eager,hazard; sizes 64 (needs a host with a
     ``size`` parameter); seeds 2; seed 0. ``SHMCOMM_NRANKS`` / ``_BLOCKS`` / ``_MODE`` /
     ``_SEED`` replace the axes; other ``SHMCOMM_*`` settings replace the per-run ones.
+    ``expect``: the sweep is a buggy kernel's test; it passes only when every run fails with
+    that cause (``"race"``, ``"deadlock"``, ``"wrong-result"``, ``"timeout"``, ``"crash"``,
+    ``"checker"``) or when the callable given the :class:`Report` returns true, and raises
+    :class:`SweepFailed` (first line ``not caught: ...``) otherwise.
     ``trace_dir``: trace every run and keep the failing runs' traces there ("" = no tracing).
     ``stop_at_first``: stop at the first failing run (pytest's ``-x`` sets it in the fixture).
     The per-run bounds are the stress harness's: a deadlock is reported after
     ``deadlock_grace`` seconds, one ``TWAIT`` gives up after ``wait_timeout``, a run after
-    ``run_timeout``. ``detect_races``: the race detector (default: on in hazard and schedule
-    mode, off in eager mode; ``False`` turns it off, ``True`` on in every mode).
+    ``timeout`` (``run_timeout``: its older name). ``detect_races``: the race detector (default:
+    on in hazard and schedule mode, off in eager mode; ``False`` off, ``True`` on in every mode).
     """
     if seeds is not None and (isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1):
         raise ArgumentError(f"seeds must be an int >= 1 (runs per configuration), got {seeds!r}")
-    return sweep_all(host, dict(nranks=nranks, blocks=blocks, modes=modes, sizes=sizes,
-                                seeds=seeds, seed=seed),
-                     dict(hazards=hazards, wait_timeout=wait_timeout, timeout=run_timeout,
-                          deadlock_grace=deadlock_grace, detect_races=detect_races),
-                     env=env, trace_dir=trace_dir, stop_at_first=stop_at_first, kwargs=kwargs)
+    axes, own, extra, kwargs = split_options(options)
+    axes.update(nranks=nranks, blocks=blocks, modes=axes.get("modes", modes),
+                sizes=sizes, seeds=seeds, seed=seed)
+    axes.pop("chunk", None)  # one go: items are the fixture's
+    if extra:
+        raise ArgumentError(f"{', '.join(extra)} given twice")
+    return sweep_all(host, axes, own, env=env, trace_dir=trace_dir, stop_at_first=stop_at_first,
+                     kwargs=kwargs, expect=expect)
 
 
 def sweep_all(host: Callable[..., Any], axes: Mapping[str, Any], own: Mapping[str, Any], *,
@@ -324,7 +387,7 @@ def sweep_all(host: Callable[..., Any], axes: Mapping[str, Any], own: Mapping[st
               ini: Mapping[str, Any] | None = None, cli: Mapping[str, Any] | None = None,
               trace_dir: str = "", stop_at_first: bool = False,
               kwargs: Mapping[str, Any] | None = None, pool: bool = True,
-              deadline: float | None = None) -> Report:
+              deadline: float | None = None, expect: Expect = None) -> Report:
     """The whole sweep in one go (:func:`check`, and a test calling ``shmcomm_sweep`` without
     the marker): run ``i`` takes configuration ``i mod len(configs)`` and seed ``seed + i``."""
     cases, notes = plan(axes, host, env, overrides, kwargs)
@@ -340,7 +403,7 @@ def sweep_all(host: Callable[..., Any], axes: Mapping[str, Any], own: Mapping[st
     runs = itertools.islice(specs(cfgs, cases[0].seed), len(cfgs) * n_seeds)
     return run_specs(host, runs, settings, program=program, kwargs=kwargs,
                      stop_at_first=stop_at_first, deadline=deadline, notes=notes,
-                     sized=bool(cases[0].size), pool=pool)
+                     sized=bool(cases[0].size), pool=pool, expect=expect)
 
 
 def sweep_marker(host: Callable[..., Any] | None = None, **axes_and_options: Any) -> Any:

@@ -2,7 +2,7 @@
 
 A test marked ``@shmcomm.testing.sweep(host, nranks=[2, 4], modes=["eager", "hazard"], ...)``
 that takes the fixture ``shmcomm_sweep`` becomes one test item per configuration (and per
-``chunk`` seeds), with ids such as ``test_ring[hazard-n2-b1-size64-seeds0-1]``: ``-k hazard-n2``
+``chunk`` seeds), with ids such as ``test_ring[hazard-n2-b1-s64]``: ``-k hazard-n2``
 selects configurations, pytest-xdist (``-n 2``) splits them, and a failing item's first line
 (pytest's short summary) is the cause. Without the marker, ``shmcomm_sweep(host, nranks=...)``
 runs the whole sweep in one item, as before.
@@ -30,7 +30,8 @@ import pytest
 from ..config import BY_NAME, add_options, option_type
 from ..errors import ArgumentError
 from ..stress.harness import RUN_SETTINGS, Report
-from . import AXIS_KEYS, SweepFailed, plan, run_case, run_settings, sweep_all
+from . import AXIS_KEYS, SweepFailed, plan, run_case, run_settings, split_options, sweep_all
+from .expect import cause_word
 
 MARKER = "shmcomm_sweep"
 TIMEOUT_MARGIN = 0.2  # of the test's timeout kept for shmcomm's own report (2 to 10 s)
@@ -147,27 +148,19 @@ def _setting_layers(config: pytest.Config) -> tuple[dict[str, Any], dict[str, An
                   lambda n: option_type(n, "shmcomm_" + n))
 
 
-def _split(marker: Any) -> tuple[Any, dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """A marker's ``(host, axes, per-run settings, host kwargs)``."""
+def _split(marker: Any) -> tuple[Any, dict[str, Any], dict[str, Any], dict[str, Any],
+                               dict[str, Any]]:
+    """A marker's ``(host, axes, per-run settings, sweep options, host kwargs)``."""
     host = marker.args[0] if marker.args else marker.kwargs.get("host")
-    axes, own, kwargs = {}, {}, {}
-    for key, value in marker.kwargs.items():
-        if key == "host":
-            continue
-        if key in AXIS_KEYS:
-            axes[key] = value
-        elif key in RUN_SETTINGS or key == "run_timeout":
-            own["timeout" if key == "run_timeout" else key] = value
-        else:
-            kwargs[key] = value
-    return host, axes, own, kwargs
+    options = {k: v for k, v in marker.kwargs.items() if k != "host"}
+    return (host, *split_options(options, stacklevel=4))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     marker = metafunc.definition.get_closest_marker(MARKER)
     if marker is None or "shmcomm_case" not in metafunc.fixturenames:
         return
-    host, axes, _own, kwargs = _split(marker)
+    host, axes, _own, _extra, kwargs = _split(marker)
     ini, cli = _axis_layers(metafunc.config)
     try:
         cases, _notes = plan({**ini, **axes}, host, overrides=cli, kwargs=kwargs)
@@ -220,37 +213,54 @@ def shmcomm_sweep(request: pytest.FixtureRequest, shmcomm_case: Any) -> Callable
     def run_sweep(host: Callable[..., Any] | None = None, **options: Any) -> Report:
         ini_s, cli_s = _setting_layers(config)
         try:
+            axes, own, extra, kwargs = split_options(options)
             if shmcomm_case is None:  # no marker: the whole sweep, in this one item
-                axes = {k: options.pop(k) for k in list(options) if k in AXIS_KEYS}
-                own = {("timeout" if k == "run_timeout" else k): options.pop(k)
-                       for k in list(options) if k in RUN_SETTINGS or k == "run_timeout"}
                 ini_a, cli_a = _axis_layers(config)
                 if host is None:
                     raise ArgumentError("shmcomm_sweep(host, ...) needs the host function")
                 return sweep_all(host, {**ini_a, **axes}, own, overrides=cli_a, ini=ini_s,
-                                 cli=cli_s, trace_dir=trace_dir(),
-                                 stop_at_first=options.pop("stop_at_first", exitfirst),
-                                 kwargs=options, pool=False,  # fork per run: stacks on a hang
-                                 deadline=_deadline(request.node, start))
-            m_host, _axes, own, kwargs = _split(marker)
+                                 cli=cli_s, trace_dir=extra.get("trace_dir") or trace_dir(),
+                                 stop_at_first=extra.get("stop_at_first", exitfirst),
+                                 kwargs=kwargs, pool=False,  # fork per run: stacks on a hang
+                                 deadline=_deadline(request.node, start),
+                                 expect=extra.get("expect"))
+            m_host, _axes, m_own, m_extra, m_kwargs = _split(marker)
             host = host or m_host
             if host is None:
                 raise ArgumentError("give the host to the marker or to shmcomm_sweep(host)")
-            bad = sorted(set(options) & set(AXIS_KEYS))
-            if bad:
-                raise ArgumentError(f"{', '.join(bad)}: a marked sweep's axes belong in the "
-                                    "marker (they make the test items)")
-            own.update({("timeout" if k == "run_timeout" else k): options.pop(k)
-                        for k in list(options) if k in RUN_SETTINGS or k == "run_timeout"})
-            kwargs.update(options)
+            if axes:
+                raise ArgumentError(f"{', '.join(sorted(axes))}: a marked sweep's axes belong "
+                                    "in the marker (they make the test items)")
+            m_own.update(own)
+            m_extra.update(extra)
+            m_kwargs.update(kwargs)
             _cases, notes = plan({}, None, overrides=None)  # env notes only
-            settings = run_settings(own, ini=ini_s, cli=cli_s, trace_dir=trace_dir())
-            return run_case(host, shmcomm_case, settings, kwargs=kwargs, stop_at_first=exitfirst,
-                            deadline=_deadline(request.node, start), notes=notes)
+            settings = run_settings(m_own, ini=ini_s, cli=cli_s,
+                                    trace_dir=m_extra.get("trace_dir") or trace_dir())
+            return run_case(host, shmcomm_case, settings, kwargs=m_kwargs,
+                            stop_at_first=m_extra.get("stop_at_first", exitfirst),
+                            deadline=_deadline(request.node, start), notes=notes,
+                            expect=m_extra.get("expect"))
         except SweepFailed as exc:
             text = str(exc)
         except ArgumentError as exc:
             text = f"error: {exc}"
+        word = cause_word(text)
+        if word:  # the short summary's first word (pytest_report_teststatus)
+            request.node.user_properties.append(("shmcomm_cause", word))
         pytest.fail(text, pytrace=False)  # outside the except: no chained traceback
 
     return run_sweep
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> Any:
+    """A failing sweep's status word carries the cause (``FAILED race``), so pytest's short
+    summary names it before the item's id, whatever the terminal's width."""
+    if report.when != "call" or not report.failed:
+        return None
+    word = next((v for k, v in getattr(report, "user_properties", ()) if k == "shmcomm_cause"),
+                None)
+    if not word:
+        return None
+    return "failed", "F", (f"FAILED {word}", {"red": True})

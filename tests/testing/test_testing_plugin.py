@@ -126,7 +126,7 @@ def test_a_keyword_in_the_size_parameters_place_gets_no_size(pytester):
     res = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", *_plugin_args())
     res.assert_outcomes(failed=1)
     out = res.stdout.str()
-    assert "test_host[eager-n2-b1-seeds0-1]" in out, out
+    assert "test_host[eager-n2-b1]" in out, out
     for prefix in ("reproduce: ", "under launch: "):
         argv = line_after(out, prefix)
         assert "--size" not in argv and "size=64" not in " ".join(argv), argv
@@ -258,18 +258,18 @@ def test_marked_sweep_items_have_readable_ids_and_options_replace_axes(pytester,
     pytester.makepyfile(test_user=USER_TEST)
     # collection only, in this process: nothing runs
     res = pytester.runpytest_inprocess("--collect-only", "-q", "-p", "no:cacheprovider")
-    assert _ids(res) == ["eager-n2-b1-size16-seeds0-1", "eager-n4-b1-size16-seeds0-1"], res.outlines
+    assert _ids(res) == ["eager-n2-b1-s16", "eager-n4-b1-s16"], res.outlines
     res = pytester.runpytest_inprocess("--collect-only", "-q", "-p", "no:cacheprovider",
                                        "--shmcomm-modes", "eager,hazard", "--shmcomm-seeds", "3",
                                        "--shmcomm-chunk", "2", "--shmcomm-nranks", "2")
-    assert _ids(res) == ["eager-n2-b1-size16-seeds0-1", "eager-n2-b1-size16-seed2",
-                         "hazard-n2-b1-size16-seeds0-1", "hazard-n2-b1-size16-seed2"], res.outlines
+    assert _ids(res) == ["eager-n2-b1-s16-seed0", "eager-n2-b1-s16-seed2",
+                         "hazard-n2-b1-s16-seed0", "hazard-n2-b1-s16-seed2"], res.outlines
     pytester.makeini("[pytest]\nshmcomm_seeds = 1\n")
     res = pytester.runpytest_inprocess("--collect-only", "-q", "-p", "no:cacheprovider")
-    assert _ids(res) == ["eager-n2-b1-size16-seeds0-1", "eager-n4-b1-size16-seeds0-1"]  # the test's own
+    assert _ids(res) == ["eager-n2-b1-s16", "eager-n4-b1-s16"]  # the test's own
     monkeypatch.setenv("SHMCOMM_MODE", "schedule")
     res = pytester.runpytest_inprocess("--collect-only", "-q", "-p", "no:cacheprovider")
-    assert "schedule-n2-b1-size16-seeds0-1" in _ids(res)
+    assert "schedule-n2-b1-s16" in _ids(res)
     monkeypatch.delenv("SHMCOMM_MODE")
     res = pytester.runpytest_inprocess("--collect-only", "-q", "-p", "no:cacheprovider",
                                        "--shmcomm-nranks", "2,,4")
@@ -281,7 +281,7 @@ def test_k_selects_one_configuration_and_the_summary_names_the_cause(pytester, t
     res.assert_outcomes(failed=1, deselected=2)
     out = res.stdout.str()
     summary = next(x for x in res.stdout.lines if x.startswith("FAILED "))
-    assert re.search(r"test_ring\[eager-n4-b1-size16-seeds0-1\] - Failed: wrong result: rank \d: "
+    assert re.search(r"FAILED wrong result test_user.py::test_ring\[eager-n4-b1-s16\] - Failed: wrong result: rank \d: "
                      r"AssertionError: sum is off on rank \d \(seed 1\)", summary), summary
     # the printed commands rerun the failure, as printed
     for prefix in ("reproduce: ", "under launch: "):
