@@ -10,7 +10,7 @@ true when the sweep went as expected (or raises ``AssertionError`` with why it d
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Union
+from typing import Any
 
 from ..errors import ArgumentError
 from ..stress.harness import Outcome, Report
@@ -26,7 +26,7 @@ CAUSES = {
     "crash": "crash",
     "checker": "checker",
 }
-Expect = Union[str, Callable[[Report], Any], None]
+Expect = str | Callable[[Report], Any] | None
 
 
 def check_expect(expect: Expect) -> Expect:

@@ -30,7 +30,7 @@ import pytest
 from ..config import BY_NAME, add_options, option_type
 from ..errors import ArgumentError
 from ..stress.harness import RUN_SETTINGS, Report
-from . import AXIS_KEYS, SweepFailed, plan, run_case, run_settings, split_options, sweep_all
+from . import SweepFailed, plan, run_case, run_settings, split_options, sweep_all
 from .expect import cause_word
 
 MARKER = "shmcomm_sweep"

@@ -281,7 +281,8 @@ def test_k_selects_one_configuration_and_the_summary_names_the_cause(pytester, t
     res.assert_outcomes(failed=1, deselected=2)
     out = res.stdout.str()
     summary = next(x for x in res.stdout.lines if x.startswith("FAILED "))
-    assert re.search(r"FAILED wrong result test_user.py::test_ring\[eager-n4-b1-s16\] - Failed: wrong result: rank \d: "
+    assert re.search(r"FAILED wrong result test_user.py::test_ring\[eager-n4-b1-s16\] - "
+                     r"Failed: wrong result: rank \d: "
                      r"AssertionError: sum is off on rank \d \(seed 1\)", summary), summary
     # the printed commands rerun the failure, as printed
     for prefix in ("reproduce: ", "under launch: "):
