@@ -164,3 +164,19 @@ def test_item_ids_do_not_change_with_the_number_of_seeds(pytester):
         res = _marked(pytester, True, seeds, "--collect-only", "-q")
         ids.append([x for x in res.stdout.lines if "::" in x])
     assert ids[0] == ids[1] and len(ids[0]) == 3, ids
+
+
+@pytest.mark.parametrize("var, value, words", [
+    ("SHMCOMM_MODE", "bogus", "SHMCOMM_MODE must be one of eager, hazard, schedule; got 'bogus'"),
+    ("SHMCOMM_NRANK", "3", "unknown environment variable SHMCOMM_NRANK: did you mean "
+                           "SHMCOMM_NRANKS?"),
+], ids=["bad-value", "misspelt"])
+def test_an_environment_problem_is_one_usage_error_line(pytester, var, value, words):
+    pytester.makepyfile(test_env="def test_nothing():\n    pass\n")
+    pytester._monkeypatch.setenv(var, value)
+    res = pytester.runpytest_subprocess("--collect-only", "-q", "-p", "no:cacheprovider",
+                                        *_plugin_args())
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [x for x in res.errlines + res.outlines if x.strip()]
+    assert len(errors) == 1 and errors[0].startswith("ERROR: shmcomm: "), errors
+    assert words in errors[0], errors

@@ -131,6 +131,7 @@ def _run_job(parser: argparse.ArgumentParser, ns: argparse.Namespace, watching: 
         if ns.program:
             kwargs = opt.host_kwargs(ns.arg)
             host = load_program(ns.program)
+            opt.check_host_signature(host, kwargs, ns.program)  # before any rank starts
             if kwargs:
                 host = functools.partial(host, **kwargs)
             results = run(host, **settings)

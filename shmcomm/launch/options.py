@@ -18,6 +18,7 @@ import ast
 import difflib
 import importlib
 import importlib.util
+import inspect
 import os
 import sys
 import threading
@@ -199,6 +200,37 @@ def host_kwargs(pairs: Sequence[tuple[str, Any]]) -> dict[str, Any]:
             raise ArgumentError(f"--arg: {key} given twice")
         out[key] = value
     return out
+
+
+def check_host_signature(host: Callable[..., Any], kwargs: dict[str, Any], program: str) -> None:
+    """Raise :class:`ArgumentError` unless ``host(rt, **kwargs)`` binds: an ``--arg`` the host
+    does not take, or a parameter it needs that no ``--arg`` gives, is a usage error before any
+    rank starts, naming the argument and the ones the host accepts."""
+    try:
+        sig = inspect.signature(host)
+    except (TypeError, ValueError):
+        return
+    params = list(sig.parameters.values())[1:]  # after rt
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    accepted = [p.name for p in params if p.kind in named]
+    takes = f"{program} accepts {', '.join(accepted) or 'no --arg'}"
+    if not any(p.kind == p.VAR_KEYWORD for p in params):
+        for key in kwargs:
+            if key not in accepted:
+                near = difflib.get_close_matches(key, accepted, n=1)
+                hint = f" (did you mean {near[0]}?)" if near else ""
+                raise ArgumentError(f"--arg {key}: the host takes no argument {key!r}{hint}; "
+                                    f"{takes}")
+    missing = [p.name for p in params if p.kind in named and p.default is p.empty
+               and p.name not in kwargs]
+    if missing:
+        raise ArgumentError(f"--arg {missing[0]}=VALUE is missing: the host's parameter "
+                            f"{missing[0]!r} has no default; {takes}")
+    try:
+        sig.bind(None, **kwargs)
+    except TypeError as exc:
+        raise ArgumentError(f"--program {program}: the host cannot be called with the --arg "
+                            f"values: {exc}; {takes}") from None
 
 
 def format_arg(key: str, value: Any) -> str:

@@ -21,13 +21,15 @@ the test's pytest-timeout would fire. With ``-x`` a sweep stops at its first fai
 from __future__ import annotations
 
 import argparse
+import difflib
 import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from ..config import BY_NAME, add_options, option_type
+from ..config import _KNOWN_ENV as KNOWN_ENV
+from ..config import BY_NAME, add_options, from_env, option_type, shmcomm_env
 from ..errors import ArgumentError
 from ..stress.harness import RUN_SETTINGS, Report
 from . import SweepFailed, plan, run_case, run_settings, split_options, sweep_all
@@ -114,7 +116,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                       f"{name.replace('_', '-')})")
 
 
+def env_problem(env: Any = None) -> str:
+    """What is wrong with the ``SHMCOMM_*`` environment, in one line ("" = nothing): a value a
+    setting refuses, or a name no setting has (a misspelling, with the nearest name)."""
+    try:
+        from_env(env)
+    except ArgumentError as exc:
+        return str(exc)
+    for var in sorted(v for v in shmcomm_env(env) if v not in KNOWN_ENV):
+        near = difflib.get_close_matches(var, KNOWN_ENV, n=1)
+        hint = f"did you mean {near[0]}?" if near else "no setting has that name"
+        return f"unknown environment variable {var}: {hint} (unset or rename it)"
+    return ""
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    problem = env_problem()
+    if problem:  # one line before any test is collected, not a traceback per test file
+        raise pytest.UsageError(f"shmcomm: {problem}")
     config.addinivalue_line(
         "markers", f"{MARKER}(host=None, nranks=..., blocks=..., modes=..., sizes=..., seeds=..., "
         "seed=..., chunk=..., **settings_and_host_kwargs): one test item per configuration of "

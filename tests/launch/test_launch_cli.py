@@ -304,3 +304,24 @@ def test_dispatcher_help_is_pinned():
     assert p.returncode == 0 and p.stdout == GOLDEN_DISPATCHER
     p = _run()
     assert p.returncode == 2 and p.stderr == GOLDEN_DISPATCHER
+
+
+BAD_ARGS = '''
+def host(rt, size, scale=1):
+    open(f"started-{rt.rank}", "w").close()  # a rank ran the host
+'''
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--arg", "size=300", "--arg", "nokey=1"],
+     ["--arg nokey: the host takes no argument 'nokey'", "accepts size, scale"]),
+    (["--arg", "size=300", "--arg", "scal=2"], ["(did you mean scale?)"]),
+    (["--arg", "scale=2"], ["--arg size=VALUE is missing", "accepts size, scale"]),
+], ids=["unknown", "misspelt", "missing"])
+def test_a_bad_or_missing_arg_is_a_usage_error_before_any_rank_starts(tmp_path, args, words):
+    (tmp_path / "badargs.py").write_text(BAD_ARGS)
+    p = _run("launch", "--program", "badargs.py:host", "-n", "2", "-b", "1", *args, cwd=tmp_path)
+    assert p.returncode == 2, p.stderr
+    error = [x for x in p.stderr.splitlines() if "error:" in x]
+    assert len(error) == 1 and all(w in error[0] for w in words), p.stderr
+    assert "Traceback" not in p.stderr and not list(tmp_path.glob("started-*"))
