@@ -51,12 +51,13 @@ def missing_edge(shadow: Shadow, x: Access, y: Access) -> tuple[str, str]:
                 f"set_flag / wait_flag from {x.pipe} to {y.pipe} (or pipe_barrier) between them"
                 if x.pipe != "DMA" else "AsyncEvent.Wait on the copy between them")
     if x.pipe in ("MTE2", "MTE3") and int(snap[x.scomp]) >= x.issue:
-        fence = " and a dsb(DSB_DDR)" if x.pipe == "MTE3" else ""
+        fence = " and a dsb(DSB_DDR) after the drain" if x.pipe == "MTE3" else ""
         return (f"{_who(y)} synchronized with {_who(x)} after it issued the {x.op}, but the "
                 f"notify it observed did not follow a pipe_barrier / wait_flag on {x.pipe}{fence}, "
                 "so that work may still be in flight",
-                f"drain {x.pipe} (pipe_barrier({'PIPE_MTE3' if x.pipe == 'MTE3' else 'PIPE_MTE2'})"
-                f"){fence} before that notify")
+                f"drain {x.pipe} with pipe_barrier({'PIPE_MTE3' if x.pipe == 'MTE3' else 'PIPE_MTE2'})"
+                f" (or pipe_barrier(PIPE_ALL)){', then put dsb(DSB_DDR),' if fence else ''} "
+                "before that notify")
     same_rank = x.rank == y.rank and x.block is not None and y.block is not None
     # one block index on two clock slots: blocks of two launches running at once (two streams)
     other = " of another launch" if same_rank and x.block == y.block else ""

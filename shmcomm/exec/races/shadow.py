@@ -91,6 +91,7 @@ class Shadow:
         # word against a notify, judged on the word's clock
         self.direct: list[tuple[int, int | None, str]] = []
         self.pairs: set[tuple] = set()  # (site, site, window) of races already reported
+        self.shown: dict[tuple, int] = {}  # such a key -> its pair's index in races
         self.limit = limit
         # (rank, block or None for the host) -> a clock the agent's later accesses hold
         self.frontiers: dict[tuple[int, int | None], np.ndarray] = {}
@@ -206,14 +207,33 @@ class Shadow:
                     continue
                 key = (x.site, y.site, x.win[:2]) if x.site <= y.site else (y.site, x.site, x.win[:2])
                 if key in self.pairs:
+                    self._keep_worse(key, x, y)
                     continue
                 if self.suppress and self._suppressed(key):
                     continue
                 self.pairs.add(key)
                 if len(self.races) < self.limit:
+                    self.shown[key] = len(self.races)
                     self.races.append((x, y))
                 found += 1
         return found
+
+    def _missing(self, x: Access, y: Access) -> int:
+        """How much of the ordering a race lacks, for its fix: 2 when the MTE3 store was not even
+        drained for the reader, 1 when it was drained but not fenced, 0 otherwise."""
+        if y.flags & PIPE3 and not x.flags & PIPE3:
+            x, y = y, x
+        if not x.flags & PIPE3:
+            return 0
+        return 1 if int(self.snaps[y.snap][x.comp]) >= x.epoch else 2
+
+    def _keep_worse(self, key: tuple, x: Access, y: Access) -> None:
+        """Another record pair of a race already found: the report keeps the pair that lacks
+        most, so its fix is the whole fix (a TPUT drains its first chunks itself, to reuse its
+        tile, but not its last: the first chunk's pair would ask only for the fence)."""
+        i = self.shown.get(key)
+        if i is not None and self._missing(x, y) > self._missing(*self.races[i]):
+            self.races[i] = (x, y)
 
     def _insert(self, y: Access) -> None:
         win = self.buckets.setdefault(y.win, {})
