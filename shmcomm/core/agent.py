@@ -50,6 +50,11 @@ class ProcessFlags:
 FLAGS = ProcessFlags()
 
 
+def _int32(word: int) -> int:
+    """An unsigned 32-bit word as the signed int32 a control-segment field stores."""
+    return word - (1 << 32) if word >= 1 << 31 else word
+
+
 class Agent:
     """Execution state of one block thread (``slot`` = block index) or host thread."""
 
@@ -118,6 +123,9 @@ class Agent:
     def start_running(self) -> None:
         """Publish that this thread now runs this agent: its thread id, since when, RUNNING."""
         at.store(self.line + 4 * C.A_TID, threading.get_native_id())
+        ident = threading.get_ident()
+        at.store(self.line + 4 * C.A_IDENT_LO, _int32(ident & 0xFFFFFFFF))
+        at.store(self.line + 4 * C.A_IDENT_HI, _int32(ident >> 32 & 0xFFFFFFFF))
         self.since_cell.value = self.ctl.now_ms()
         self.polling = None
         self.set_state(C.RUNNING)

@@ -82,6 +82,9 @@ A_TID = 14  # the agent's thread id (the launcher reads its /proc state)
 A_POLL = 15  # ms of its last TTEST that found the condition false
 A_BLOCK = 16  # block index in its launch (a launch's blocks take any free consecutive slots)
 A_SYNCALL = 17  # in the line of a launch's block 0: the launch's SYNCALL arrival counter
+# the agent's Python thread ident (threading.get_ident(), low and high 32 bits): the name
+# faulthandler's stack dumps give a thread, so a report finds each waiting agent's own stack
+A_IDENT_LO, A_IDENT_HI = 18, 19
 # fields of a rank line
 R_STATE, R_PID, R_LAUNCHES, R_SIGREGIONS, R_BLOCKS, R_HEAPTOP, R_HEAPTOP_HI = range(7)
 # which slots belong to running launches: bit s of (R_SLOTS_HI << 32 | R_SLOTS_LO)

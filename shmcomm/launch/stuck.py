@@ -22,6 +22,7 @@ from typing import IO
 from ..core import control as C
 from ..transports import Transport
 from .deadlock import CorruptControl, Wait, agent_lines, is_waiting, wait_table
+from .stacks import trim, wait_sites, waiting_agents
 
 NOT_WAITING_S = 1.0  # an agent running this long without a wait is named
 STACK_SIGNAL = signal.SIGUSR2  # the ranks' faulthandler dumps their stacks on it
@@ -169,12 +170,17 @@ def stuck_report(ctl: C.Control, transport: Transport, live: dict[int, int],
         waits.sort(key=lambda w: (w.rank, -1 if w.block is None else w.block))
         out.append("  wait-for table:")
         out.append(wait_table(waits, now_ms, ended))
-    out.append(dump_stacks(live, stacks, set(stopped)))
+    dumps = collect_dumps(live, stacks, set(stopped))
+    out += wait_sites(ctl, [(w.rank, w.block) for w in waits if (w.rank, w.block) not in ended]
+                      + [(r, b) for r, b, _t, _i, _s in not_waiting], dumps)
+    out.append(format_dumps(live, dumps, set(stopped)))
     return "\n".join(out)
 
 
-def dump_stacks(live: dict[int, int], stacks: dict[int, IO[bytes]], stopped: set[int]) -> str:
-    """Signal every live rank to dump its threads' stacks into its file; collect the dumps."""
+def collect_dumps(live: dict[int, int], stacks: dict[int, IO[bytes]], stopped: set[int]
+                  ) -> dict[int, str | None]:
+    """Signal every live rank to dump its threads' stacks into its file; each rank's new dump
+    (``None``: it could not dump, being stopped or gone)."""
     sizes = {}
     for rank, pid in live.items():
         f = stacks.get(rank)
@@ -193,16 +199,23 @@ def dump_stacks(live: dict[int, int], stacks: dict[int, IO[bytes]], stopped: set
         if all(now[r] > sizes[r] for r in sizes) and now == last:
             break
         last = now
+    return {rank: (os.pread(stacks[rank].fileno(), 1 << 20, sizes[rank]).decode(errors="replace")
+                   if rank in sizes else None) for rank in live}
+
+
+def format_dumps(live: dict[int, int], dumps: dict[int, str | None], stopped: set[int]) -> str:
+    """Every live rank's stacks, trimmed to the user's frames (:func:`stacks.trim`)."""
     out = ["  Python stacks of every live rank (all threads, most recent call first):"]
     for rank in sorted(live):
         head = f"  --- rank {rank} (pid {live[rank]}) ---"
         if rank in stopped:
             out.append(head + " stopped: it cannot dump its stacks")
             continue
-        if rank not in sizes:
+        text = dumps.get(rank)
+        if text is None:
             out.append(head + " no stack dump")
             continue
-        text = os.pread(stacks[rank].fileno(), 1 << 20, sizes[rank]).decode(errors="replace")
+        text = trim(text)
         if len(text) > STACK_CHARS:
             text = text[:STACK_CHARS] + "\n    ... (cut)"
         out.append(head)
@@ -210,6 +223,22 @@ def dump_stacks(live: dict[int, int], stacks: dict[int, IO[bytes]], stopped: set
         out.append(text.rstrip() or ("    (it exited before it could dump its stacks)" if gone
                                      else "    (no dump within the time allowed)"))
     return "\n".join(out)
+
+
+def dump_stacks(live: dict[int, int], stacks: dict[int, IO[bytes]], stopped: set[int]) -> str:
+    """Signal every live rank to dump its threads' stacks into its file; collect the dumps."""
+    return format_dumps(live, collect_dumps(live, stacks, stopped), stopped)
+
+
+def deadlock_sites(ctl: C.Control, live: dict[int, int], stacks: dict[int, IO[bytes]]) -> str:
+    """For a deadlock report, before the abort wakes anyone: the line of the user's code each
+    waiting agent waits at, and the host line of its launch ("" if no dump could tell)."""
+    try:
+        agents = waiting_agents(ctl, live)
+        dumps = collect_dumps(live, stacks, {r for r in live if process_state(live[r]) in "Tt"})
+        return "\n".join(wait_sites(ctl, agents, dumps))
+    except Exception:  # noqa: BLE001 -- a diagnosis must never hide the failure
+        return ""
 
 
 STOPPED_S = 3.0  # a rank process stopped (state T) this long fails the run

@@ -51,7 +51,7 @@ from .polling import Readable
 from .rank import fork_rank, rank_main
 from .reaping import reapable_children
 from .resources import death_hint, oom_kills
-from .stuck import StoppedWatch, WaitLog, stuck_report
+from .stuck import StoppedWatch, WaitLog, deadlock_sites, stuck_report
 from .tracefile import TraceFile
 from .turncpu import CpuClaim, claim_cpu
 from .wire import MAX_ADVICE, MAX_MESSAGE_CHARS, clip, failure_from, loads_bounded
@@ -434,15 +434,24 @@ class Launcher:
                     except CorruptControl as exc:
                         self.failures.append(Failure(exc.rank, exc.block, "corrupt", str(exc)))
                         report = None
-                    if report:
+                    if report:  # where each waits, read before the abort wakes them
+                        sites = self._deadlock_sites(live)
                         self.ctl.abort(C.ABORT_DEADLOCK)
-                        self.failures.insert(0, Failure(None, None, "deadlock", report))
+                        self.failures.insert(0, Failure(None, None, "deadlock",
+                                                        report + ("\n" + sites if sites else "")))
                         abort_at = now
             elif now - abort_at > STOP_GRACE_S:
                 for rank in self.pids:
                     self._kill(rank)
                 if now - abort_at > STOP_GRACE_S + REAP_GRACE_S:
                     break  # unkillable (uninterruptible sleep): _stop_all tries once more
+
+    def _deadlock_sites(self, live: list[int]) -> str:
+        """The user's lines the deadlocked agents wait at (see :func:`stuck.deadlock_sites`)."""
+        if self.ctl is None:
+            return ""
+        return deadlock_sites(self.ctl, {r: self.pids[r] for r in live if r in self.pids},
+                              self.stacks)
 
     def _diagnose(self, why: str) -> str:
         """The stuck-agent report: wait-for table, agents not waiting and their state, stacks."""
