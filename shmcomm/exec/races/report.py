@@ -51,7 +51,7 @@ def missing_edge(shadow: Shadow, x: Access, y: Access) -> tuple[str, str]:
                 f"set_flag / wait_flag from {x.pipe} to {y.pipe} (or pipe_barrier) between them"
                 if x.pipe != "DMA" else "AsyncEvent.Wait on the copy between them")
     if x.pipe in ("MTE2", "MTE3") and int(snap[x.scomp]) >= x.issue:
-        fence = " and a dsb(DSB_DDR) after the drain" if x.pipe == "MTE3" else ""
+        fence = " and then a dsb(DSB_DDR)" if x.pipe == "MTE3" else ""
         return (f"{_who(y)} synchronized with {_who(x)} after it issued the {x.op}, but the "
                 f"notify it observed did not follow a pipe_barrier / wait_flag on {x.pipe}{fence}, "
                 "so that work may still be in flight",
