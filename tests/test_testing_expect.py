@@ -110,7 +110,7 @@ def test_one_keyword_set_with_the_old_spellings_deprecated():
     assert set(CAUSES.values()) >= {"race", "deadlock", "wrong result", "timeout"}
 
 
-MARKED = readme_test_file().split("def test_ring_put")[0] + '''
+MARKED = readme_test_file().split("@shmcomm.testing.sweep")[0] + '''
 import shmcomm.testing
 
 ONE = dict(nranks=[2], blocks=[1], modes=["hazard"], sizes=[3000], seeds=SEEDS)

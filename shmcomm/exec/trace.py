@@ -339,6 +339,8 @@ def flows(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if w.get("name") != "TWAIT" or w.get("ph") != "X":
             continue
         a = w.get("args", {})
+        if a.get("cut"):  # a wait the run's end cut: nothing released it
+            continue
         end = w["ts"] + w.get("dur", 0.0)
         best = None
         for off in a.get("offsets") or [a.get("offset")]:

@@ -43,6 +43,7 @@ from ..exec.trace import finalize
 from ..native import crashnote
 from ..transports.shm import ShmTransport
 from . import wire
+from .cuttrace import cut_reason, finish_cut
 from .deadlock import CorruptControl, DeadlockWatch
 from .descendants import RunProcesses
 from .launchers import external_launcher
@@ -239,13 +240,18 @@ class Launcher:
         """The ranks are gone: rewrite their trace once, with metadata and flow arrows."""
         cfg = self.config
         host = getattr(self.host, "func", self.host)  # a functools.partial's function
-        finalize(cfg.trace, {
+        meta = {
             "tool": "shmcomm", "host": f"{getattr(host, '__module__', '?')}:"
                                       f"{getattr(host, '__qualname__', repr(host))}",
             "nranks": cfg.nranks, "blocks": cfg.blocks, **self.execution.trace_meta(cfg),
             "seed": cfg.seed,
             "result": self.failures[0].kind if self.failures else "ok",
-            "failure": str(self.failures[0]).splitlines()[0] if self.failures else None})
+            "failure": str(self.failures[0]).splitlines()[0] if self.failures else None}
+        reason = cut_reason(self.failures)
+        if reason:  # hung agents never wrote their events: what the launcher saw of them
+            finish_cut(cfg.trace, meta, reason, self.waitlog, self.ctl, cfg.nranks)
+        else:
+            finalize(cfg.trace, meta)
 
     def _start(self) -> None:
         """Map the run's memory and start its rank processes."""
