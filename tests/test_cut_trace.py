@@ -72,4 +72,7 @@ def test_pytest_keeps_the_trace_of_a_timed_out_item(pytester):
     kept = list(pytester.path.rglob("shmcomm-traces/*.json"))
     assert len(kept) == 1, res.stdout.str()
     assert "incomplete" in json.loads(kept[0].read_text())["otherData"]
-    assert f"trace kept: {kept[0]}" in res.stdout.str() or "trace kept: " in res.stdout.str()
+    picture = kept[0].with_suffix(".svg")  # the timeline, beside the trace
+    assert picture.is_file() and "run cut" in picture.read_text()
+    assert f"timeline of the first failing run: {picture}" in res.stdout.str()
+    assert "trace kept: " in res.stdout.str()

@@ -62,6 +62,7 @@ STOP_GRACE_S = 1.0
 REAP_GRACE_S = 5.0  # after the kill: a rank not reaped by then is left to _stop_all
 STALLED_S = 1.0  # a supervision poll this late means the launcher itself was stopped
 WAITLOG_S = 0.25  # how often the launcher notes who waits on what (for the stuck report)
+REPORT_CHARS = 8000  # of the first failure's report kept in a trace's metadata
 
 
 def run(host: Callable[..., Any], nranks: int | None = None, *, blocks: int | None = None,
@@ -246,7 +247,9 @@ class Launcher:
             "nranks": cfg.nranks, "blocks": cfg.blocks, **self.execution.trace_meta(cfg),
             "seed": cfg.seed,
             "result": self.failures[0].kind if self.failures else "ok",
-            "failure": str(self.failures[0]).splitlines()[0] if self.failures else None}
+            "failure": str(self.failures[0]).splitlines()[0] if self.failures else None,
+            # the first failure's report (a race's two accesses; a timeline marks them)
+            "report": str(self.failures[0])[:REPORT_CHARS] if self.failures else None}
         reason = cut_reason(self.failures)
         if reason:  # hung agents never wrote their events: what the launcher saw of them
             finish_cut(cfg.trace, meta, reason, self.waitlog, self.ctl, cfg.nranks)

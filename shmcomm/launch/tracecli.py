@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections import defaultdict
 from typing import Any
 
 from .._startup import interrupts_as_usual
+from ..errors import ArgumentError
 from ..exec.trace import HOST_TID, flows, load
 from . import options as opt
+from .paths import check_output
+from .traceplot import plot_svg
 
 
 def summarize(events: list[dict[str, Any]], meta: dict[str, Any], top: int = 10) -> str:
@@ -82,6 +86,10 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
                    "interrupted by SIGINT / SIGTERM")
     p.add_argument("file", metavar="FILE", help="the trace JSON file")
     p.add_argument("--top", type=int, default=10, help="rows of each table (default: %(default)s)")
+    p.add_argument("--plot", metavar="OUT.svg", default="",
+                   help="also draw the run's timeline into this SVG file: agents as rows, waits "
+                        "as spans, notifies as arrows to the waits they released, a race's two "
+                        "accesses and a hang's unreleased waits marked (default: no picture)")
     return p
 
 
@@ -101,7 +109,27 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         return opt.usage_error(p, f"cannot read {ns.file!r} as a Chrome trace: {exc}")
     meta = doc.get("otherData", {}) if isinstance(doc, dict) else {}
     print(summarize(events, meta, ns.top))
+    if ns.plot:
+        problem = write_plot(ns.plot, events, meta)
+        if problem:
+            return opt.usage_error(p, problem)
+        print(f"timeline drawn to {ns.plot}")
     return 0
+
+
+def write_plot(path: str, events: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    """Draw the timeline into ``path`` (replaced in one step); an error message or ""."""
+    if not path.endswith(".svg"):
+        return f"--plot: {path!r}: the picture is an SVG file; name it *.svg"
+    try:
+        check_output("--plot", os.path.abspath(path))
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            f.write(plot_svg(events, meta))
+        os.replace(tmp, path)
+    except (OSError, ArgumentError) as exc:
+        return f"--plot: cannot write {path!r}: {getattr(exc, 'strerror', None) or exc}"
+    return ""
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ from typing import Any
 from ..config import BY_NAME, MODES, from_env
 from ..errors import ArgumentError
 from ..exec.compose import reads
+from ..launch.traceplot import plot_beside
 from ..stress.harness import (
     RUN_SETTINGS,
     Outcome,
@@ -326,6 +327,9 @@ def run_specs(host: Callable[..., Any], runs: Iterable[RunSpec], settings: Setti
         report.seconds = time.perf_counter() - t0
         if pools is not None:
             pools.close()
+    pictures = [p for o in report.failures if o.trace and (p := plot_beside(o.trace))]
+    if pictures:  # a failing run's timeline beside its kept trace
+        notes = [*notes, f"timeline of the first failing run: {pictures[0]}"]
     if expect is not None and short is None:
         why = unmet(report, expect)
         if why is None:
