@@ -176,12 +176,13 @@ def _races(c: _Canvas, events: list[dict[str, Any]], meta: dict[str, Any], t1: f
                 continue
             x = c.x(_access_time(events, rank, tid, op, t1))
             ym = y + ROW_H / 2
+            base = site.rsplit("/", 1)[-1]  # (a picture names no machine's paths)
             points.append((x, ym))
             c.add(f'<path d="M{x:.1f},{ym - 7:.1f} L{x + 7:.1f},{ym:.1f} L{x:.1f},{ym + 7:.1f} '
                   f'L{x - 7:.1f},{ym:.1f} Z" fill="{COLOURS["race"]}"><title>'
-                  f'{html.escape(f"race: rank {rank} {_name(tid)} {verb} it at {site}")}'
+                  f'{html.escape(f"race: rank {rank} {_name(tid)} {verb} it at {base}")}'
                   '</title></path>')
-            c.text(x + 9, ym - 3, f"race: {verb} at {site.rsplit('/', 1)[-1]}", 10,
+            c.text(x + 9, ym - 3, f"race: {verb} at {base}", 10,
                    COLOURS["race"], weight="bold")
         if len(points) == 2:
             (xa, ya), (xb, yb) = points
