@@ -180,3 +180,49 @@ def test_an_environment_problem_is_one_usage_error_line(pytester, var, value, wo
     errors = [x for x in res.errlines + res.outlines if x.strip()]
     assert len(errors) == 1 and errors[0].startswith("ERROR: shmcomm: "), errors
     assert words in errors[0], errors
+
+
+VOCAB = '''
+import shmcomm.testing
+
+
+def _kernel(ctx):
+    pass
+
+
+def host(rt):
+    rt.launch(_kernel)  # (a traced launch: the failing run's trace has events)
+    assert rt.config.seed != 1, "seed 1 fails"
+
+
+@shmcomm.testing.sweep(host, nranks=[2], blocks=[1], seeds=1)  # the default modes: ini may say
+def test_h(shmcomm_sweep):
+    shmcomm_sweep()
+'''
+
+
+def test_one_vocabulary_with_the_older_option_and_ini_spellings_deprecated(pytester):
+    """``--shmcomm-mode`` as launch and stress say it, ``--shmcomm-runs`` (each item's runs),
+    ``--shmcomm-trace-dir`` as stress's; ``--shmcomm-modes`` / ``--shmcomm-seeds`` and their
+    ini keys still work, with a deprecation warning."""
+    pytester.makepyfile(test_vocab=VOCAB)
+    args = ("--collect-only", "-q", "-p", "no:cacheprovider", *_plugin_args())
+    new = pytester.runpytest_inprocess(*args, "--shmcomm-mode", "eager,hazard", "--shmcomm-runs", "3")
+    old = pytester.runpytest_inprocess(*args, "--shmcomm-modes", "eager,hazard", "--shmcomm-seeds", "3")
+    items = [x for x in new.outlines if "::" in x]
+    assert items == ["test_vocab.py::test_h[eager-n2-b1]", "test_vocab.py::test_h[hazard-n2-b1]"]
+    assert [x for x in old.outlines if "::" in x] == items
+    text = old.stdout.str()
+    assert "--shmcomm-modes is deprecated; use --shmcomm-mode" in text, text
+    assert "--shmcomm-seeds is deprecated; use --shmcomm-runs" in text, text
+    assert "deprecated" not in new.stdout.str()
+    pytester.makeini("[pytest]\nshmcomm_modes = hazard\n")
+    res = pytester.runpytest_inprocess(*args)
+    assert [x for x in res.outlines if "::" in x] == ["test_vocab.py::test_h[hazard-n2-b1]"]
+    assert "the ini key shmcomm_modes is deprecated; use shmcomm_mode" in res.stdout.str()
+    traces = pytester.path / "kept"
+    res = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", *_plugin_args(),
+                                        "--shmcomm-runs", "2", "--shmcomm-mode", "eager",
+                                        "--shmcomm-trace-dir", str(traces))
+    res.assert_outcomes(failed=1)
+    assert len(list(traces.rglob("*.json"))) == 1 and len(list(traces.rglob("*.svg"))) == 1

@@ -61,6 +61,9 @@ AXIS_KEYS = ("nranks", "blocks", "modes", "mode", "sizes", "seeds", "seed", "chu
 AXIS_ALIASES = {"mode": "modes"}
 # what a sweep hands its host: every keyword that is neither an axis nor a run setting
 HOST_KEYWORDS = "host keywords (neither a sweep axis nor a setting)"
+# an axis's pytest option / ini name where it differs from the axis: the settings table's and
+# the other commands' words (``--mode`` as in launch and stress; ``runs`` as stress's count)
+OPTION_NAMES = {"modes": "mode", "seeds": "runs"}
 # keywords of a sweep that are neither an axis nor a setting of the table nor the host's
 SWEEP_OPTIONS = ("expect", "trace_dir", "stop_at_first")
 # older spellings, still taken with a DeprecationWarning: old -> the one name
@@ -173,7 +176,7 @@ class Case:
     def id(self) -> str:
         """The pytest id, short so the cause still fits a CI terminal's line: ``hazard-n2-b1-s64``
         (``-k hazard-n2`` selects it). It names no seed count, so ``--lf`` finds the item again
-        when only ``--shmcomm-seeds`` changed; an item of a chunked sweep adds its first seed
+        when only ``--shmcomm-runs`` changed; an item of a chunked sweep adds its first seed
         (``hazard-n2-b1-s64-seed4``)."""
         size = f"-s{self.size}" if self.size else ""
         seeds = "" if self.whole else f"-seed{self.seed}"
@@ -214,7 +217,8 @@ def plan(axes: Mapping[str, Any], host: Callable[..., Any] | None = None,
         values[key] = value
     for key, value in (overrides or {}).items():
         if value is not None:
-            notes.append(f"--shmcomm-{key}={value} replaces {key} {values.get(key, 'default')!r}")
+            flag = f"--shmcomm-{OPTION_NAMES.get(key, key)}"
+            notes.append(f"{flag}={value} replaces {key} {values.get(key, 'default')!r}")
             values[key] = value
     nranks = _ints("nranks", values.get("nranks", DEFAULT_NRANKS))
     blocks = _ints("blocks", values.get("blocks", DEFAULT_BLOCKS))

@@ -8,10 +8,14 @@ selects configurations, pytest-xdist (``-n 2``) splits them, and a failing item'
 runs the whole sweep in one item, as before.
 
 Options (and ini keys ``shmcomm_<name>``): ``--shmcomm-nranks``, ``--shmcomm-blocks``,
-``--shmcomm-modes``, ``--shmcomm-sizes``, ``--shmcomm-seeds`` (runs per configuration),
-``--shmcomm-seed`` (the first), ``--shmcomm-chunk`` (seeds per item), ``--shmcomm-trace``
-(trace every run, keep the failing runs' traces under the test's ``tmp_path``), and every
-per-run setting of the settings table as ``--shmcomm-<setting>``. ``SHMCOMM_*`` variables are
+``--shmcomm-mode`` (one or a comma list, as ``stress --mode``), ``--shmcomm-sizes``,
+``--shmcomm-runs`` (runs per configuration: each item's), ``--shmcomm-seed`` (the first),
+``--shmcomm-chunk`` (seeds per item), ``--shmcomm-trace`` (trace every run, keep the failing
+runs' traces under the test's ``tmp_path``) or ``--shmcomm-trace-dir DIR`` (keep them in DIR,
+as ``stress --trace-dir``), and every
+per-run setting of the settings table as ``--shmcomm-<setting>``; ``--shmcomm-modes`` and
+``--shmcomm-seeds`` (and their ini keys) are older spellings, taken with a deprecation warning.
+``SHMCOMM_*`` variables are
 honoured (``SHMCOMM_MODE=schedule`` sweeps in schedule mode) or refused with an error.
 
 A hang is reported by shmcomm with every rank's stack: each run's timeout is cut to end before
@@ -32,7 +36,7 @@ from ..config import _KNOWN_ENV as KNOWN_ENV
 from ..config import BY_NAME, add_options, from_env, option_type, shmcomm_env
 from ..errors import ArgumentError
 from ..stress.harness import RUN_SETTINGS, Report
-from . import SweepFailed, plan, run_case, run_settings, split_options, sweep_all
+from . import OPTION_NAMES, SweepFailed, plan, run_case, run_settings, split_options, sweep_all
 from .expect import cause_word
 
 MARKER = "shmcomm_sweep"
@@ -60,19 +64,27 @@ def _seed(text: str) -> int:
     return option_type("seed", "--shmcomm-seed")(text)
 
 
-# the sweep's axes: option name -> (type, help)
+# the sweep's axes: axis -> (type, help); the option and ini key take the axis's name from the
+# settings table and the other commands (OPTION_NAMES), so one setting has one name everywhere
 AXES: dict[str, tuple[Callable[[str], Any], str]] = {
     "nranks": (option_type("nranks", "--shmcomm-nranks", many=True),
                "rank counts of every sweep, a comma list (replaces the tests')"),
     "blocks": (option_type("blocks", "--shmcomm-blocks", many=True),
                "block counts of every sweep, a comma list (replaces the tests')"),
-    "modes": (option_type("mode", "--shmcomm-modes", many=True),
-              "modes of every sweep: eager, hazard, schedule or a comma list"),
+    "modes": (option_type("mode", "--shmcomm-mode", many=True),
+              "modes of every sweep: eager, hazard, schedule or a comma list (as stress --mode)"),
     "sizes": (_sizes, "sizes of every sweep whose host takes a size, a comma list"),
-    "seeds": (_positive, "runs (seeds) per configuration"),
+    "seeds": (_positive, "runs (seeds) per configuration, each item's runs (as stress --runs "
+                         "for one configuration)"),
     "seed": (_seed, "the first seed"),
     "chunk": (_positive, "seeds per test item (default: all of a configuration's in one)"),
 }
+# older spellings of options and ini keys: still taken, with a deprecation warning
+DEPRECATED_OPTIONS = {"modes": "mode", "seeds": "runs"}
+
+
+def _option(axis: str) -> str:
+    return OPTION_NAMES.get(axis, axis)
 
 
 class _Group:
@@ -100,13 +112,22 @@ class _Group:
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("shmcomm", "shmcomm sweeps (the shmcomm_sweep fixture)")
     for name, (kind, text) in AXES.items():
-        group.addoption(f"--shmcomm-{name}", dest=f"shmcomm_{name}", type=kind, default=None,
+        opt = _option(name)
+        group.addoption(f"--shmcomm-{opt}", dest=f"shmcomm_{name}", type=kind, default=None,
                         help=text)
-        parser.addini(f"shmcomm_{name}", text)
+        parser.addini(f"shmcomm_{opt}", text)
+    for old, new in DEPRECATED_OPTIONS.items():
+        group.addoption(f"--shmcomm-{old}", dest=f"shmcomm_old_{old}", type=AXES[old][0],
+                        default=None, help=f"deprecated spelling of --shmcomm-{new}")
+        parser.addini(f"shmcomm_{old}", f"deprecated spelling of shmcomm_{new}")
     group.addoption("--shmcomm-trace", action="store_true", default=None, dest="shmcomm_trace",
                     help="trace every run and keep the failing runs' Chrome traces under the "
                          "test's tmp_path (off: tracing slows runs and shifts the timing races "
                          "depend on)")
+    group.addoption("--shmcomm-trace-dir", default=None, metavar="DIR", dest="shmcomm_trace_dir",
+                    help="trace every run and keep the failing runs' Chrome traces in DIR (as "
+                         "stress --trace-dir) (default: none, or the test's tmp_path with "
+                         "--shmcomm-trace)")
     parser.addini("shmcomm_trace", "trace every run (see --shmcomm-trace)", type="bool",
                   default=False)
     add_options(_Group(group), RUN_SETTINGS, defaults={n: BY_NAME[n].sweep_default
@@ -134,6 +155,17 @@ def pytest_configure(config: pytest.Config) -> None:
     problem = env_problem()
     if problem:  # one line before any test is collected, not a traceback per test file
         raise pytest.UsageError(f"shmcomm: {problem}")
+    for old, new in DEPRECATED_OPTIONS.items():
+        value = config.getoption(f"shmcomm_old_{old}", None)
+        raw = config.getini(f"shmcomm_{old}")
+        if value is not None:
+            config.issue_config_time_warning(pytest.PytestDeprecationWarning(
+                f"--shmcomm-{old} is deprecated; use --shmcomm-{new}"), stacklevel=2)
+            if config.getoption(f"shmcomm_{old}", None) is None:
+                setattr(config.option, f"shmcomm_{old}", value)
+        if isinstance(raw, str) and raw.strip():
+            config.issue_config_time_warning(pytest.PytestDeprecationWarning(
+                f"the ini key shmcomm_{old} is deprecated; use shmcomm_{new}"), stacklevel=2)
     config.addinivalue_line(
         "markers", f"{MARKER}(host=None, nranks=..., blocks=..., modes=..., sizes=..., seeds=..., "
         "seed=..., chunk=..., **settings_and_host_kwargs): one test item per configuration of "
@@ -149,12 +181,16 @@ def _layer(config: pytest.Config, names: Any, kinds: Callable[[str], Callable[[s
         value = config.getoption(f"shmcomm_{name}", None)
         if value is not None:
             cli[name] = value
-        raw = config.getini(f"shmcomm_{name}")
+        key = f"shmcomm_{_option(name)}"
+        raw = config.getini(key)
+        if not (isinstance(raw, str) and raw.strip()) and name in DEPRECATED_OPTIONS:
+            key = f"shmcomm_{name}"  # the older spelling (warned about at configure)
+            raw = config.getini(key)
         if isinstance(raw, str) and raw.strip():
             try:
                 ini[name] = kinds(name)(raw.strip())
             except argparse.ArgumentTypeError as exc:
-                raise pytest.UsageError(f"ini key shmcomm_{name}: {exc}") from None
+                raise pytest.UsageError(f"ini key {key}: {exc}") from None
     return ini, cli
 
 
@@ -224,6 +260,9 @@ def shmcomm_sweep(request: pytest.FixtureRequest, shmcomm_case: Any) -> Callable
     marker = request.node.get_closest_marker(MARKER)
 
     def trace_dir() -> str:
+        given = config.getoption("shmcomm_trace_dir", None)
+        if given:
+            return str(given)
         wanted = config.getoption("shmcomm_trace", None)
         if wanted is None:
             wanted = config.getini("shmcomm_trace")

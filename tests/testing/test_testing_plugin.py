@@ -260,11 +260,11 @@ def test_marked_sweep_items_have_readable_ids_and_options_replace_axes(pytester,
     res = pytester.runpytest_inprocess("--collect-only", "-q", "-p", "no:cacheprovider")
     assert _ids(res) == ["eager-n2-b1-s16", "eager-n4-b1-s16"], res.outlines
     res = pytester.runpytest_inprocess("--collect-only", "-q", "-p", "no:cacheprovider",
-                                       "--shmcomm-modes", "eager,hazard", "--shmcomm-seeds", "3",
+                                       "--shmcomm-mode", "eager,hazard", "--shmcomm-runs", "3",
                                        "--shmcomm-chunk", "2", "--shmcomm-nranks", "2")
     assert _ids(res) == ["eager-n2-b1-s16-seed0", "eager-n2-b1-s16-seed2",
                          "hazard-n2-b1-s16-seed0", "hazard-n2-b1-s16-seed2"], res.outlines
-    pytester.makeini("[pytest]\nshmcomm_seeds = 1\n")
+    pytester.makeini("[pytest]\nshmcomm_runs = 1\n")
     res = pytester.runpytest_inprocess("--collect-only", "-q", "-p", "no:cacheprovider")
     assert _ids(res) == ["eager-n2-b1-s16", "eager-n4-b1-s16"]  # the test's own
     monkeypatch.setenv("SHMCOMM_MODE", "schedule")
