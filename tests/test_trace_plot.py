@@ -13,6 +13,7 @@ import pytest
 import shmcomm
 from shmcomm.comm import TNOTIFY, TPUT, TWAIT, GetRemotePtr, GlobalTensor, NotifyOp, Signal, WaitCmp
 from shmcomm.errors import RunError
+from shmcomm.exec.trace import load
 from shmcomm.launch.tracecli import main as trace_main
 from shmcomm.launch.traceplot import LABEL_W, WIDTH, race_accesses
 
@@ -94,3 +95,28 @@ def test_race_accesses_reads_a_report():
             "TSTORE) on MTE3) at k.py:14; rank 0 host read it at k.py:25; neither happens")
     assert race_accesses(text) == [((1, 0, "wrote", "TPUT (its TSTORE) on MTE3", "k.py:14"),
                                     (0, 1000, "read", "", "k.py:25"))]
+
+
+def _gather(ctx, rounds):
+    if ctx.block_idx != 0:
+        return
+    for k in range(1, rounds + 1):
+        if ctx.rank == 0:  # a counting wait: every other rank's add, round after round
+            TWAIT(Signal(ctx.signal_base + 0), k * (ctx.nranks - 1), WaitCmp.GE)
+        else:
+            TNOTIFY(Signal(GetRemotePtr(ctx, ctx.signal_base + 0, 0)), 1, NotifyOp.AtomicAdd)
+
+
+def gather(rt, rounds):
+    rt.launch(_gather, args=(rounds,))
+
+
+def test_a_counting_wait_gets_an_arrow_from_every_add_it_counted(tmp_path):
+    trace = tmp_path / "gather.json"
+    shmcomm.run(gather, nranks=4, blocks=1, args=(2,), trace=str(trace))
+    events = load(str(trace))
+    starts = {e["id"]: e for e in events if e["ph"] == "s"}
+    ends = [e for e in events if e["ph"] == "f"]
+    assert len(starts) == len(ends) == 6, (starts, ends)  # 3 adds x 2 rounds, not 1 per wait
+    assert sorted(s["pid"] for s in starts.values()) == [1, 1, 2, 2, 3, 3]
+    assert {e["pid"] for e in ends} == {0}

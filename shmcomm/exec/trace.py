@@ -322,8 +322,9 @@ def load(path: str) -> list[dict[str, Any]]:
 
 
 def flows(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Flow arrows from each notify to every wait it released (the last notify on a watched word
-    that happened before the wait returned)."""
+    """Flow arrows from each notify to every wait it released: the last notify on a watched word
+    that happened before the wait returned; for a counting wait (``>=`` / ``>`` on one word fed
+    by ``AtomicAdd``), every add it counted (:func:`_counted`)."""
     notifies: dict[tuple[int, int], list[tuple[float, dict]]] = defaultdict(list)
     for e in events:
         if e.get("name") == "TNOTIFY" and e.get("ph") in ("X", "i"):
@@ -334,13 +335,12 @@ def flows(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         lst.sort(key=lambda x: x[0])
         times[key] = [t for t, _ in lst]
     out: list[dict[str, Any]] = []
-    flow_id = 0
-    for w in events:
-        if w.get("name") != "TWAIT" or w.get("ph") != "X":
-            continue
+    # (waiter, word) -> (the first add its counting waits have not counted, the sum counted)
+    before: dict[tuple, tuple[int, int]] = {}
+    waits = [w for w in events if w.get("name") == "TWAIT" and w.get("ph") == "X"
+             and not w.get("args", {}).get("cut")]  # a wait the run's end cut: nothing released it
+    for w in sorted(waits, key=lambda w: w["ts"] + w.get("dur", 0.0)):
         a = w.get("args", {})
-        if a.get("cut"):  # a wait the run's end cut: nothing released it
-            continue
         end = w["ts"] + w.get("dur", 0.0)
         best = None
         for off in a.get("offsets") or [a.get("offset")]:
@@ -351,13 +351,41 @@ def flows(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 best = lst[i - 1][1]
         if best is None:
             continue
-        flow_id += 1
         a["released_by"] = {"rank": best["pid"], "block": best["tid"], "value": best["args"].get("value")}
-        out.append({"ph": "s", "id": flow_id, "cat": _FLOW_CAT, "name": "notify -> wait",
-                    "pid": best["pid"], "tid": best["tid"], "ts": best["ts"]})
-        out.append({"ph": "f", "bp": "e", "id": flow_id, "cat": _FLOW_CAT, "name": "notify -> wait",
-                    "pid": w["pid"], "tid": w["tid"], "ts": max(w["ts"], end - 0.001)})
+        for n in _counted(w, best, notifies, times, before, end):
+            out.append({"ph": "s", "id": len(out) // 2 + 1, "cat": _FLOW_CAT,
+                        "name": "notify -> wait", "pid": n["pid"], "tid": n["tid"], "ts": n["ts"]})
+            out.append({"ph": "f", "bp": "e", "id": len(out) // 2 + 1, "cat": _FLOW_CAT,
+                        "name": "notify -> wait", "pid": w["pid"], "tid": w["tid"],
+                        "ts": max(w["ts"], end - 0.001)})
     return out
+
+
+def _counted(w: dict[str, Any], best: dict[str, Any], notifies: dict, times: dict,
+             before: dict, end: float) -> list[dict[str, Any]]:
+    """The notifies a wait counted (see :func:`flows`): ``[best]`` unless it is a counting wait,
+    which takes, in time order, the adds its agent's earlier waits on the word did not count,
+    until they make up its count (an add counts for one wait only)."""
+    a = w.get("args", {})
+    value = a.get("value")
+    if a.get("offsets") or a.get("cmp") not in (">=", ">") or not isinstance(value, int):
+        return [best]
+    key = (a.get("rank"), a.get("offset"))
+    slot = (w["pid"], w["tid"], *key)
+    i, held = before.get(slot, (0, 0))
+    need = value - held + (1 if a.get("cmp") == ">" else 0)
+    lst = notifies.get(key, [])
+    stop = bisect.bisect_right(times.get(key, []), end)
+    out: list[dict[str, Any]] = []
+    total = 0
+    while i < stop and total < need:
+        n = lst[i][1]
+        i += 1
+        if n.get("args", {}).get("op") == "AtomicAdd":
+            out.append(n)
+            total += int(n["args"].get("value") or 0)
+    before[slot] = (i, held + total)
+    return out or [best]
 
 
 def _order(e: dict[str, Any]) -> tuple:
