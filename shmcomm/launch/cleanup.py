@@ -20,6 +20,10 @@ it when the job ends, but not when the job is aborted (a failing shmcomm rank ab
 a file is **stale** when no ``mpiexec`` of this user that started before it (so may have made
 it) is running, and it is older than a second; **live** while such an ``mpiexec`` runs.
 
+Sweeps keep the schedules of failing schedule-mode runs in ``$TMPDIR/shmcomm-stress-*`` (the
+report prints the ``--replay`` command that reads one): those directories are listed, never
+removed.
+
 Segments of other users are listed but left alone (``/dev/shm`` is sticky: only the owner may
 unlink). Exit status 0, or 1 if a stale segment could not be removed.
 """
@@ -30,6 +34,7 @@ import argparse
 import os
 import re
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 
@@ -172,10 +177,37 @@ def classify(name: str, shm_dir: str = SHM_DIR) -> Entry | None:
 
 def scan(shm_dir: str = SHM_DIR, hydra: bool = True) -> list[Entry]:
     """Every ``shmcomm.*`` and ``mpich_shm_*`` name in ``shm_dir`` and (``hydra``) every
-    ``hydra_hwloc_xmlfile_*`` in ``HYDRA_DIR``, classified, sorted by name."""
+    ``hydra_hwloc_xmlfile_*`` in ``HYDRA_DIR``, classified, sorted by name; then (a scan of the
+    real ``/dev/shm``) the directories of kept schedules, listed but left alone."""
     names = _names(shm_dir, (PREFIX, MPI_PREFIX)) + (
         _names(HYDRA_DIR, (HYDRA_PREFIX,)) if hydra else [])
-    return [e for e in (classify(n, shm_dir) for n in sorted(names)) if e is not None]
+    found = [e for e in (classify(n, shm_dir) for n in sorted(names)) if e is not None]
+    return found + (kept_schedules() if shm_dir == SHM_DIR else [])
+
+
+SCHEDULES_PREFIX = "shmcomm-stress-"  # where a sweep keeps failing schedule-mode runs' schedules
+
+
+def kept_schedules(folder: str | None = None) -> list[Entry]:
+    """The temporary directories in which sweeps kept failing schedule-mode runs' schedules
+    (their reports print the ``--replay`` command that reads them): listed so they are not
+    forgotten, never removed (they are the user's to rerun)."""
+    folder = folder or tempfile.gettempdir()
+    out = []
+    for name in sorted(_names(folder, (SCHEDULES_PREFIX,))):
+        path = os.path.join(folder, name)
+        try:
+            st = os.lstat(path)
+            files = [os.path.join(path, f) for f in os.listdir(path)]
+            size = sum(os.lstat(f).st_size for f in files)
+        except OSError:
+            continue
+        if st.st_uid != os.getuid() or not os.path.isdir(path):
+            continue
+        out.append(Entry(path, UNKNOWN, None, size,
+                         f"{len(files)} kept schedule(s) of failing schedule-mode runs (rerun "
+                         f"with --replay); left alone: remove it when done"))
+    return out
 
 
 def _names(folder: str, prefixes: tuple[str, ...]) -> list[str]:

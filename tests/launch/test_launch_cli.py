@@ -325,3 +325,16 @@ def test_a_bad_or_missing_arg_is_a_usage_error_before_any_rank_starts(tmp_path, 
     error = [x for x in p.stderr.splitlines() if "error:" in x]
     assert len(error) == 1 and all(w in error[0] for w in words), p.stderr
     assert "Traceback" not in p.stderr and not list(tmp_path.glob("started-*"))
+
+
+def test_cleanup_lists_the_kept_schedules_and_leaves_them(tmp_path):
+    from shmcomm.launch.cleanup import format_report, kept_schedules
+
+    kept = tmp_path / "shmcomm-stress-abc123"
+    kept.mkdir()
+    (kept / "run-1.schedule").write_text("x" * 100)
+    (tmp_path / "other-dir").mkdir()
+    entries = kept_schedules(str(tmp_path))
+    assert [e.name for e in entries] == [str(kept)] and entries[0].size == 100
+    line = format_report(entries, dry_run=True).splitlines()[0]
+    assert line.startswith("kept") and "1 kept schedule(s) of failing schedule-mode runs" in line
