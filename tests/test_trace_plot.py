@@ -56,10 +56,11 @@ def _draw(trace, tmp_path, capsys):
     return root, texts
 
 
-def test_the_racing_runs_picture_marks_its_two_accesses(tmp_path, capsys):
+@pytest.mark.parametrize("mode", ["hazard", "schedule"])
+def test_the_racing_runs_picture_marks_its_two_accesses(tmp_path, capsys, mode):
     trace = tmp_path / "race.json"
     with pytest.raises(RunError):
-        shmcomm.run(unfenced, nranks=2, blocks=1, mode="hazard", seed=1, args=(3000,),
+        shmcomm.run(unfenced, nranks=2, blocks=1, mode=mode, seed=1, args=(3000,),
                     trace=str(trace))
     root, texts = _draw(trace, tmp_path, capsys)
     marks = [t for t in texts if t.startswith("race: ")]

@@ -11,6 +11,7 @@ events the ranks did write.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ..core import control as C
@@ -76,3 +77,19 @@ def finish_cut(path: str, metadata: dict[str, Any], reason: str, log: WaitLog | 
                                       "missing; their waits, as the launcher last saw them, "
                                       "end at the cut (args.cut)"))
     write_document(path, document(events, meta))
+
+
+def annotate(path: str, outcome: dict[str, Any]) -> None:
+    """Add the run's outcome to the metadata of a trace a model wrote itself (schedule mode's),
+    keeping what it says."""
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return
+    if not isinstance(doc, dict) or not isinstance(doc.get("otherData", {}), dict):
+        return
+    meta = doc.setdefault("otherData", {})
+    for key, value in outcome.items():
+        meta.setdefault(key, value)
+    write_document(path, doc)

@@ -43,7 +43,7 @@ from ..exec.trace import finalize
 from ..native import crashnote
 from ..transports.shm import ShmTransport
 from . import wire
-from .cuttrace import cut_reason, finish_cut
+from .cuttrace import annotate, cut_reason, finish_cut
 from .deadlock import CorruptControl, DeadlockWatch
 from .descendants import RunProcesses
 from .launchers import external_launcher
@@ -218,6 +218,9 @@ class Launcher:
             if trace is not None:
                 if self.execution.trace_writer == "events":  # else the model wrote it
                     self._finish_trace()  # in the file beside the path, before it moves there
+                else:
+                    annotate(self.config.trace, {"host": self._host_name(),
+                                                 "seed": self.config.seed, **self._outcome()})
                 problem = trace.finish()
                 if problem:
                     self.failures.append(Failure(None, None, "exception", problem))
@@ -237,19 +240,25 @@ class Launcher:
             raise err
         return [self.results[r] for r in range(cfg.nranks)]
 
+    def _host_name(self) -> str:
+        host = getattr(self.host, "func", self.host)  # a functools.partial's function
+        return f"{getattr(host, '__module__', '?')}:{getattr(host, '__qualname__', repr(host))}"
+
+    def _outcome(self) -> dict[str, Any]:
+        """The run's result for a trace's metadata: the first failure's kind, first line and
+        report (a race's two accesses: a timeline marks them)."""
+        first = self.failures[0] if self.failures else None
+        return {"result": first.kind if first else "ok",
+                "failure": str(first).splitlines()[0] if first else None,
+                "report": str(first)[:REPORT_CHARS] if first else None}
+
     def _finish_trace(self) -> None:
         """The ranks are gone: rewrite their trace once, with metadata and flow arrows."""
         cfg = self.config
-        host = getattr(self.host, "func", self.host)  # a functools.partial's function
         meta = {
-            "tool": "shmcomm", "host": f"{getattr(host, '__module__', '?')}:"
-                                      f"{getattr(host, '__qualname__', repr(host))}",
+            "tool": "shmcomm", "host": self._host_name(),
             "nranks": cfg.nranks, "blocks": cfg.blocks, **self.execution.trace_meta(cfg),
-            "seed": cfg.seed,
-            "result": self.failures[0].kind if self.failures else "ok",
-            "failure": str(self.failures[0]).splitlines()[0] if self.failures else None,
-            # the first failure's report (a race's two accesses; a timeline marks them)
-            "report": str(self.failures[0])[:REPORT_CHARS] if self.failures else None}
+            "seed": cfg.seed, **self._outcome()}
         reason = cut_reason(self.failures)
         if reason:  # hung agents never wrote their events: what the launcher saw of them
             finish_cut(cfg.trace, meta, reason, self.waitlog, self.ctl, cfg.nranks)
