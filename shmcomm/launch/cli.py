@@ -83,12 +83,18 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         return opt.usage_error(parser, f"--iters must be in [1, {MAX_ITERS}], got {ns.iters}")
     if ns.arg and not ns.program:
         return opt.usage_error(parser, "--arg is passed to --program's host; the built-in job takes none")
+    status = None
     try:
-        return _run(parser, ns)
+        status = _run(parser, ns)
+        return status
     finally:
         if ns.trace and os.path.isfile(ns.trace):
-            print(f"{prog}: trace written to {ns.trace} (summary: python -m shmcomm trace "
-                  f"{ns.trace})", file=sys.stderr)
+            cut = status is None or status == opt.EXIT_TIMEOUT or status > 128
+            print(f"{prog}: trace written to {ns.trace}"
+                  + (", incomplete: the run was cut short (it holds what each agent last "
+                     "waited for)" if cut else "")
+                  + f" (summary: python -m shmcomm trace {ns.trace}; picture: --plot OUT.svg)",
+                  file=sys.stderr)
 
 
 def _observers(names: list[str], settings: dict) -> list:
