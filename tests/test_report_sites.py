@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
 
 import pytest
 
@@ -68,3 +69,24 @@ def test_a_timeouts_stacks_keep_the_users_frames(full, monkeypatch):
     assert ("frames of shmcomm, the test runner or Python folded" in text) != full, text
     if not full:  # two ranks' stacks in a few lines, not ~30 inherited frames a thread
         assert len(text.splitlines()) < 45, text
+
+
+def _busy(ctx):
+    if ctx.rank == 1:
+        while True:  # BUSY LINE: not a wait, only the run timeout ends it
+            pass
+    TWAIT(Signal(ctx.signal_base + 0), 1, WaitCmp.GE)
+
+
+def host_busy(rt):
+    rt.launch(_busy)
+
+
+def test_a_spinning_block_is_named_where_it_runs():
+    with pytest.raises(RunError) as err:
+        shmcomm.run(host_busy, nranks=2, blocks=1, timeout=3)
+    text = str(err.value)
+    busy = _line(_busy, "BUSY LINE")
+    assert re.search(rf"rank 1 block 0 runs at {re.escape(HERE)}:({busy}|{busy + 1}) in _busy",
+                     text), text  # (the loop's line, or its body's)
+    assert "rank 0 block 0 waits at" in text, text

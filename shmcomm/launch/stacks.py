@@ -103,8 +103,11 @@ def waiting_agents(ctl: C.Control, live: Iterable[int]) -> list[tuple[int, int |
 
 
 def wait_sites(ctl: C.Control, agents: Iterable[tuple[int, int | None]],
-               dumps: Mapping[int, str | None]) -> list[str]:
-    """One line per agent: where in the user's code it waits, and the host line of its launch."""
+               dumps: Mapping[int, str | None],
+               running: Iterable[tuple[int, int | None]] = ()) -> list[str]:
+    """One line per agent: where in the user's code it waits (or, for the ``running`` ones,
+    runs), and the host line of its launch."""
+    running = set(running)
     out = []
     parsed = {r: parse_dump(t) for r, t in dumps.items() if t}
     by_rank: dict[int, dict[int | None, int]] = {}
@@ -117,16 +120,17 @@ def wait_sites(ctl: C.Control, agents: Iterable[tuple[int, int | None]],
         if mine is None:
             continue
         where = site(mine[1])
+        verb = "runs" if (rank, block) in running else "waits"
         if block is None:
             if where:
-                out.append(f"    rank {rank} host waits at {where}")
+                out.append(f"    rank {rank} host {verb} at {where}")
             continue
         host = threads.get(ids.get(None, -1)) or next(
             (t for t in threads.values() if t[0]), None)
         launched = site(host[1]) if host is not None else ""
-        out.append(f"    rank {rank} block {block} waits at {where or '(no line of yours)'}"
+        out.append(f"    rank {rank} block {block} {verb} at {where or '(no line of yours)'}"
                    + (f", launched at {launched}" if launched else ""))
-    return (["  where each waiting agent is (innermost line of your code):", *out] if out else [])
+    return (["  where each agent is (innermost line of your code):", *out] if out else [])
 
 
 def trim(text: str, full: bool | None = None) -> str:

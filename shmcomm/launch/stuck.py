@@ -171,8 +171,9 @@ def stuck_report(ctl: C.Control, transport: Transport, live: dict[int, int],
         out.append("  wait-for table:")
         out.append(wait_table(waits, now_ms, ended))
     dumps = collect_dumps(live, stacks, set(stopped))
+    spinning = [(r, b) for r, b, _t, _i, _s in not_waiting]
     out += wait_sites(ctl, [(w.rank, w.block) for w in waits if (w.rank, w.block) not in ended]
-                      + [(r, b) for r, b, _t, _i, _s in not_waiting], dumps)
+                      + spinning, dumps, spinning)
     out.append(format_dumps(live, dumps, set(stopped)))
     return "\n".join(out)
 
