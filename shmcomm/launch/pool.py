@@ -26,6 +26,7 @@ import os
 import pickle
 import queue
 import signal
+import tempfile
 import threading
 from collections.abc import Callable
 from multiprocessing.connection import Connection, Pipe
@@ -78,6 +79,7 @@ class Pool:
         self._owner: int | None = None  # the thread running a run now
         self._retire = False  # a rank reported leftovers of its run: replace before the next
         self._forker: _Forker | None = None
+        self.stacks: dict[int, Any] = {}  # rank -> unlinked file its stack dumps go to
         # what the runs' observers share with the ranks (the race detector's clocks and pipes)
         self.observers: PoolStates | None = None
         # the control segment's shared area: the most any run's model and observers keep
@@ -125,8 +127,10 @@ class Pool:
         for rank in range(cfg.nranks):
             job_r, job_w = Pipe(duplex=False)
             res_r, res_w = Pipe(duplex=False)
+            # where the rank's stack dumps go: a hang's report names the user's lines from them
+            self.stacks[rank] = tempfile.TemporaryFile(prefix="shmcomm-stacks-")
             pid = fork_rank(functools.partial(serve_pool_rank, rank, parent, self.transport, self.ctl, job_r,
-                                              res_w, procs, states),
+                                              res_w, procs, states, self.stacks[rank]),
                             [job_w, res_r, *self.jobs.values(), *self.results.values(),
                              *states.closes_in(rank)])
             job_r.close()
@@ -143,6 +147,9 @@ class Pool:
         for c in list(self.jobs.values()) + list(self.results.values()):
             c.close()
         self.pids, self.jobs, self.results = {}, {}, {}
+        for f in self.stacks.values():
+            f.close()
+        self.stacks = {}
         if self.transport is not None:
             self.transport.close()
             self.transport = None
@@ -287,6 +294,7 @@ class _PoolRun(Launcher):
         self._prepare_model()
         # pickled once for every rank (what Connection.send would do per rank)
         job = ForkingPickler.dumps((self.config, self.host, self.args, self.model))
+        self.stacks = dict(pool.stacks)  # the pool's: they outlive the run (the pool closes them)
         for rank in range(pool.nranks):
             self.pids[rank] = pool.pids[rank]
             self.conns[pool.results[rank]] = rank

@@ -8,6 +8,7 @@ Only a pool's rank processes run this code; the launcher's side is :mod:`.pool`.
 from __future__ import annotations
 
 import ctypes
+import faulthandler
 import functools
 import itertools
 import operator
@@ -25,14 +26,18 @@ from ..core.threads import IDLE_NAME
 from ..transports.shm import ShmTransport
 from .descendants import RunProcesses
 from .rank import collect_after_run, rank_process_setup, serve_run
+from .stuck import STACK_SIGNAL
 
 
 def serve_pool_rank(rank: int, parent: int, transport: ShmTransport, ctl: C.Control, jobs: Connection,
-           results: Connection, procs: RunProcesses, states: Any) -> int:
-    """A pool's rank process: serve runs until the pipe closes."""
+           results: Connection, procs: RunProcesses, states: Any, stacks: Any = None) -> int:
+    """A pool's rank process: serve runs until the pipe closes. ``stacks``: the file its
+    threads' stacks are dumped into on the launcher's signal (a hang's report)."""
     procs.enter()
     if not rank_process_setup(parent):
         return 1
+    if stacks is not None:
+        faulthandler.register(STACK_SIGNAL, file=stacks, all_threads=True, chain=False)
     modules = ModuleState()
     observers = list(SymmetricArray.observers)
     read_observers = list(SymmetricArray.read_observers)

@@ -90,3 +90,13 @@ def test_a_spinning_block_is_named_where_it_runs():
     assert re.search(rf"rank 1 block 0 runs at {re.escape(HERE)}:({busy}|{busy + 1}) in _busy",
                      text), text  # (the loop's line, or its body's)
     assert "rank 0 block 0 waits at" in text, text
+
+
+def test_a_deadlock_on_a_pools_processes_names_the_lines_too():
+    from shmcomm.testing import SweepFailed, check
+
+    with pytest.raises(SweepFailed) as err:  # check() sweeps on a Pool
+        check(host_hang, nranks=3, blocks=1, mode="eager", seeds=1)
+    wait, launch = _line(_hang, "WAIT LINE"), _line(host_hang, "LAUNCH LINE")
+    assert (f"rank 1 block 0 waits at {HERE}:{wait} in _hang, launched at {HERE}:{launch} in "
+            "host_hang") in str(err.value), err.value

@@ -64,8 +64,8 @@ def test_the_racing_runs_picture_marks_its_two_accesses(tmp_path, capsys, mode):
                     trace=str(trace))
     root, texts = _draw(trace, tmp_path, capsys)
     marks = [t for t in texts if t.startswith("race: ")]
-    assert any(re.fullmatch(r"race: wrote at test_trace_plot\.py:\d+", t) for t in marks), marks
-    assert any(re.fullmatch(r"race: read at test_trace_plot\.py:\d+", t) for t in marks), marks
+    assert any(re.fullmatch(r"race: wrote at test_launch_trace_plot\.py:\d+", t) for t in marks), marks
+    assert any(re.fullmatch(r"race: read at test_launch_trace_plot\.py:\d+", t) for t in marks), marks
     diamonds = [p for p in root.iter(SVG + "path") if "race:" in "".join(p.itertext())]
     assert len(diamonds) >= 2
     for d in diamonds:
