@@ -31,13 +31,13 @@ import contextlib
 import fcntl
 import json
 import os
-import secrets
 import time
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
 from ..core.observer import BlockObserver, Observer, RankObserver
+from ..files import OutputError, write_file
 from ..types import CMP_SYMBOLS, PIPE_NAMES
 
 HOST_TID = 1000  # the host track of a rank (blocks are 0..63)
@@ -418,17 +418,10 @@ def document(events: list[dict[str, Any]], metadata: dict[str, Any],
 
 
 def write_document(path: str, doc: dict[str, Any]) -> None:
-    """Write ``doc`` aside and rename it over ``path`` in one step (never through a link)."""
-    tmp = f"{path}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-        with os.fdopen(fd, "w") as f:
-            json.dump(doc, f, default=str, sort_keys=True)
-            f.write("\n")
-        os.replace(tmp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+    """Write ``doc`` aside and rename it over ``path`` in one step (:mod:`shmcomm.files`: never
+    through a link, never over another user's file; :class:`~shmcomm.files.OutputError` if
+    refused)."""
+    write_file("trace", path, json.dumps(doc, default=str, sort_keys=True) + "\n")
 
 
 def finalize(path: str, metadata: dict[str, Any]) -> None:
@@ -438,4 +431,5 @@ def finalize(path: str, metadata: dict[str, Any]) -> None:
         events = load(path)
     except (OSError, ValueError):
         return
-    write_document(path, document(events, metadata))
+    with contextlib.suppress(OutputError):  # the trace stays as the ranks wrote it
+        write_document(path, document(events, metadata))

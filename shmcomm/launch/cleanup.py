@@ -24,7 +24,10 @@ Sweeps keep the schedules of failing schedule-mode runs in ``$TMPDIR/shmcomm-str
 report prints the ``--replay`` command that reads one): those directories are listed, never
 removed.
 
-Segments of other users are listed but left alone (``/dev/shm`` is sticky: only the owner may
+Entries are judged by ``lstat``: a symlink (or any entry that is not a regular file) is never
+followed and is left alone, so a link another user plants in ``/tmp`` or ``/dev/shm`` cannot make
+cleanup (run as root) judge or remove what it points to. Segments of other users are listed but
+left alone (``/dev/shm`` is sticky: only the owner may
 unlink). Exit status 0, or 1 if a stale segment could not be removed.
 """
 
@@ -33,6 +36,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import stat
 import sys
 import tempfile
 import time
@@ -145,10 +149,13 @@ def classify(name: str, shm_dir: str = SHM_DIR) -> Entry | None:
     """What ``name`` (a file name in ``shm_dir``; an mpiexec topology file is in
     ``HYDRA_DIR``) is; ``None`` if it vanished meanwhile."""
     hydra = name.startswith(HYDRA_PREFIX)
-    try:
-        st = os.stat(os.path.join(HYDRA_DIR if hydra else shm_dir, name))
+    try:  # lstat: a link planted by another user is judged as itself, never by its target
+        st = os.lstat(os.path.join(HYDRA_DIR if hydra else shm_dir, name))
     except FileNotFoundError:
         return None
+    if not stat.S_ISREG(st.st_mode):  # shmcomm, MPICH and mpiexec make regular files only
+        return Entry(name, UNKNOWN, None, st.st_size, "not a regular file (a link or special "
+                     f"file, owned by uid {st.st_uid}); never followed, left alone")
     if hydra:
         return _classify_hydra(name, st)
     if name.startswith(MPI_PREFIX):

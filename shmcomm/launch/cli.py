@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import stat
 import sys
 import time
 
@@ -84,11 +85,13 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     if ns.arg and not ns.program:
         return opt.usage_error(parser, "--arg is passed to --program's host; the built-in job takes none")
     status = None
+    before = _identity(ns.trace)
     try:
         status = _run(parser, ns)
         return status
     finally:
-        if ns.trace and os.path.isfile(ns.trace):
+        after = _identity(ns.trace)
+        if after is not None and after != before:  # a new file of ours at the path: written
             cut = status is None or status == opt.EXIT_TIMEOUT or status > 128
             print(f"{prog}: trace written to {ns.trace}"
                   + (", incomplete: the run was cut short (it holds what each agent last "
@@ -103,6 +106,20 @@ def _observers(names: list[str], settings: dict) -> list:
 
     config = Config.from_kwargs(**{k: v for k, v in settings.items() if k != "observers"})
     return [make_observer(n, config) for n in names]
+
+
+def _identity(path: str | None) -> tuple[int, int, int] | None:
+    """What is at ``path`` now, if it is a regular file of this user (a trace is moved into
+    place by a rename, so a written trace is a new inode): ``(dev, inode, mtime)`` or None."""
+    if not path:
+        return None
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+        return None
+    return st.st_dev, st.st_ino, st.st_mtime_ns
 
 
 def _run(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> int:

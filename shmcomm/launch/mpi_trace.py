@@ -13,11 +13,10 @@ names, metadata, flow arrows across hosts, events in time order.
 from __future__ import annotations
 
 import json
-import os
-import secrets
 from typing import Any
 
 from ..exec.trace import finalize, load, now_us
+from ..files import write_file
 
 _TAG_CLOCK = 73
 PINGS = 8
@@ -88,10 +87,5 @@ def merge_trace(comm: Any, node: Any, rank: int, path: str, metadata: dict[str, 
     extra = [e for part in got if part for e in part]
     if extra:
         events = _events(path) + extra
-        tmp = f"{path}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o644)
-        with os.fdopen(fd, "w") as f:
-            json.dump(events, f, default=str)
-        os.replace(tmp, path)
+        write_file("trace", path, json.dumps(events, default=str))
     finalize(path, metadata)

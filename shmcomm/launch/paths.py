@@ -5,7 +5,8 @@ user gives (``--trace``, ``SHMCOMM_TRACE``, ``--record``, ``--replay``). Such a 
 regular file, or (for an output) a path that does not exist yet: a device node, a FIFO, a socket
 or a directory is refused before any rank starts, so ``--trace /dev/null`` never replaces the
 machine's ``/dev/null``, a FIFO never blocks the run, and ``--replay /dev/zero`` is never read.
-A symlink is judged by what it points to. An input is read only up to ``MAX_INPUT_BYTES``.
+An output that is a symlink or another user's file is refused too (:mod:`shmcomm.files`); an
+input symlink is judged by what it points to. An input is read only up to ``MAX_INPUT_BYTES``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 import stat
 
 from ..errors import ArgumentError
+from ..files import check_target
 
 MAX_INPUT_BYTES = 256 << 20  # a schedule file is a few MB at most; more is not one
 
@@ -30,18 +32,10 @@ def _kind(mode: int) -> str:
 
 
 def check_output(name: str, path: str) -> None:
-    """Refuse ``path`` for the output ``name`` unless it is a regular file or does not exist."""
-    if not path:
-        return
-    try:
-        st = os.stat(path)  # follows a symlink: what would be written is what it points to
-    except FileNotFoundError:
-        return  # a new file (or a dangling symlink, which the trace replaces by a file)
-    except OSError as exc:
-        raise ArgumentError(f"{name}: cannot use {path!r}: {exc.strerror}") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise ArgumentError(f"{name}: {path!r} is {_kind(st.st_mode)}; {name} writes only a "
-                            "regular file or a new path (nothing was written)")
+    """Refuse ``path`` for the output ``name`` unless it does not exist or is a regular file of
+    the calling user (a symlink, even to a regular file, is refused: see :mod:`shmcomm.files`)."""
+    if path:
+        check_target(name, path)
 
 
 def check_input(name: str, path: str) -> None:

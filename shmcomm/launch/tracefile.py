@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import os
 import resource
-import secrets
 
 from ..errors import ArgumentError
+from ..files import OutputError, create_aside, discard, move_into_place
 from .paths import check_output
 
 
@@ -23,27 +23,11 @@ class TraceFile:
 
     def __init__(self, path: str) -> None:
         self.path = os.path.abspath(path)
-        folder, name = os.path.split(self.path)
-        try:
-            st = os.lstat(self.path)
-        except FileNotFoundError:
-            st = None
-        except OSError as exc:
-            raise ArgumentError(f"trace: cannot use {path!r}: {exc.strerror}") from None
-        if st is not None and os.path.isdir(self.path) and not os.path.islink(self.path):
+        if os.path.isdir(self.path) and not os.path.islink(self.path):
             raise ArgumentError(f"trace: {path!r} is a directory; name a file")
-        check_output("trace", self.path)  # a device node, FIFO or socket is never replaced
-        if st is not None and st.st_uid != os.geteuid():
-            raise ArgumentError(f"trace: {path!r} belongs to another user (uid {st.st_uid}); "
-                                "shmcomm does not replace it: name another file")
-        self.aside = os.path.join(folder, f".{name}.shmcomm-{os.getpid()}-"
-                                          f"{secrets.token_hex(4)}.tmp")
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        try:
-            os.close(os.open(self.aside, flags, 0o644))
-        except OSError as exc:
-            raise ArgumentError(f"trace: cannot create a file in {folder!r}: {exc.strerror}") \
-                from None
+        check_output("trace", self.path)  # a link, device node, FIFO or other user's file
+        fd, self.aside = create_aside("trace", self.path)
+        os.close(fd)  # the ranks open it by name (``O_NOFOLLOW``) and append under a lock
 
     def finish(self) -> str | None:
         """Move the trace to its path (nothing if no rank wrote one); an error message or None."""
@@ -56,21 +40,15 @@ class TraceFile:
             if cut:
                 os.unlink(self.aside)
                 return f"trace: not written to {self.path!r}: {cut}"
-            try:
-                check_output("trace", self.path)  # again: the path may have changed meanwhile
-            except ArgumentError as exc:
-                os.unlink(self.aside)
-                return str(exc)
-            os.rename(self.aside, self.path)
+            move_into_place("trace", self.aside, self.path)
+        except OutputError as exc:
+            return str(exc)
         except OSError as exc:
             return f"trace: could not move the trace to {self.path!r}: {exc.strerror}"
         return None
 
     def discard(self) -> None:
-        try:
-            os.unlink(self.aside)
-        except OSError:
-            pass
+        discard(self.aside)
 
 
 def _cut(path: str, size: int) -> str | None:

@@ -31,6 +31,7 @@ from .._startup import interrupts_as_usual
 from ..config import BY_NAME, add_options, from_env, given, sweep_defaults
 from ..errors import ArgumentError
 from ..exec.schedule.strategies import parse_strategy
+from ..files import check_target, make_dirs, write_file
 from ..launch import options as opt
 from . import catalogue
 from .harness import (
@@ -162,6 +163,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     settings = None
     try:
         settings = _resolve(ns)
+        if ns.json:  # refused before the sweep, not after minutes of runs
+            check_target("--json", os.path.abspath(ns.json))
     except ArgumentError as exc:
         return opt.usage_error(parser, str(exc))
     progress = not ns.no_progress
@@ -338,10 +341,6 @@ def _mpi_sweep_checks(parser: argparse.ArgumentParser, ns: argparse.Namespace) -
 
 
 def _write_json(path: str, doc: dict) -> None:
-    d = os.path.dirname(path)
-    if d:
-        os.makedirs(d, exist_ok=True)
-    with open(path, "w") as f:
-        json.dump(doc, f, indent=1)
-        f.write("\n")
+    make_dirs("--json", os.path.dirname(path))
+    write_file("--json", path, json.dumps(doc, indent=1) + "\n")
 

@@ -415,8 +415,8 @@ def _keep_schedule(exc: RunError, program: str, spec: RunSpec, settings: Setting
     path = os.path.abspath(os.path.join(
         settings.keep_dir(), f"{name}-{spec.nranks}x{spec.blocks}-n{spec.size}-seed{spec.seed}.json"))
     try:
-        schedule.save(path)
-    except OSError:
+        schedule.save(path, "kept schedule")
+    except (OSError, ArgumentError):
         return None
     return path
 

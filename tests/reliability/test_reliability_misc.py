@@ -126,14 +126,14 @@ def _is_trace(path) -> bool:
     return doc.get("otherData", {}).get("tool") == "shmcomm" and bool(doc["traceEvents"])
 
 
-def test_trace_replaces_a_symlink_without_following_it(tmp_path):
+def test_trace_refuses_a_symlink_without_following_it(tmp_path):
     victim = tmp_path / "victim"
     victim.write_text("precious")
     link = tmp_path / "trace.json"
     link.symlink_to(victim)
-    shmcomm.run(_traced, trace=str(link), **TRACE)
-    assert victim.read_text() == "precious"
-    assert not link.is_symlink() and _is_trace(link)
+    with pytest.raises(shmcomm.ArgumentError, match="symbolic link"):
+        shmcomm.run(_traced, trace=str(link), **TRACE)
+    assert victim.read_text() == "precious" and link.is_symlink()
 
 
 def test_trace_never_truncates_an_existing_file_in_place(tmp_path):

@@ -23,6 +23,7 @@ from ...config import Config
 from ...core import control as C
 from ...core.model import RunModel
 from ...errors import ArgumentError, Failure
+from ...files import OutputError
 from ..semantics import semantics_model, semantics_of
 from .model import ScheduleBlockModel, ScheduleRankModel
 from .record import Schedule, load, write_trace
@@ -128,7 +129,10 @@ class ScheduleMode(RunModel):
             failures.insert(0, Failure(rank, None if slot == C.HOST_SLOT else slot, "timeout",
                                        s["report"]))
         if cfg.record:
-            self.schedule.save(cfg.record)
+            try:
+                self.schedule.save(cfg.record)
+            except OutputError as exc:  # the path changed during the run: refused, not written
+                failures.append(Failure(None, None, "exception", str(exc)))
         if cfg.trace:
             write_trace(cfg.trace, cfg.nranks, choices_of(s["me"]), s["ops"],
                         choices_of(s["next"]), dict(blocks=cfg.blocks, hazards=cfg.hazards))

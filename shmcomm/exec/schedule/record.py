@@ -19,6 +19,7 @@ from typing import Any
 
 from ...core import control as C
 from ...errors import ArgumentError
+from ...files import make_dirs, write_file
 from ..trace import HOST_TID, document, write_document
 from ..trace import load as load_trace
 from .scheduler import OPS, agent_name
@@ -49,13 +50,11 @@ class Schedule:
                     strategy=self.strategy, steps=len(self.choices), preemptions=self.preemptions,
                     options=self.options, choices=runs)
 
-    def save(self, path: str) -> None:
-        d = os.path.dirname(path)
-        if d:
-            os.makedirs(d, exist_ok=True)
-        with open(path, "w") as f:
-            json.dump(self.to_json(), f, separators=(",", ":"))
-            f.write("\n")
+    def save(self, path: str, what: str = "record") -> None:
+        """Write the schedule to ``path`` (:mod:`shmcomm.files`: made aside, renamed into place;
+        :class:`~shmcomm.files.OutputError` naming ``what`` if the path is refused)."""
+        make_dirs(what, os.path.dirname(path))
+        write_file(what, path, json.dumps(self.to_json(), separators=(",", ":")) + "\n")
 
 
 def load(path: str) -> Schedule:
