@@ -22,9 +22,12 @@ theirs loses its name, never that one of shmcomm's writes lands in it.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import re
 import secrets
 import stat
+from typing import Any
 
 from .errors import ArgumentError
 
@@ -131,3 +134,41 @@ def make_dirs(what: str, folder: str) -> None:
     except OSError as exc:
         raise OutputError(f"{what}: cannot create the directory {folder!r}: {exc.strerror} "
                           "(nothing was written)") from None
+
+
+# --- reading --------------------------------------------------------------------------------
+
+MAX_DEPTH = 32  # a schedule is 3 deep and a trace 5; deeper is not one of shmcomm's files
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
+def nesting(text: str) -> int:
+    """How deep the arrays and objects of the JSON ``text`` nest (strings skipped), found without
+    parsing it, so a file nested a million deep is refused before the parser recurses."""
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    depth = deepest = 0
+    for c in brackets:
+        depth += 1 if c in "[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def load_json(what: str, path: str, max_depth: int = MAX_DEPTH) -> Any:
+    """The JSON document at ``path``; :class:`ArgumentError` naming ``what`` and the path when it
+    cannot be read, is not JSON, or nests deeper than ``max_depth``."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError as exc:
+        raise ArgumentError(f"{what}: cannot read {path!r}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ArgumentError(f"{what}: {path!r} is not JSON (not UTF-8 text)") from None
+    depth = nesting(text)
+    if depth > max_depth:
+        raise ArgumentError(f"{what}: {path!r} nests arrays and objects {depth} deep, more than "
+                            f"the {max_depth} a shmcomm file has; it is not one")
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise ArgumentError(f"{what}: {path!r} is not JSON: {exc}") from None

@@ -37,7 +37,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..core.observer import BlockObserver, Observer, RankObserver
-from ..files import OutputError, write_file
+from ..errors import ArgumentError
+from ..files import OutputError, load_json, write_file
 from ..types import CMP_SYMBOLS, PIPE_NAMES
 
 HOST_TID = 1000  # the host track of a rank (blocks are 0..63)
@@ -312,13 +313,46 @@ def close_block(t: Tracer, failed: bool) -> None:
 # --- after the run -------------------------------------------------------------------------------
 
 def load(path: str) -> list[dict[str, Any]]:
-    """The events of a trace file, either format (array or ``{"traceEvents": [...]}``)."""
-    with open(path) as f:
-        doc = json.load(f)
+    """The events of a trace file, either format (array or ``{"traceEvents": [...]}``).
+    A file that cannot be read, nests too deep, or has an event of the wrong shape raises
+    :class:`~shmcomm.errors.ArgumentError` (a ``ValueError``) naming the event and field."""
+    doc = load_json("trace", path)
     events = doc.get("traceEvents") if isinstance(doc, dict) else doc
     if not isinstance(events, list):
-        raise ValueError(f"{path}: not a Chrome trace (no event list)")
+        raise ArgumentError(f"trace: {path!r} is not a Chrome trace (no event list)")
+    for i, e in enumerate(events):
+        problem = _malformed(e)
+        if problem:
+            raise ArgumentError(f"trace: {path!r} is not a well-formed Chrome trace: event {i} "
+                                f"{problem}")
     return events
+
+
+_NUMBER, _INT, _TEXT = (int, float), (int,), (str,)
+_FIELDS = (("ts", _NUMBER), ("dur", _NUMBER), ("pid", _INT), ("tid", _INT), ("name", _TEXT),
+           ("ph", _TEXT), ("args", (dict,)))
+_ARGS = (("rank", _INT), ("block", _INT), ("offset", _INT), ("offsets", (list,)),
+         ("released_by", (dict,)), ("message", _TEXT))
+
+
+def _malformed(e: Any) -> str | None:
+    """What is wrong with one trace event (the fields the summary and the flows read)."""
+    if not isinstance(e, dict):
+        return f"must be an object, got {json.dumps(e, default=str)[:40]}"
+    for fields, where, obj in ((_FIELDS, "field", e), (_ARGS, "field args.", e.get("args", {}))):
+        for key, types in fields:
+            v = obj.get(key)
+            if v is not None and (not isinstance(v, types) or isinstance(v, bool)):
+                kind = " or ".join(t.__name__ for t in types)
+                return (f"{where}{key!r} must be {'an' if kind[0] in 'aeiou' else 'a'} {kind}, "
+                        f"got {json.dumps(v, default=str)[:40]}").replace("field args.'",
+                                                                         "field 'args.")
+    if e.get("ph") in ("X", "i") and ("name" not in e or "ts" not in e):
+        return "(an instruction or span) needs the fields 'name' and 'ts'"
+    by = e.get("args", {}).get("released_by")
+    if by is not None and not all(isinstance(by.get(k), int) for k in ("rank", "block")):
+        return "field 'args.released_by' must name an integer rank and block"
+    return None
 
 
 def flows(events: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -4,7 +4,6 @@ the longest waits, checker reports), for when opening Perfetto is too much."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections import defaultdict
@@ -13,8 +12,8 @@ from typing import Any
 from .._startup import interrupts_as_usual
 from ..errors import ArgumentError
 from ..exec.trace import HOST_TID, flows, load
+from ..files import load_json, write_file
 from . import options as opt
-from .paths import check_output
 from .traceplot import plot_svg
 
 
@@ -102,13 +101,20 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     if ns.top < 1:
         return opt.usage_error(p, f"--top must be >= 1, got {ns.top}")
     try:
+        doc = load_json("trace", ns.file)
         events = load(ns.file)
-        with open(ns.file) as f:
-            doc = json.load(f)
     except (OSError, ValueError) as exc:
         return opt.usage_error(p, f"cannot read {ns.file!r} as a Chrome trace: {exc}")
     meta = doc.get("otherData", {}) if isinstance(doc, dict) else {}
-    print(summarize(events, meta, ns.top))
+    if not isinstance(meta, dict):
+        return opt.usage_error(p, f"cannot read {ns.file!r} as a Chrome trace: field "
+                                  "'otherData' must be an object")
+    try:
+        text = summarize(events, meta, ns.top)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:  # a field no check covers
+        return opt.usage_error(p, f"cannot summarize {ns.file!r}: an event has a field of the "
+                                  f"wrong type or is missing one ({type(exc).__name__}: {exc})")
+    print(text)
     if ns.plot:
         problem = write_plot(ns.plot, events, meta)
         if problem:
@@ -121,12 +127,8 @@ def write_plot(path: str, events: list[dict[str, Any]], meta: dict[str, Any]) ->
     """Draw the timeline into ``path`` (replaced in one step); an error message or ""."""
     if not path.endswith(".svg"):
         return f"--plot: {path!r}: the picture is an SVG file; name it *.svg"
-    try:
-        check_output("--plot", os.path.abspath(path))
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w") as f:
-            f.write(plot_svg(events, meta))
-        os.replace(tmp, path)
+    try:  # made aside and renamed into place, never through a link (shmcomm.files)
+        write_file("--plot", os.path.abspath(path), plot_svg(events, meta))
     except (OSError, ArgumentError) as exc:
         return f"--plot: cannot write {path!r}: {getattr(exc, 'strerror', None) or exc}"
     return ""

@@ -17,12 +17,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...config import MAX_RANKS
 from ...core import control as C
 from ...errors import ArgumentError
-from ...files import make_dirs, write_file
+from ...files import load_json, make_dirs, write_file
 from ..trace import HOST_TID, document, write_document
 from ..trace import load as load_trace
-from .scheduler import OPS, agent_name
+from .scheduler import MAX_STEPS, OPS, agent_name
 
 FORMAT = "shmcomm-schedule"
 VERSION = 2  # 2: a block's first point after its start takes no step
@@ -58,24 +59,45 @@ class Schedule:
 
 
 def load(path: str) -> Schedule:
-    """Read a schedule file; a bad file raises :class:`ArgumentError` naming it."""
-    try:
-        with open(path) as f:
-            doc = json.load(f)
-    except OSError as exc:
-        raise ArgumentError(f"replay must name a schedule file; cannot read {path!r}: "
-                            f"{exc.strerror}") from None
-    except ValueError as exc:
-        raise ArgumentError(f"replay must name a schedule file; {path!r} is not JSON: {exc}") from None
+    """Read a schedule file; a bad file raises :class:`ArgumentError` naming it and the field.
+    Its steps are bounded by the run's step limit before any is expanded."""
+    doc = load_json("replay", path)
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("version") != VERSION:
         raise ArgumentError(f"replay must name a version-{VERSION} {FORMAT} file; {path!r} is not one")
-    try:
-        choices = [int(a) for a, n in doc["choices"] for _ in range(int(n))]
-        return Schedule(int(doc["nranks"]), int(doc["seed"]), str(doc["strategy"]), choices,
-                        int(doc.get("preemptions", 0)), dict(doc.get("options", {})))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ArgumentError(f"replay must name a well-formed schedule file; {path!r} has a "
-                            f"malformed field: {exc!r}") from None
+
+    def bad(name: str, want: str, got: Any) -> ArgumentError:
+        return ArgumentError(f"replay: {path!r} is not a well-formed schedule file: field "
+                             f"{name!r} must be {want}, got {json.dumps(got)[:60]}")
+
+    def integer(name: str, lo: int, hi: int) -> int:
+        v = doc.get(name)
+        if type(v) is not int or not lo <= v <= hi:
+            raise bad(name, f"an integer in [{lo}, {hi}]", v)
+        return v
+
+    nranks = integer("nranks", 1, MAX_RANKS)
+    seed = integer("seed", -(1 << 63), (1 << 64) - 1)
+    preemptions = integer("preemptions", 0, MAX_STEPS) if "preemptions" in doc else 0
+    if not isinstance(doc.get("strategy"), str):
+        raise bad("strategy", "a string", doc.get("strategy"))
+    options = doc.get("options", {})
+    if not isinstance(options, dict):
+        raise bad("options", "an object", options)
+    runs = doc.get("choices")
+    if not isinstance(runs, list):
+        raise bad("choices", "a list of [agent, steps] pairs", runs)
+    agents, total = nranks * C.SLOTS, 0
+    for i, run in enumerate(runs):
+        if (not isinstance(run, list) or len(run) != 2 or type(run[0]) is not int
+                or type(run[1]) is not int or not 0 <= run[0] < agents or run[1] < 1):
+            raise bad(f"choices[{i}]", f"an [agent, steps] pair, agent in [0, {agents}) and "
+                                       "steps >= 1", run)
+        total += run[1]
+        if total > MAX_STEPS:  # checked before a step is expanded: memory stays bounded
+            raise bad(f"choices[{i}]", f"within the step limit (the runs add up to more than "
+                                       f"{MAX_STEPS} steps, which no run takes)", run)
+    choices = [a for a, n in runs for _ in range(n)]
+    return Schedule(nranks, seed, doc["strategy"], choices, preemptions, dict(options))
 
 
 def write_trace(path: str, nranks: int, me: Sequence[int], ops: Sequence[int],
