@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     except ArgumentError as exc:
         return opt.usage_error(parser, str(exc))
     except KeyboardInterrupt as exc:
-        return _interrupted(prog, exc, settings)
+        return _interrupted(prog, exc, settings, ns.json if not quiet else None)
     finally:
         if old_term is not None:
             signal.signal(signal.SIGTERM, old_term)
@@ -252,19 +252,38 @@ def _run_program(parser: argparse.ArgumentParser, ns: argparse.Namespace, settin
     return 1 if rep.failures else 0
 
 
-def _interrupted(prog: str, exc: KeyboardInterrupt, settings: Settings | None) -> int:
+def _interrupted(prog: str, exc: KeyboardInterrupt, settings: Settings | None,
+                 json_path: str | None) -> int:
     """SIGINT / SIGTERM stopped the sweep: what it found so far, and the shell's status."""
     signum = getattr(exc, "signum", None) or signal.SIGINT
     rep = getattr(exc, "report", None)
     if rep is not None and settings is not None and rep.outcomes:
-        try:
-            _print_report(format_report(rep, settings))
-        except KeyboardInterrupt:
-            pass
+        _interrupted_report(rep, settings, json_path, prog)
     print(f"{prog}: interrupted by {signal.Signals(signum).name} "
           f"(after {len(rep.outcomes) if rep is not None else 0} complete run(s))",
           file=sys.stderr)
     return 128 + signum
+
+
+def _interrupted_report(rep: Report, settings: Settings, json_path: str | None,
+                        prog: str) -> None:
+    """What an interrupted sweep found so far: the summary (with the failure found, its
+    reproduce and replay lines), the ``--json`` file, the kept schedule's path. A second
+    interrupt while this is written does not lose the rest."""
+    def write() -> None:
+        if json_path:
+            _write_json(json_path, report_json([rep], settings))
+
+    for step in (lambda: _print_report(format_report(rep, settings)), write):
+        try:
+            step()
+        except KeyboardInterrupt:
+            continue
+        except ArgumentError as exc:  # --json refused (the path changed during the sweep)
+            print(f"{prog}: {exc}", file=sys.stderr)
+    kept = next((o.schedule for o in rep.failures if o.schedule), None)
+    if kept:
+        print(f"{prog}: the failing run's schedule is kept at {kept}", file=sys.stderr)
 
 
 def _print_report(text: str) -> None:

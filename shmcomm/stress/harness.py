@@ -372,7 +372,13 @@ def run_one(host: Callable[..., Any], spec: RunSpec, settings: Settings,
                       timed_out=bool(exc.failures) and exc.failures[0].kind == "timeout")
         out.schedule = settings.replay or _keep_schedule(exc, program, spec, settings)
         if out.schedule and settings.shrink_tries and shrink_first and not settings.replay:
-            _shrink_outcome(out, exc, call, args, extra, settings)
+            try:
+                _shrink_outcome(out, exc, call, args, extra, settings)
+            except KeyboardInterrupt as stop:  # the failure is found: the summary must show it
+                out.shrink_note = ("shrink interrupted; the schedule is kept as found"
+                                   if not out.shrunk else out.shrink_note)
+                stop.outcome = out  # type: ignore[attr-defined]
+                raise
         return out
     except ArgumentError as exc:
         return Outcome(spec, "error", time.perf_counter() - t0, f"ArgumentError: {exc}")
@@ -463,6 +469,9 @@ def sweep(host: Callable[..., Any], cfgs: Sequence[tuple[int, int, int, str]], *
             if stop_at_first and out.kind in CATCH_KINDS:
                 break
     except KeyboardInterrupt as exc:  # the runs so far still make a summary
+        found = getattr(exc, "outcome", None)  # a failure whose shrinking was interrupted
+        if found is not None and found not in report.outcomes:
+            report.outcomes.append(found)
         exc.report = report  # type: ignore[attr-defined]
         raise
     finally:

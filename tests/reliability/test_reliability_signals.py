@@ -4,7 +4,10 @@ the stress command exits as ``launch`` does on SIGTERM / SIGINT."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -193,3 +196,53 @@ def test_ctrl_c_while_the_command_starts_prints_no_traceback(tmp_path):
     out, err = p.communicate(timeout=120)
     assert p.returncode == 130, (p.returncode, err[-2000:])
     assert "Traceback" not in err, err[-3000:]
+
+
+SHRINKING_PROG = """
+import os, time
+
+def host(rt, mark=""):
+    if rt.rank == 0:
+        with open(mark, "a") as f:  # one line per run: a second line means shrinking began
+            f.write("run\\n")
+    rt.barrier()
+    time.sleep(1.0)  # every replay of the shrink is slow: the signal lands inside it
+    if rt.rank == 0:
+        raise AssertionError("boom: the failure the sweep found")
+    rt.barrier()
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_stress_interrupted_while_shrinking_keeps_the_failure(tmp_path, sig):
+    """The first run fails; the signal arrives while its schedule is being shrunk. The summary
+    still shows the failure with its reproduce and replay lines, --json is written, the kept
+    schedule is named and exists, and the exit status is 128 + the signal."""
+    prog = tmp_path / "shrinkprog.py"
+    prog.write_text(SHRINKING_PROG)
+    mark, out_json = tmp_path / "runs.txt", tmp_path / "out.json"
+    p = subprocess.Popen([sys.executable, "-m", "shmcomm", "stress", "--program",
+                          f"{prog}:host", "--arg", f"mark={mark}", "--nranks", "2", "--blocks",
+                          "1", "--runs", "1", "--mode", "schedule", "--no-progress",
+                          "--no-pool", "--json", str(out_json)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+                         start_new_session=True)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and p.poll() is None:
+        if mark.exists() and len(mark.read_text().splitlines()) >= 2:
+            break  # the first replay of the shrink has started
+        time.sleep(0.2)
+    assert p.poll() is None, p.communicate()
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 128 + sig, (p.returncode, out[-2000:], err[-2000:])
+    assert "Traceback" not in err, err[-3000:]
+    assert "after 1 complete run(s)" in err, err[-2000:]
+    assert "first failure:" in out and "boom" in out, out[-2000:]
+    assert "reproduce: " in out and "replay: " in out, out[-2000:]
+    kept = re.search(r"schedule is kept at (\S+)", err)
+    assert kept and os.path.isfile(kept.group(1)), err[-2000:]
+    assert kept.group(1) in out  # the replay line names the same file
+    doc = json.loads(out_json.read_text())
+    assert [o["kind"] for o in doc["reports"][0]["outcomes"]] == ["wrong result"], doc
+    shutil.rmtree(os.path.dirname(kept.group(1)), ignore_errors=True)
