@@ -1,9 +1,11 @@
 """``shmcomm.run`` under ``mpiexec``: every MPI process is one rank, on the mpi transport.
 
 There is no launcher process: ``mpiexec`` starts the ranks, and each calls ``run`` itself (the
-same program as on shm). First every rank checks that all agree on nranks, the window sizes and
-the program (the same ``ArgumentError`` on every rank otherwise; a rank that never comes stops
-the job at the run timeout). The ranks may sit on several hosts: each host has its own control
+same program as on shm). First every rank checks that all agree on nranks, the program and every
+setting that changes what the run means or its shape (``AGREED``: mode, blocks, seed, hazards,
+strategy, the race detector, the timeouts, ...): the same ``ArgumentError`` on every rank
+otherwise, naming the setting and the ranks that differ; a rank that never comes stops the job
+at the run timeout. The ranks may sit on several hosts: each host has its own control
 segment, and what crosses hosts goes by RMA (:mod:`shmcomm.launch.mpi_control`). In each rank a
 watch thread supervises the run:
 
@@ -170,8 +172,9 @@ def _agree(world: Any, config: Config, host: Callable[..., Any], nranks: int | N
                                 f"{config.timeout:g} s (one failed before it, or runs another "
                                 "program)", config.seed), EXIT_TIMEOUT)
         time.sleep(0.01)
-    mine = {"nranks": size if nranks is None else nranks, "signal_bytes": config.signal_bytes,
-            "heap_bytes": config.heap_bytes, "program": _program(host)}
+    mine = {"nranks": size if nranks is None else nranks, "program": _program(host),
+            **{k: _comparable(getattr(config, k, None)) for k in AGREED},
+            "trace": bool(config.trace)}  # the trace merge is collective: all trace, or none
     every = world.allgather(mine)
     problems = []
     asked = [r for r, m in enumerate(every) if m["nranks"] != size]
@@ -180,7 +183,7 @@ def _agree(world: Any, config: Config, host: Callable[..., Any], nranks: int | N
         problems.append(f"nranks={', '.join(map(str, got))} but mpiexec started {size} "
                         f"rank(s) (asked on {_ranks(asked)}); leave nranks out under the mpi "
                         "transport (mpiexec -n sets it)")
-    for key in ("signal_bytes", "heap_bytes", "program"):
+    for key in ("program", *AGREED, "trace"):
         values: dict[Any, list[int]] = {}
         for r, m in enumerate(every):
             values.setdefault(m[key], []).append(r)
@@ -188,8 +191,32 @@ def _agree(world: Any, config: Config, host: Callable[..., Any], nranks: int | N
             problems.append(f"the ranks disagree on {key}: " + "; ".join(
                 f"{v!r} on {_ranks(rs)}" for v, rs in values.items()))
     if problems:
+        unlink_job_topology()  # every rank stops here: the job ends failed
         raise ArgumentError("run: " + "; ".join(problems) + "; every rank of the job must run "
                             "the same program with the same settings")
+
+
+# every setting that changes what a run means or its shape: the ranks of a job must agree on
+# each (the waiting policy, spinning, pinning and the switch interval only change speed)
+AGREED = ("signal_bytes", "heap_bytes", "ub_bytes", "blocks", "mode", "seed", "hazards",
+          "hazard_delay", "strategy", "replay", "record", "schedule_delay", "turn_timeout",
+          "detect_races", "race_exitfirst", "timeout", "wait_timeout", "deadlock_grace",
+          "set_semantics", "mpi_peers")
+
+
+def _comparable(value: Any) -> Any:
+    """A setting's value as ranks compare it (hashable; sets and lists in a stable order)."""
+    if isinstance(value, (set, frozenset)):
+        return tuple(sorted(map(repr, value)))
+    if isinstance(value, (list, tuple)):
+        return tuple(_comparable(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, repr(v)) for k, v in value.items()))
+    try:
+        hash(value)
+    except TypeError:
+        return repr(value)
+    return value
 
 
 class _Terminated(BaseException):
@@ -265,6 +292,36 @@ def unlink_mpi_segments(paths: list[str] | None = None) -> list[str]:
             gone.append(path)
         except OSError:  # another rank of the host was first
             pass
+    if paths is None:  # the job is failing: mpiexec will not get to remove its topology file
+        gone += unlink_job_topology()
+    return gone
+
+
+HYDRA_TOPOLOGY = "/tmp/hydra_hwloc_xmlfile_"
+
+
+def unlink_job_topology() -> list[str]:
+    """Remove this job's ``/tmp/hydra_hwloc_xmlfile_*``: MPICH's ``mpiexec`` writes the machine's
+    topology there and deletes it when the job ends, but not when the job is aborted. The file is
+    this job's exactly when this rank's parent (the job's ``hydra_pmi_proxy``) holds it open;
+    it is removed only if it is a regular file of this user (the proxy has read it already)."""
+    gone: list[str] = []
+    fds = f"/proc/{os.getppid()}/fd"
+    try:
+        names = os.listdir(fds)
+    except OSError:  # not a proxy we may look into: leave it to cleanup
+        return gone
+    for fd in names:
+        try:
+            path = os.readlink(os.path.join(fds, fd))
+            if not path.startswith(HYDRA_TOPOLOGY):
+                continue
+            st = os.lstat(path)
+            if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid():
+                os.unlink(path)
+                gone.append(path)
+        except OSError:  # closed meanwhile, or another rank of the host was first
+            continue
     return gone
 
 
