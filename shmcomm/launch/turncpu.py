@@ -19,7 +19,9 @@ import os
 import socket
 import weakref
 
-_PREFIX = "\0shmcomm-turn-cpu-"  # abstract namespace: nothing on disk, gone with the socket
+# the names claims are bound to (abstract namespace: nothing on disk, gone with the socket); a
+# test that asserts which CPU a run gets sets a private one, apart from the machine's other runs
+NAMESPACE = "\0shmcomm-turn-cpu-"
 _held: weakref.WeakSet[CpuClaim] = weakref.WeakSet()  # this process's claims (closed in a child)
 
 
@@ -49,7 +51,7 @@ def claim_cpu(cpus: list[int]) -> CpuClaim | None:
         except OSError:
             return None
         try:
-            sock.bind(f"{_PREFIX}{cpu}")
+            sock.bind(f"{NAMESPACE}{cpu}")
         except OSError:  # EADDRINUSE: another run holds it
             sock.close()
             continue

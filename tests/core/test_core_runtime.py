@@ -247,6 +247,19 @@ def _one_cpu(affinities):
     return next(iter(cpus))[0]
 
 
+@pytest.fixture
+def private_claims(monkeypatch):
+    """CPU claims in a namespace of this test's own: another shmcomm run on the machine (another
+    CI job, another test worker) holding a CPU does not change what this test sees."""
+    import secrets
+
+    from shmcomm.launch import turncpu
+
+    monkeypatch.setattr(turncpu, "NAMESPACE",
+                        f"\0shmcomm-turn-cpu-test-{os.getpid()}-{secrets.token_hex(4)}-")
+
+
+@pytest.mark.usefixtures("private_claims")
 @pytest.mark.xdist_group("cpu-claims")  # (the claims are the box's: not beside each other)
 def test_a_scheduled_run_keeps_every_rank_on_one_cpu_no_other_run_holds():
     """One agent at a time runs in schedule mode: every rank and block of the run is on one
@@ -318,6 +331,7 @@ def test_a_scheduled_runs_agents_do_not_preempt_the_one_passing_the_turn():
     assert [{p for r in g for p in r} for g in got] == [{batch}, {normal}, {batch}], got
 
 
+@pytest.mark.usefixtures("private_claims")
 @pytest.mark.xdist_group("cpu-claims")
 def test_a_cpu_claim_is_one_runs_and_ends_with_it():
     """A claim holds its CPU against every other claim until released; a forked child does not
