@@ -3,7 +3,7 @@
 It holds what supervision needs and nothing a kernel touches directly. Layout (int32 words,
 each group starting on its own 128-byte line so hot words do not share a cache line)::
 
-    line 0   MAGIC, nranks, slots per rank, ncores
+    line 0   MAGIC, nranks, slots per rank, ncores, the run's magic, the checksum of the five
     line 1   abort flag (0 = running, else an ABORT_* reason)
     line 2   the reporter: 1 + the rank that reports the run's failure (the mpi launcher's ranks
              swap themselves in on world rank 0's segment; the first one reports)
@@ -21,10 +21,14 @@ each group starting on its own 128-byte line so hot words do not share a cache l
              run started), wait kind, pending (queued pipe work not yet retired), when it last
              started or ended a wait (ms), its thread id, its last failed TTEST (ms), its block
              index in its launch, and (block 0's line) the launch's SYNCALL arrivals
+    every line's last word: the run's magic (a guard)
     extra    ``extra_bytes`` for an execution model that coordinates across processes (schedule
              mode's turn, strategy state and record), 64-byte aligned at ``extra_base``
 
-Agents write their own line with atomics; the launcher only reads (a torn read costs at most one
+The fixed part (line 0 and the guard words) never changes during a run: :meth:`Control.check`
+compares it with what :meth:`Control.seal` wrote at the start, so a kernel that scribbles over
+the segment (zeroes it, fills it) fails the run naming the offset, at every supervision tick and
+at the end. Agents write their own line with atomics; the launcher only reads (a torn read costs at most one
 poll, since the deadlock verdict needs two identical polls), and never trusts what it reads: a
 rank may scribble over the segment, so the launcher range-checks every field it uses. The
 segment is node-local shared memory, driven by CPU atomics whatever transport carries the
@@ -36,6 +40,7 @@ from __future__ import annotations
 import ctypes
 import os
 import time
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -47,6 +52,8 @@ from ..transports import host_atomics as at
 
 MAGIC = 0x53484D43  # "SHMC"
 LINE = 32  # int32 words in a line: 128 bytes, room for an agent's 18 fields
+GUARD = LINE - 1  # the word of every line that holds the run's magic (no field uses it)
+_I_RUN_MAGIC, _I_CHECKSUM = 4, 5  # line 0's words after MAGIC, nranks, slots, ncores
 HOST_SLOT = MAX_BLOCKS
 SLOTS = MAX_BLOCKS + 1
 
@@ -115,6 +122,10 @@ class Control:
         self.base = self.segment.base
         self.t0 = time.monotonic()
         self.words[0:4] = (MAGIC, nranks, SLOTS, self.ncores)
+        self._fixed_words = words  # the lines the fixed part covers (not the models' area)
+        self.run_magic = 0
+        if segment is None:  # a launcher's own segment: it checks it (mpi ranks share theirs)
+            self.seal()
         # absolute addresses of the hot words, computed once
         self.abort_addr = self._addr(_H_ABORT * LINE)
         self.active_addr = self._addr(_H_ACTIVE * LINE)
@@ -145,6 +156,41 @@ class Control:
         self._views = {}  # (views into the memory that goes now)
         self.words = None
         self.segment.close()
+
+    # -- the fixed part ------------------------------------------------------------------------
+
+    def seal(self) -> None:
+        """Write a fresh run magic into line 0 and every line's guard word, and the checksum of
+        line 0's fixed words (a run's start; a pool's reset zeroes the guards)."""
+        self.run_magic = int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF | 1
+        self.words[_I_RUN_MAGIC] = self.run_magic
+        self.words[GUARD:self._fixed_words:LINE] = self.run_magic
+        self.words[_I_CHECKSUM] = self._checksum()
+
+    def _checksum(self) -> int:
+        return zlib.crc32(self.words[:_I_CHECKSUM].tobytes()) & 0x7FFFFFFF
+
+    def check(self) -> str | None:
+        """Whether the fixed part is as :meth:`seal` left it: ``None``, or the failure message
+        naming the first overwritten word's byte offset in the segment."""
+        if not self.run_magic or self.words is None:
+            return None
+        expect = (MAGIC, self.nranks, SLOTS, self.ncores, self.run_magic, self._checksum())
+        bad = [i for i, v in enumerate(expect) if int(self.words[i]) != v]
+        if not bad:
+            guards = self.words[GUARD:self._fixed_words:LINE]
+            wrong = np.flatnonzero(guards != self.run_magic)
+            if not len(wrong):
+                return None
+            bad = [GUARD + int(wrong[0]) * LINE]
+            expected = self.run_magic
+        else:
+            expected = expect[bad[0]]
+        w = bad[0]
+        return (f"the kernel overwrote shmcomm's control area at offset {4 * w:#x} (word {w}: "
+                f"{int(self.words[w]) & 0xFFFFFFFF:#010x} where shmcomm wrote "
+                f"{expected & 0xFFFFFFFF:#010x}); the run cannot be supervised: a kernel or host "
+                "wrote outside its windows (a stray pointer, ctypes, a write to rt.ctl)")
 
     # -- abort ---------------------------------------------------------------------------------
 

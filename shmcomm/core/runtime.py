@@ -103,11 +103,23 @@ class KernelError(ShmcommError):
         super().__init__(f"rank {rank} block {block}: {type(exc).__name__}: {exc}")
 
 
+def _reported_in_threads(args: Any) -> None:
+    """``threading.excepthook`` of a rank process: a launch's failure (or the abort it caused)
+    raised in a host thread of the user's is shmcomm's to report, once, with its rank and block;
+    Python's "Exception in thread" traceback would only come first and repeat it."""
+    if not isinstance(args.exc_value, (KernelError, Aborted)):
+        _python_excepthook(args)
+
+
+_python_excepthook = threading.excepthook
+
+
 class RankRuntime:
     """The host runtime of one rank process (``rt`` in ``host(rt)``)."""
 
     def __init__(self, rank: int, config: Config, windows: Windows, ctl: C.Control,
                  model: Callable[[RankRuntime], RankModel]) -> None:
+        threading.excepthook = _reported_in_threads
         self.rank = rank
         self.nranks = config.nranks
         self.config = config

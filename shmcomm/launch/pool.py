@@ -265,6 +265,7 @@ class Pool:
             win[:max(sig, last_tops[rank])] = 0
         # everything but the info line (magic, sizes) and the models' area (their prepare resets it)
         ctl.words[C.LINE:(ctl.extra_base - ctl.base) // 4] = 0
+        ctl.seal()  # a new run magic in the guards the reset zeroed
 
 
 class _PoolRun(Launcher):
