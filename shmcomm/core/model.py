@@ -305,6 +305,9 @@ class RunModel:
       ``prepare`` and in each rank process before the run;
     * ``first_rank``: after ``prepare``, the rank the run needs first (a scheduled run's first
       agent's), which the launcher starts before the others; ``None``: rank order.
+    * ``started()``: every rank process has started (the launcher drops the pipe ends only the
+      ranks need); ``read_deadline``: the run's deadline (``time.monotonic()``), set by the
+      launcher: no read of ``conns`` waits past it;
     * ``one_at_a_time``: the model runs one agent of the whole run at a time (a scheduled run);
       the launcher then keeps every rank on one CPU (``pin_ranks``), its choice in
       ``turn_cpu`` (``None``: the ranks are spread as in any other run).
@@ -316,6 +319,7 @@ class RunModel:
     first_rank: int | None = None
     one_at_a_time = False
     turn_cpu: int | None = None
+    read_deadline: float | None = None
 
     def __init__(self, config: Config,
                  rank_model: Callable[[Any], RankModel] | None = None) -> None:
@@ -332,6 +336,9 @@ class RunModel:
 
     def prepare(self, ctl: Any) -> None:
         """Before the ranks start (or a pool's next run): set up the shared area."""
+
+    def started(self) -> None:
+        """Every rank process has started (after ``prepare``; not on a pool)."""
 
     def use_pool(self, state: Any, rank: int | None) -> None:
         """Run on a pool: ``state`` was made before its ranks forked (``rank``: None in the

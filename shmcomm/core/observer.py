@@ -220,6 +220,7 @@ class Observer:
     name = ""
     shared_bytes = 0
     shared_offset = 0  # assigned when the run is composed
+    read_deadline: float | None = None  # the run's deadline: no read of ``conns`` waits past it
 
     def __init__(self, config: Config) -> None:
         self.config = config
@@ -246,6 +247,10 @@ class Observer:
 
     def prepare(self, ctl: Any) -> None:
         """Before the ranks start (or a pool's next run): set up the shared area."""
+
+    def started(self) -> None:
+        """Every rank process has started (not on a pool): drop what only the ranks need (the
+        write ends of the observer's pipes)."""
 
     def receive(self, conn: Connection) -> list[Failure]:
         """``conn`` (one of ``conns``) is readable: failures to report now."""
@@ -530,6 +535,21 @@ class ObservedRun(RunModel):
         for o in self.observers:
             o.prepare(ctl)
         self.inner.prepare(ctl)
+
+    def started(self) -> None:
+        self.inner.started()
+        for o in self.observers:
+            o.started()
+
+    @property
+    def read_deadline(self) -> float | None:
+        return self.inner.read_deadline
+
+    @read_deadline.setter
+    def read_deadline(self, value: float | None) -> None:
+        self.inner.read_deadline = value
+        for o in self.observers:
+            o.read_deadline = value
 
     def receive(self, conn: Connection) -> list[Failure]:
         for o in self.observers:

@@ -165,6 +165,7 @@ class Launcher:
         self.transport: ShmTransport | None = None
         self.stopping = False  # set once teardown starts: signals then wait for it to finish
         self.signum: int | None = None  # the signal that interrupted the run, if any
+        self.late_signum: int | None = None  # one that came during the teardown
         self.stacks: dict[int, Any] = {}  # rank -> unlinked file its stack dumps go to
         self.waitlog: WaitLog | None = None
         self.oom_before = oom_kills()  # a rank SIGKILLed after this count grew: out of memory
@@ -209,7 +210,9 @@ class Launcher:
                 self._stop_all()
                 self._observed_end()
                 self._overran()
+                self._control_overwritten()  # (a kernel's last act may have been the scribble)
                 self._release()
+                self._signal_in_teardown()
         finally:
             if self.cpu_claim is not None:
                 self.cpu_claim.release()
@@ -252,6 +255,27 @@ class Launcher:
                 "failure": str(first).splitlines()[0] if first else None,
                 "report": str(first)[:REPORT_CHARS] if first else None}
 
+    def _control_overwritten(self) -> bool:
+        """Whether the control segment's fixed part was overwritten (then the run fails with
+        that first: nothing else read from the segment can be trusted)."""
+        problem = self.ctl.check() if self.ctl is not None else None
+        if problem is None:
+            return False
+        if not any(f.kind == "corrupt" and f.rank is None for f in self.failures):
+            self.failures.insert(0, Failure(None, None, "corrupt", problem))
+        return True
+
+    def _signal_in_teardown(self) -> None:
+        """SIGINT / SIGTERM that came while the run was being torn down still ends it as the
+        signal asks: the run fails as interrupted (exit status 128 + n) after its report."""
+        if self.late_signum is None or self.signum is not None:
+            return
+        self.signum = self.late_signum
+        how = ("interrupted by SIGINT (Ctrl-C)" if self.signum == signal.SIGINT
+               else f"terminated by {signal.Signals(self.signum).name}")
+        self.failures.append(Failure(None, None, "interrupt",
+                                     f"{how} while the run ended; every rank process was stopped"))
+
     def _finish_trace(self) -> None:
         """The ranks are gone: rewrite their trace once, with metadata and flow arrows."""
         cfg = self.config
@@ -282,6 +306,7 @@ class Launcher:
                     "open-files limit, ulimit -n, or lower nranks)") from None
         for rank in start_order(cfg.nranks, self.model.first_rank):
             self._spawn(rank)
+        self.model.started()  # the launcher holds no write end of a rank's pipe from here
 
     def _claim_cpu(self) -> None:
         """A run that executes one agent at a time keeps its ranks on one CPU that no other
@@ -342,8 +367,9 @@ class Launcher:
         old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGTSTP)}
 
         def handler(signum: int, frame: Any) -> None:
-            if self.stopping:
-                return  # already tearing down: finish that first
+            if self.stopping:  # already tearing down (bounded): finish that first, then end
+                self.late_signum = self.late_signum or signum  # as the signal asks (128 + n)
+                return
             self.stopping = True
             raise _Interrupted(signum)
 
@@ -395,6 +421,7 @@ class Launcher:
     def _supervise(self) -> None:
         cfg = self.config
         start = last = self.started_at = time.monotonic()
+        self.model.read_deadline = start + cfg.timeout  # no read of a rank's pipe waits past it
         abort_at: float | None = None
         assert self.ctl is not None and self.transport is not None  # set by _start
         deadlock = DeadlockWatch(self.ctl, self.transport, cfg.deadlock_grace)
@@ -426,7 +453,10 @@ class Launcher:
                 self.waitlog.record([r for r in self.pids if r not in self.exited])
                 logged = now
             if abort_at is None:
-                if self.failures:
+                if self._control_overwritten():
+                    self.ctl.abort(C.ABORT_FAILURE)
+                    abort_at = now
+                elif self.failures:
                     if self.failures[0].kind == "exception" and "WaitTimeout" in \
                             self.failures[0].message:
                         self.failures[0].traceback += self._diagnose("a wait timed out")

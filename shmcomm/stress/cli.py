@@ -39,6 +39,7 @@ from .harness import (
     DEFAULT_NRANKS,
     DEFAULT_SIZES,
     RUN_SETTINGS,
+    Report,
     RunSpec,
     Settings,
     check_host_args,

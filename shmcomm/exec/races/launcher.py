@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import mmap
+import time
 import warnings
 from collections.abc import Callable
 from multiprocessing.connection import Connection, Pipe, wait
@@ -21,6 +22,7 @@ from ...config import MAX_BLOCKS, Config, parse_suppressions
 from ...core.observer import Observer, RankObserver
 from ...errors import Failure, ShmcommWarning
 from .clocks import CLOCK, MAP_NORESERVE, POOL_SLOTS, Layout, SlotMap, WordClocks, block_slots, new_locks
+from .frames import Closed, Cut, recv_until
 from .report import render
 from .shadow import Access, Shadow
 
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
     from ...core.runtime import RankRuntime
 
 _RECEIVE_BATCHES = 64  # batches of one rank the launcher takes per wake-up
+_FINAL_GRACE_S = 2.0  # at the run's end, how long the rest of a batch may take to arrive
 
 # a record pipe's capacity: a rank's message (a few launches' records, ~200 KiB at 8 ranks x 4
 # blocks) goes in whole, so a launch's end does not wait for the launcher to be scheduled and
@@ -68,12 +71,14 @@ class RaceDetector(Observer):
         self.own_pipes = True  # False: a pool's, left open for its next run
         self.shadow = Shadow(self.layout, suppress=parse_suppressions(config.race_suppressions))
         self.reported = 0
+        self.rank_of: dict[int, int] = {}  # id(reader) -> its rank
+        self.cut: dict[int, str] = {}  # rank -> how its records were cut off (it died mid-batch)
 
     def __getstate__(self) -> dict[str, Any]:
         """What a pool's rank process gets with its job: no launcher state (the shadow, the
         pipes, the clocks' mapping); ``use_pool`` there attaches the pool's."""
         state = self.__dict__.copy()
-        state.update(clocks=None, conns=[], writers=[], shadow=None)
+        state.update(clocks=None, conns=[], writers=[], shadow=None, rank_of={}, cut={})
         return state
 
     @classmethod
@@ -86,6 +91,7 @@ class RaceDetector(Observer):
         the last run wrote zeroed), its writers in a rank."""
         if rank is None:
             self.conns = state.for_run()
+            self.rank_of = {id(c): r for r, c in enumerate(self.conns)}
             self.clocks = state.last = state.clocks(self.layout)  # zeroed before the next run
         else:
             self.clocks = state.clocks(self.layout)
@@ -101,6 +107,14 @@ class RaceDetector(Observer):
             pipes = [record_pipe() for _ in range(self.config.nranks)]
             self.conns = [r for r, _ in pipes]
             self.writers = [w for _, w in pipes]
+            self.rank_of = {id(c): r for r, c in enumerate(self.conns)}
+
+    def started(self) -> None:
+        """Every rank holds its write end now: the launcher's copies go, so that a rank that
+        dies reads as end of file (a pool's were closed at its fork)."""
+        if self.own_pipes:
+            for w in self.writers:
+                w.close()
 
     # -- the launcher's side -----------------------------------------------------------------
 
@@ -121,12 +135,18 @@ class RaceDetector(Observer):
                 break
         return []
 
-    def _receive_one(self, conn: Connection) -> bool:
-        """One batch; ``False`` once the rank's pipe is closed."""
+    def _receive_one(self, conn: Connection, final: bool = False) -> bool:
+        """One batch, waiting for it at most until the run's deadline (``final``: the ranks
+        have ended, a short grace); ``False`` once the rank's pipe is closed or cut."""
+        now = time.monotonic()
+        until = now + _FINAL_GRACE_S if final else max(
+            self.read_deadline or now + self.config.timeout, now + _FINAL_GRACE_S)
         try:
-            batch = conn.recv()
-        except (EOFError, OSError):
+            batch = recv_until(conn, until)
+        except (Closed, Cut, EOFError, OSError) as exc:
             self.conns = [c for c in self.conns if c is not conn]
+            if isinstance(exc, Cut):  # its framing is lost: nothing more is read from it
+                self.cut.setdefault(self.rank_of.get(id(conn), -1), str(exc))
             return False
         for rank, block, snaps, records, frontier in batch:
             if block == "race":  # races a rank found itself (a host store against a notify)
@@ -145,14 +165,18 @@ class RaceDetector(Observer):
         conns = list(self.conns)
         for conn in wait(conns, 0) if conns else ():  # (one poll for all: most have nothing)
             while conn in self.conns and conn.poll(0):  # (a pool rank killed: EOF)
-                self.receive(conn)
+                if not self._receive_one(conn, final=True):
+                    break
         if self.own_pipes:
             for c in conns + self.writers:
                 c.close()
         self.conns = []
         if self.shadow.suppressed:  # a passing run shows them too (the CLI prints the summary)
             warnings.warn(self.summary(), ShmcommWarning, stacklevel=2)
-        return [] if self.reported else self._report()
+        crashed = [Failure(rank, None, "crash", f"rank process died in the middle of sending its "
+                           f"race records ({why}); the races of its lost records are not judged")
+                   for rank, why in sorted(self.cut.items()) if rank >= 0]
+        return crashed + ([] if self.reported else self._report())
 
     def summary(self) -> str:
         """The races the run's suppressions accepted (they fail nothing), one line each."""

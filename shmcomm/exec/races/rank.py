@@ -64,6 +64,13 @@ class RaceRankModel(RankObserver):
         assert det.clocks is not None  # prepare (or use_pool) made them
         self.clocks = det.clocks
         self.conn = det.writers[rt.rank]
+        # this process writes only its own pipe: the other ranks' write ends (and the readers)
+        # it inherited go, so a rank that dies mid-batch reads as end of file to the launcher
+        for r, c in enumerate(det.writers):
+            if r != rt.rank:
+                c.close()
+        for c in det.conns:
+            c.close()
         self.send_lock = threading.Lock()
         self.outbox: list[tuple] = []  # messages not sent yet (frontiers alone), in order
         self.outbox_records = 0  # the records they hold
