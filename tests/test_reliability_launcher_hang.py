@@ -65,11 +65,11 @@ PROGRAM = textwrap.dedent("""
 
     if __name__ == "__main__":
         try:
-            shmcomm.run(host, nranks=2, mode=sys.argv[1], detect_races=True, timeout=%d)
+            shmcomm.run(host, nranks=2, mode=sys.argv[1], detect_races=True, timeout=RUN_TIMEOUT)
             print("RESULT ok")
         except shmcomm.RunError as exc:
             print("RESULT failed:", [f"{f.kind} {f.where()}: {f.message}" for f in exc.failures])
-""" % RUN_TIMEOUT)
+""").replace("RUN_TIMEOUT", str(RUN_TIMEOUT))
 
 
 def _run(tmp_path, mode: str, cut: int) -> tuple[float, str]:
