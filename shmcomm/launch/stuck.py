@@ -135,6 +135,13 @@ def stuck_report(ctl: C.Control, transport: Transport, live: dict[int, int],
                 idle = now_ms - int(line[C.A_SINCE])
                 if idle >= NOT_WAITING_S * 1000:
                     not_waiting.append((rank, block, int(line[C.A_TID]), idle, state))
+    # a host agent's last wait may have been made by a thread of the user's that has ended
+    # since (a launch or barrier from a helper thread): the host itself is the main thread
+    gone_tids: dict[tuple[int, int | None], int] = {}
+    for i, (r, b, tid, idle, state) in enumerate(not_waiting):
+        if b is None and tid != live[r] and thread_stat(live[r], tid) is None:
+            gone_tids[(r, b)] = tid
+            not_waiting[i] = (r, b, live[r], idle, state)
     before = {(r, tid): thread_stat(live[r], tid) for r, _b, tid, _i, _s in not_waiting}
     time.sleep(SAMPLE_S)
     out = [f"stuck-agent report ({why}), {now_ms / 1000:.2f} s into the run:"]
@@ -149,6 +156,9 @@ def stuck_report(ctl: C.Control, transport: Transport, live: dict[int, int],
             what = describe_thread(process_state(pid) if process_state(pid) in "Tt" else second[0],
                                    second[1] - first[1])
         who = "host" if block is None else f"block {block}"
+        if (rank, block) in gone_tids:
+            what = (f"the thread that made its last wait ({gone_tids[(rank, block)]}, one of the "
+                    f"host's own) has ended; the rank's main thread: {what}")
         out.append(f"    rank {rank} {who} (pid {pid}, thread {tid}): {C.AGENT_STATES[state]}, "
                    f"no wait for {idle / 1000:.2f} s; {what}")
     stopped = [r for r in sorted(live) if process_state(live[r]) in "Tt"]
