@@ -15,10 +15,11 @@ import textwrap
 import time
 
 import pytest
+from _helpers import ROOT as _ROOT
 
 pytestmark = pytest.mark.timeout(180)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = str(_ROOT)
 ENV = dict(os.environ, PYTHONPATH=ROOT)
 RUN_TIMEOUT = 20  # the run's own timeout: the launcher must be done well within this + slack
 

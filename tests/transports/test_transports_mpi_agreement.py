@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+from _helpers import ROOT as _ROOT
 
 pytest.importorskip("mpi4py", reason="the mpi transport needs mpi4py: pip install 'shmcomm[mpi]'")
 
@@ -18,7 +19,7 @@ from shmcomm.transports.mpi.library import find_mpiexec  # noqa: E402
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.xdist_group("mpi")]
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = str(_ROOT)
 JOB_TIMEOUT = 180
 
 PROGRAM = '''

@@ -11,6 +11,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from _helpers import ROOT as _ROOT
 
 import shmcomm
 from shmcomm.core import control as C
@@ -18,7 +19,7 @@ from shmcomm.core import control as C
 pytestmark = pytest.mark.timeout(120)
 
 SMALL = dict(window_bytes=1 << 16, timeout=30.0, wait_timeout=20.0)
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = str(_ROOT)
 
 
 def _kernel(ctx) -> None:
