@@ -114,12 +114,17 @@ def _reported_in_threads(args: Any) -> None:
 _python_excepthook = threading.excepthook
 
 
+def report_thread_failures_once() -> None:
+    """Make this (rank) process's ``threading.excepthook`` leave launch failures to shmcomm's
+    report (see :func:`_reported_in_threads`); called once per rank process, before any run."""
+    threading.excepthook = _reported_in_threads
+
+
 class RankRuntime:
     """The host runtime of one rank process (``rt`` in ``host(rt)``)."""
 
     def __init__(self, rank: int, config: Config, windows: Windows, ctl: C.Control,
                  model: Callable[[RankRuntime], RankModel]) -> None:
-        threading.excepthook = _reported_in_threads
         self.rank = rank
         self.nranks = config.nranks
         self.config = config

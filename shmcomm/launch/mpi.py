@@ -41,7 +41,7 @@ from typing import Any
 from ..config import Config
 from ..core import control as C
 from ..core.gm import Windows
-from ..core.runtime import KernelError
+from ..core.runtime import KernelError, report_thread_failures_once
 from ..errors import Aborted, ArgumentError
 from ..exec.compose import Execution, compose
 from ..kernels.host import RankRuntime
@@ -90,6 +90,7 @@ def run_mpi(host: Callable[..., Any], config: Config, args: tuple = (),
     ctl.set_rank(rank, C.R_PID, os.getpid())
     ctl.set_rank(rank, C.R_STATE, C.R_RUNNING)
     sys.setswitchinterval(config.switch_interval)
+    report_thread_failures_once()
     if threading.current_thread() is threading.main_thread():
         # mpiexec forwards SIGTERM when it is told to stop: leave as after a Ctrl-C, with MPI's
         # shared-memory files unlinked (Python's default would die at once and leave them)

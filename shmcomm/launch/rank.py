@@ -25,7 +25,7 @@ from ..core import control as C
 from ..core.affinity import set_apart
 from ..core.gm import Windows
 from ..core.model import RankModel, RunModel
-from ..core.runtime import KernelError
+from ..core.runtime import KernelError, report_thread_failures_once
 from ..errors import ShmcommError
 from ..kernels.host import RankRuntime
 from ..transports.shm import ShmTransport
@@ -136,6 +136,7 @@ def rank_process_setup(parent: int) -> bool:
         return False
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher handles Ctrl-C for everyone
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    report_thread_failures_once()  # before any run: a pool's checks see it as the process's
     _ALLOWED[:] = sorted(os.sched_getaffinity(0))  # the forking thread's: before any pin
     _POLICY[:] = [os.sched_getscheduler(0)]
     _pinned[0] = None
