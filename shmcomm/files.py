@@ -33,7 +33,8 @@ from .errors import ArgumentError
 
 _KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-          (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"))
+          (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISREG, "a regular file"))
 
 
 class OutputError(ArgumentError):

@@ -129,8 +129,10 @@ def write_plot(path: str, events: list[dict[str, Any]], meta: dict[str, Any]) ->
         return f"--plot: {path!r}: the picture is an SVG file; name it *.svg"
     try:  # made aside and renamed into place, never through a link (shmcomm.files)
         write_file("--plot", os.path.abspath(path), plot_svg(events, meta))
-    except (OSError, ArgumentError) as exc:
-        return f"--plot: cannot write {path!r}: {getattr(exc, 'strerror', None) or exc}"
+    except ArgumentError as exc:  # (it names --plot and the path already)
+        return str(exc)
+    except OSError as exc:
+        return f"--plot: cannot write {path!r}: {exc.strerror or exc}"
     return ""
 
 

@@ -65,8 +65,7 @@ def test_write_file_replaces_an_own_file_by_rename_not_in_place(tmp_path):
 def test_write_file_refuses_a_symlink_and_leaves_both_ends(tmp_path):
     victim = _victim(tmp_path)
     link = _planted_link(tmp_path, victim)
-    with pytest.raises(OutputError, match=r"--json: .* is a symbolic link \(to not a regular"
-                                          r"|--json: .* is a symbolic link"):
+    with pytest.raises(OutputError, match=r"--json: .* is a symbolic link \(to a regular file\)"):
         write_file("--json", str(link), "new\n")
     assert victim.read_text() == "precious" and link.is_symlink()
     _no_leftovers(tmp_path)
@@ -168,3 +167,14 @@ def test_cleanup_never_follows_or_removes_a_planted_link(tmp_path):
     assert link.is_symlink() and victim.read_text() == "precious"
     assert entries[name].status != STALE and not entries[name].removed, entries[name]
     assert "never followed" in entries[name].why
+
+
+def test_trace_plot_never_writes_through_a_symlink(tmp_path):
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps({"traceEvents": [], "otherData": {}}))
+    victim = _victim(tmp_path)
+    link = _planted_link(tmp_path, victim, "out.svg")
+    p = _cli("trace", str(trace), "--plot", str(link))
+    assert p.returncode == 2 and "--plot" in p.stderr and "symbolic link" in p.stderr, p.stderr
+    assert victim.read_text() == "precious" and link.is_symlink()
+    _no_leftovers(tmp_path)
