@@ -23,17 +23,9 @@ struct Signal2D : GlobalTensor<int32_t, Shape<1, 1, 1, Rows, Cols>, Stride<1, 1,
 };
 
 namespace detail {
-inline bool holds(int32_t cur, int32_t value, WaitCmp cmp) {
-    switch (cmp) {
-        case WaitCmp::EQ: return cur == value;
-        case WaitCmp::NE: return cur != value;
-        case WaitCmp::GT: return cur > value;
-        case WaitCmp::GE: return cur >= value;
-        case WaitCmp::LT: return cur < value;
-        case WaitCmp::LE: return cur <= value;
-    }
-    return false;
-}
+using shmcomm::native::holds;
+using shmcomm::native::registered_wait;
+using shmcomm::native::sweep;
 
 // rows x cols of the signal tensor, rows `row_stride` elements apart (what shmcomm's Signal2D is)
 template <typename S>
@@ -46,85 +38,6 @@ inline void sig_args(uint64_t* a, const S& sig, int32_t value, int32_t how) {
     a[3] = static_cast<uint64_t>(sig.rows() > 1 ? sig.stride.v[3] : sig.cols());
     a[4] = static_cast<uint64_t>(static_cast<int64_t>(value));
     a[5] = static_cast<uint64_t>(how);
-}
-
-template <typename S>
-inline bool sweep(const S& sig, int32_t value, WaitCmp cmp) {
-    for (int64_t r = 0; r < sig.rows(); ++r) {
-        for (int64_t c = 0; c < sig.cols(); ++c) {
-            if (!holds(__atomic_load_n(sig.at(r, c), __ATOMIC_ACQUIRE), value, cmp)) return false;
-        }
-    }
-    return true;
-}
-
-// shmcomm's registered wait, natively: publish the wait on the agent's control line (the
-// deadlock watch and the stuck report read it), yield for a while, then sleep on the word's
-// futex, counted in its sleeper bucket so TNOTIFY wakes it; re-check the abort word and the
-// deadline at every pass. 0: satisfied; 1: the run aborted; 2: timed out.
-template <typename S>
-inline int registered_wait(const S& sig, int32_t value, WaitCmp cmp, const uint64_t* a) {
-    namespace n = shmcomm::native;
-    shmcomm_block* b = n::tls_block;
-    int32_t* line = reinterpret_cast<int32_t*>(b->line);
-    const int64_t start = n::mono_ns();
-    auto now_ms = [b]() { return static_cast<int32_t>(((n::mono_ns() - b->t0_ns) / 1000000) & 0x7fffffff); };
-    int32_t rank;
-    uint64_t off;
-    n::locate(sig.ptr, &rank, &off);
-    int32_t seq = (__atomic_load_n(&line[1], __ATOMIC_RELAXED) + 1) & 0x7fffffff;
-    const int32_t fields[11] = {seq, rank, static_cast<int32_t>(off & 0xffffffffu), static_cast<int32_t>(off >> 32),
-                                static_cast<int32_t>(a[1]), static_cast<int32_t>(a[2]), static_cast<int32_t>(a[3]),
-                                static_cast<int32_t>(cmp), value, now_ms(), 0};
-    for (int i = 0; i < 11; ++i) __atomic_store_n(&line[1 + i], fields[i], __ATOMIC_RELAXED);
-    __atomic_store_n(&line[0], 2, __ATOMIC_SEQ_CST);  // WAITING, after the fields
-    int32_t* active = reinterpret_cast<int32_t*>(b->active_word);
-    bool asleep = false;
-    int result = 0;
-    int64_t sleep_ns = 500000, last = start;
-    // yield first only while every runnable agent has a core (else a yield hands whole time
-    // slices to others, while a futex sleeper is woken, and run, by the notify it waits for)
-    const int64_t yield_until = __atomic_load_n(active, __ATOMIC_RELAXED) <= b->ncores ? start + 2000000 : start;
-    while (true) {
-        if (sweep(sig, value, cmp)) break;
-        if (*b->abort_word != 0) { result = 1; break; }
-        int64_t t = n::mono_ns();
-        if (t - start > b->timeout_ns) { result = 2; break; }
-        if (t < yield_until && t - last < 500000) {  // a yield that kept us away long: sleep
-            last = t;
-            sched_yield();
-            continue;
-        }
-        last = t;
-        if (!asleep) {  // a futex sleeper is not runnable: others may spin
-            __atomic_fetch_add(active, -1, __ATOMIC_SEQ_CST);
-            asleep = true;
-        }
-        // the first unsatisfied word, as the sweep found it
-        int32_t* word = nullptr;
-        int32_t cur = 0;
-        for (int64_t r = 0; r < sig.rows() && word == nullptr; ++r) {
-            for (int64_t c = 0; c < sig.cols(); ++c) {
-                int32_t v = __atomic_load_n(sig.at(r, c), __ATOMIC_SEQ_CST);
-                if (!holds(v, value, cmp)) { word = sig.at(r, c); cur = v; break; }
-            }
-        }
-        if (word == nullptr) continue;
-        int32_t* sleepers = n::sleepers_of(word);
-        if (sleepers == nullptr) { sched_yield(); continue; }
-        __atomic_fetch_add(sleepers, 1, __ATOMIC_SEQ_CST);
-        if (__atomic_load_n(word, __ATOMIC_SEQ_CST) == cur) {  // a notify after our count wakes us
-            int64_t left = std::min<int64_t>(sleep_ns, b->timeout_ns - (t - start));
-            timespec ts{static_cast<time_t>(left / 1000000000), static_cast<long>(left % 1000000000)};
-            syscall(SYS_futex, word, FUTEX_WAIT, cur, &ts, nullptr, 0);
-        }
-        __atomic_fetch_add(sleepers, -1, __ATOMIC_SEQ_CST);
-        sleep_ns = std::min<int64_t>(sleep_ns * 2, 20000000);
-    }
-    if (asleep) __atomic_fetch_add(active, 1, __ATOMIC_SEQ_CST);
-    __atomic_store_n(&line[13], now_ms(), __ATOMIC_RELAXED);  // A_SINCE
-    __atomic_store_n(&line[0], 1, __ATOMIC_SEQ_CST);          // RUNNING
-    return result;
 }
 
 template <typename G>
@@ -185,13 +98,7 @@ inline void TNOTIFY(const S& sig, int32_t value, NotifyOp op, const char* file =
         return;
     }
     n::at(file, line);
-    int32_t* w = sig.ptr;
-    if (op == NotifyOp::AtomicAdd) {
-        __atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
-    } else {
-        __atomic_exchange_n(w, value, __ATOMIC_SEQ_CST);  // a read-modify-write orders the sleeper read
-    }
-    n::wake(w);
+    n::notify_word(sig.ptr, value, static_cast<int32_t>(op));
 }
 
 // Block until every element of `sig` satisfies `element <cmp> value`. A wait that is not over
@@ -200,31 +107,15 @@ template <typename S>
 inline void TWAIT(const S& sig, int32_t value, WaitCmp cmp, const char* file = __builtin_FILE(),
                   int line = __builtin_LINE()) {
     namespace n = shmcomm::native;
-    uint64_t a[6];
     if (n::bridged()) {
+        uint64_t a[6];
         detail::sig_args(a, sig, value, static_cast<int32_t>(cmp));
         n::call(n::OP_WAIT, a, 6, file, line);
         return;
     }
     n::at(file, line);
-    if (detail::sweep(sig, value, cmp)) return;
-    int spin = n::tls_block != nullptr ? n::tls_block->spin : 0;
-    for (int i = 0; i < spin; ++i) {
-        for (int k = 0; k < 16; ++k) n::cpu_relax();
-        if ((i & 15) == 15) sched_yield();
-        if (detail::sweep(sig, value, cmp)) return;
-        if (n::tls_block != nullptr && *n::tls_block->abort_word != 0) break;
-    }
-    detail::sig_args(a, sig, value, static_cast<int32_t>(cmp));
-    if (n::tls_block != nullptr && n::tls_block->line != 0 && sig.rows_dense()) {
-        int r = detail::registered_wait(sig, value, cmp, a);
-        if (r == 0) return;
-        if (r == 2) {  // timed out: shmcomm raises WaitTimeout naming the wait
-            n::call(n::OP_WAIT_EXPIRED, a, 6, file, line);
-            return;
-        }
-    }
-    n::call(n::OP_WAIT, a, 6, file, line);  // shmcomm's wait (and its Aborted when the run aborts)
+    const int32_t c = static_cast<int32_t>(cmp);
+    n::wait_eager(sig, value, c, sig.rows_dense(), [&](uint64_t* w) { detail::sig_args(w, sig, value, c); }, file, line);
 }
 
 // One sweep: whether every element satisfies the condition (never blocks).
@@ -234,7 +125,7 @@ inline bool TTEST(const S& sig, int32_t value, WaitCmp cmp, const char* file = _
     namespace n = shmcomm::native;
     if (!n::bridged()) {
         n::at(file, line);
-        if (detail::sweep(sig, value, cmp)) return true;
+        if (detail::sweep(sig, value, static_cast<int32_t>(cmp))) return true;
     }
     // false (or bridged): shmcomm's TTEST, which also publishes a TTEST loop as a wait
     uint64_t a[6];
