@@ -30,7 +30,7 @@ from typing import Any
 from ..core.agent import FLAGS, current
 from ..core.gm import GMPtr
 from ..errors import ArgumentError, ShmcommError
-from . import bridge
+from . import bridge, ptoisa
 from . import build as B
 from .build import INCLUDE_DIR, NativeBuildError
 from .context import NativeDeviceContext, device_context, window_bases
@@ -157,9 +157,13 @@ class NativeLibrary:
     template instantiation. Built once per content hash; ``built`` tells whether the last
     build compiled (False: the cache had it)."""
 
-    def __init__(self, source: Path, flags: list[str]) -> None:
+    def __init__(self, source: Path, flags: list[str], pto_isa: Path | None = None,
+                 cxx: str | None = None) -> None:
         self.source = source
         self.flags = flags
+        self.pto_isa = pto_isa  # the checkout's include/ directory of a pto-isa build
+        self._cxx = cxx
+        self._text = ptoisa.kernel_text(source) if pto_isa is not None else None
         self.found = discover(source.read_text())
         if not self.found:
             raise ArgumentError(f"native.load: {source} defines no `__global__ ... void NAME(` kernel")
@@ -170,7 +174,7 @@ class NativeLibrary:
         self._build(self._names)
 
     def _build(self, names: list[str]) -> None:
-        path, self.built = B.build(unit(self.source, names), self.flags)
+        path, self.built = B.build(unit(self.source, names, self._text), self.flags, self._cxx)
         loaded = Loaded(path, names)
         self.path = path
         for name, (entry, kinds) in loaded.entries.items():
@@ -228,7 +232,7 @@ def _strings(value: Any, what: str) -> list[str]:
 
 
 def load(source: str | os.PathLike, include_dirs: Any = None, defines: Any = None,
-         cxxflags: Any = None, kernels: Any = None) -> NativeLibrary:
+         cxxflags: Any = None, kernels: Any = None, pto_isa: Any = None) -> NativeLibrary:
     """Build ``source`` (a C++ file of ``__global__`` kernels) and load it.
 
     ``include_dirs`` are added with ``-I``, ``defines`` (``"NAME"`` or ``"NAME=VALUE"``, or a
@@ -236,6 +240,11 @@ def load(source: str | os.PathLike, include_dirs: Any = None, defines: Any = Non
     every included header, flags, compiler version) in ``$XDG_CACHE_HOME/shmcomm/native``;
     ``kernels`` names template instantiations to build at once. Raises
     :class:`NativeBuildError` with the compiler's ``file:line`` messages when it fails.
+
+    ``pto_isa`` (default: ``$SHMCOMM_PTO_ISA``; ``False``: never) is the path of a pto-isa
+    checkout: the kernel is built against the checkout's own headers with ``-D__CPU_SIM``,
+    behind shmcomm's shadow of its comm and sync instructions (see :mod:`shmcomm.native.ptoisa`),
+    once :func:`shmcomm.native.ptoisa.check` has verified the checkout's declarations.
     """
     if not isinstance(source, (str, os.PathLike)):
         raise ArgumentError(f"native.load: source must be a path, got {type(source).__name__}")
@@ -245,12 +254,25 @@ def load(source: str | os.PathLike, include_dirs: Any = None, defines: Any = Non
     if isinstance(defines, dict):
         defines = [f"{k}={v}" if v is not None else str(k) for k, v in defines.items()]
     dirs = [str(Path(d).resolve()) for d in _strings(include_dirs, "include_dirs")]
-    flags = B.flags(dirs, _strings(defines, "defines"), _strings(cxxflags, "cxxflags"))
-    lib = NativeLibrary(path, flags)
+    if pto_isa is None:
+        pto_isa = os.environ.get(ptoisa.ENV) or False
+    if pto_isa is False:
+        flags = B.flags(dirs, _strings(defines, "defines"), _strings(cxxflags, "cxxflags"))
+        lib = NativeLibrary(path, flags)
+    else:
+        if not isinstance(pto_isa, (str, os.PathLike)):
+            raise ArgumentError(f"native.load: pto_isa must be the path of a pto-isa checkout, got "
+                                f"{type(pto_isa).__name__}")
+        inc = ptoisa.check(pto_isa)
+        flags = B.flags(dirs, _strings(defines, "defines"), _strings(cxxflags, "cxxflags"),
+                        head=ptoisa.flags(inc, path.parent))
+        lib = NativeLibrary(path, flags, inc, ptoisa.pick_compiler(inc))
     for spec in _strings(kernels, "kernels"):
         lib.kernel(spec)
     return lib
 
 
-__all__ = ["load", "NativeLibrary", "NativeKernel", "NativeKernelError", "NativeBuildError",
+PtoIsaMismatch = ptoisa.PtoIsaMismatch
+
+__all__ = ["load", "NativeLibrary", "NativeKernel", "NativeKernelError", "NativeBuildError", "PtoIsaMismatch",
            "NativeDeviceContext", "device_context", "INCLUDE_DIR"]

@@ -81,8 +81,11 @@ def cache_dir() -> Path:
     return d
 
 
-def flags(include_dirs: list[str], defines: list[str], cxxflags: list[str]) -> list[str]:
-    out = list(BASE_FLAGS) + ["-I", str(INCLUDE_DIR)]
+def flags(include_dirs: list[str], defines: list[str], cxxflags: list[str],
+          head: list[str] | None = None) -> list[str]:
+    """The compiler's flags: the base ones, ``head`` (default: shmcomm's kernel API directory),
+    then the user's include directories, defines and flags."""
+    out = list(BASE_FLAGS) + (["-I", str(INCLUDE_DIR)] if head is None else list(head))
     for d in include_dirs:
         out += ["-I", d]
     out += [f"-D{d}" for d in defines]
@@ -123,10 +126,11 @@ def _build_error(stderr: str, what: str) -> NativeBuildError:
     return NativeBuildError(f"native: {what} failed:\n{head}", errors, stderr)
 
 
-def build(unit_text: str, fl: list[str]) -> tuple[Path, bool]:
-    """The shared library of ``unit_text`` built with ``fl``: (its path, whether this call
-    compiled it). Compiles only when the cache has no library of this key."""
-    cxx = compiler()
+def build(unit_text: str, fl: list[str], cxx: str | None = None) -> tuple[Path, bool]:
+    """The shared library of ``unit_text`` built with ``fl`` by ``cxx`` (default:
+    :func:`compiler`): (its path, whether this call compiled it). Compiles only when the cache
+    has no library of this key."""
+    cxx = cxx or compiler()
     d = cache_dir()
     fd, tmp_unit = tempfile.mkstemp(dir=d, prefix="unit-", suffix=".cpp")
     try:

@@ -35,9 +35,14 @@ def discover(text: str) -> dict[str, bool]:
     return found
 
 
-def unit(source: Path, names: list[str]) -> str:
-    """The translation unit: the entry header, the user's source, one trampoline per name."""
-    lines = ['#include "shmcomm/entry.hpp"', f'#include "{source}"', ""]
+def unit(source: Path, names: list[str], text: str | None = None) -> str:
+    """The translation unit: the entry header, the user's source, one trampoline per name.
+    With ``text`` (a pto-isa build: the kernel file as treated by :mod:`.ptoisa`), that text
+    first, then the entry header, which builds on the checkout's own declarations."""
+    if text is None:
+        lines = ['#include "shmcomm/entry.hpp"', f'#include "{source}"', ""]
+    else:
+        lines = [text, '#line 1 "<shmcomm entry points>"', '#include "shmcomm/entry.hpp"', ""]
     for i, name in enumerate(names):
         lines += [
             f'extern "C" int shmcomm_run_{i}(shmcomm_block* b, const uint64_t* a, char* e, unsigned long n) '

@@ -11,7 +11,13 @@
 #include <execinfo.h>
 #include <utility>
 
+// a pto-isa build (the shadow's cpu_stub.hpp came first): the kernel's own pto-isa headers
+// declared CommDeviceContext; shmcomm's kernel API would clash with them
+#ifdef SHMCOMM_PTO_ISA_SHADOW
+#include "shmcomm/runtime.hpp"
+#else
 #include "shmcomm/pto.hpp"
+#endif
 
 namespace shmcomm {
 namespace native {

@@ -1,0 +1,226 @@
+"""Building a kernel against a user's pto-isa checkout, behind shmcomm's shadow include tree.
+
+The kernel is compiled with ``-D__CPU_SIM``, with ``shadow/`` (shmcomm's own files at pto-isa's
+include paths) ahead of the checkout's ``include/``: pto-isa's tile library runs natively, and
+its comm instructions (``pto/cpu/comm/{TNotify,TWait,TTest,TPut,TGet}.hpp``) and the sync part
+of ``pto/common/cpu_stub.hpp`` are shmcomm's. Each shadow file includes pto-isa's own file with
+the replaced names renamed away (``#include_next``), so nothing of pto-isa is copied; it
+therefore depends on the checkout's declarations, which :func:`check` verifies before a build.
+
+A kernel file of pto-isa's a2a3 suites mixes kernels with host code (ACL / HCCL calls,
+``<<<>>>`` launches) and includes its suite's ``common.hpp``. shmcomm compiles such a file
+unchanged, treated mechanically in the generated unit (the file itself is never edited):
+
+* every top-level function (not ``__global__``) whose body contains a ``<<<`` launch is host
+  code, and so is every one that calls host code: their text, and any top-level statement
+  naming them (an explicit instantiation), is blanked (newlines kept, so every line number of
+  the file stays);
+* ``#include "...common.hpp"`` (the suite's host harness) becomes shmcomm's shim, which gives
+  the device side of it (``CommRemotePtr`` over the rank's windows);
+* ``#line`` keeps the file's own name, so diagnostics and reports name the user's file and line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+from ..errors import ShmcommError
+from .build import INCLUDE_DIR, NativeBuildError, compiler, compiler_version
+
+SHADOW_DIR = Path(__file__).resolve().parent / "shadow"
+CHECKED_AGAINST = "3186c381"  # the pto-isa commit the shadow's declarations were written for
+ENV = "SHMCOMM_PTO_ISA"
+
+# file (under include/) -> the declarations the shadow renames and replaces, whitespace-free
+EXPECTED: dict[str, tuple[str, ...]] = {
+    "pto/common/cpu_stub.hpp": (
+        "#ifndef PTO_CPUSTUB_HPP", "inline void pipe_barrier(pipe_t pipe)",
+        "inline void set_flag(pipe_t, pipe_t, int)", "inline void wait_flag(pipe_t, pipe_t, int)",
+        "inline void dsb(mem_dsb_t)", "inline void dcci(const volatile void*, int)",
+        "inline void dcci(const volatile void*, int, int)", "inline uint32_t get_block_idx()",
+        "inline uint32_t get_block_num()", "inline void SYNCALL_IMPL()",
+        "inline void SYNCALL_SOFT_IMPL(int32_t* gmWorkspace, int32_t usedCores)",
+        "inline void SYNCALL_SOFT_AIC_IMPL(int32_t* gmWorkspace, int32_t usedCores)",
+        "inline void SYNCALL_SOFT_MIX_IMPL(int32_t* gmWorkspace, int32_t usedCores)",
+        "struct CommDeviceContext {"),
+    "pto/cpu/comm/TNotify.hpp": (
+        "template <typename GlobalSignalData> PTO_INTERNAL void TNOTIFY_IMPL(GlobalSignalData& dstSignalData, "
+        "int32_t value, NotifyOp op)",),
+    "pto/cpu/comm/TWait.hpp": (
+        "template <typename GlobalSignalData> inline void TWAIT_IMPL(GlobalSignalData& signalData, "
+        "int32_t cmpValue, comm::WaitCmp cmp)",),
+    "pto/cpu/comm/TTest.hpp": (
+        "template <typename GlobalSignalData> PTO_INTERNAL bool TTEST_IMPL(GlobalSignalData& signalData, "
+        "int32_t cmpValue, WaitCmp cmp)",),
+    "pto/cpu/comm/TPut.hpp": (
+        "template <typename GlobalDstData, typename GlobalSrcData, typename TileData, AtomicType atomicType> "
+        "PTO_INTERNAL void TPUT_IMPL(GlobalDstData& dst, GlobalSrcData& src, TileData& src1)",
+        "template <typename GlobalDstData, typename GlobalSrcData, typename TileData, AtomicType atomicType> "
+        "PTO_INTERNAL void TPUT_IMPL(GlobalDstData& dst, GlobalSrcData& src, TileData& ping, TileData& pong)"),
+    "pto/cpu/comm/TGet.hpp": (
+        "template <typename GlobalDstData, typename GlobalSrcData, typename TileData> "
+        "PTO_INTERNAL void TGET_IMPL(GlobalDstData& dst, GlobalSrcData& src, TileData& src1)",
+        "template <typename GlobalDstData, typename GlobalSrcData, typename TileData> "
+        "PTO_INTERNAL void TGET_IMPL(GlobalDstData& dst, GlobalSrcData& src, TileData& ping, TileData& pong)"),
+}
+# compilers that accept `static_assert(false)` in a template (P2593), which pto-isa's
+# include/pto/cpu/TReduceIdx.hpp uses: tried in this order when $CXX is not set
+GOOD_COMPILERS = ("clang++-21", "clang++-20", "clang++-19", "clang++-18", "clang++-17", "g++-15", "g++-14", "g++-13")
+_WS = re.compile(r"\s+")
+_COMMENTS = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+_NAME = re.compile(r"([A-Za-z_]\w*)\s*\(")  # a function's name: the first one before a '(' 
+
+
+class PtoIsaMismatch(ShmcommError):
+    """The pto-isa checkout's declarations differ from those shmcomm's shadow replaces."""
+
+
+def _squash(text: str) -> str:
+    return _WS.sub("", _COMMENTS.sub(" ", text))
+
+
+def check(root: str | os.PathLike) -> Path:
+    """The checkout's ``include/`` directory, once every file the shadow replaces declares
+    what the shadow was written for; raises :class:`PtoIsaMismatch` naming the file and the
+    declaration otherwise."""
+    base = Path(root).expanduser().resolve()
+    inc = base / "include"
+    if not (inc / "pto" / "pto-inst.hpp").is_file():
+        raise PtoIsaMismatch(f"pto_isa: {str(root)!r} is no pto-isa checkout (no include/pto/pto-inst.hpp)")
+    for rel, decls in EXPECTED.items():
+        f = inc / rel
+        if not f.is_file():
+            raise PtoIsaMismatch(f"pto_isa: {f} is missing; shmcomm's shadow replaces it (written for "
+                                 f"pto-isa {CHECKED_AGAINST})")
+        text = _squash(f.read_text(errors="replace"))
+        for d in decls:
+            if _squash(d) not in text:
+                raise PtoIsaMismatch(
+                    f"pto_isa: {f} does not declare `{d}`, which shmcomm's shadow replaces (written for "
+                    f"pto-isa {CHECKED_AGAINST}): this checkout's signatures differ")
+    return inc
+
+
+def _rejects_static_assert_false(cxx: str) -> bool:
+    v = compiler_version(cxx)
+    m = re.search(r"clang version (\d+)", v)
+    if m:
+        return int(m.group(1)) < 17
+    m = re.search(r"\(GCC\)\s*(\d+)|g\+\+.*?\s(\d+)\.\d+\.\d+", v)
+    if m:
+        return int(m.group(1) or m.group(2)) < 13
+    return False
+
+
+def pick_compiler(inc: Path) -> str:
+    """$CXX if set, else a compiler that reads pto-isa's headers as they are. A checkout whose
+    TReduceIdx.hpp uses `static_assert(false)` needs GCC 13 or Clang 17: with only an older
+    one, a :class:`NativeBuildError` says what to install (the checkout is never patched)."""
+    if os.environ.get("CXX"):
+        cxx = compiler()
+    else:
+        found = next((shutil.which(c) for c in GOOD_COMPILERS if shutil.which(c)), None)
+        cxx = found or compiler()
+    tri = inc / "pto" / "cpu" / "TReduceIdx.hpp"
+    if tri.is_file() and "static_assert(false" in _squash(tri.read_text(errors="replace")) \
+            and _rejects_static_assert_false(cxx):
+        first = compiler_version(cxx).splitlines()[0] if compiler_version(cxx) else cxx
+        raise NativeBuildError(
+            f"pto_isa: {cxx} ({first}) rejects {tri}: `static_assert(false)` in a template needs GCC 13 or "
+            "Clang 17; install one (Debian 12: `apt-get install clang-19`) and set CXX=clang++-19, or leave CXX "
+            "unset and shmcomm picks it")
+    return cxx
+
+
+def flags(inc: Path, origin: Path) -> list[str]:
+    """Flags after the base ones: the shadow ahead of the checkout, shmcomm's runtime headers
+    last; quoted includes of the kernel's own directory still resolve there."""
+    return ["-std=c++20", "-D__CPU_SIM", "-I", str(SHADOW_DIR), "-I", str(inc), "-idirafter", str(INCLUDE_DIR),
+            "-iquote", str(origin)]
+
+
+def _blocks(text: str, start: int, end: int, stmts: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
+    """Top-level brace blocks of text[start:end] (comments, strings, preprocessor lines
+    skipped): (start of the declaration before the block, its '{', its '}'); the bodies of
+    namespaces and `extern "C"` are searched in turn. Top-level statements ending in ';' go to
+    ``stmts`` as (start, end)."""
+    out: list[tuple[int, int, int]] = []
+    i, decl, depth, open_at = start, start, 0, -1
+    while i < end:
+        c = text[i]
+        if text.startswith("//", i):
+            i = text.find("\n", i)
+            i = end if i < 0 else i
+            continue
+        if text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            i = end if j < 0 else j + 2
+            continue
+        if c in "\"'":
+            j = i + 1
+            while j < end and text[j] != c:
+                j += 2 if text[j] == "\\" else 1
+            i = j + 1
+            continue
+        if c == "#" and depth == 0 and text[text.rfind("\n", 0, i) + 1:i].strip() == "":
+            while True:  # a preprocessor line (with its continuations)
+                j = text.find("\n", i)
+                if j < 0 or text[j - 1] != "\\":
+                    break
+                i = j + 1
+            i = end if j < 0 else j
+            decl = i
+            continue
+        if c == "{":
+            if depth == 0:
+                open_at = i
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                head = text[decl:open_at]
+                if re.search(r"\bnamespace\b|extern\s*\"C\"", head) and "(" not in head:
+                    out += _blocks(text, open_at + 1, i, stmts)
+                else:
+                    out.append((decl, open_at, i))
+                decl = i + 1
+        elif c == ";" and depth == 0:
+            stmts.append((decl, i))
+            decl = i + 1
+        i += 1
+    return out
+
+
+def kernel_text(source: Path) -> str:
+    """The user's kernel file as the generated unit compiles it (see the module's docstring)."""
+    text = source.read_text()
+    funcs = []  # top-level functions that are not kernels: (name, declaration start, end, body)
+    stmts: list[tuple[int, int]] = []
+    for decl, open_at, close in _blocks(text, 0, len(text), stmts):
+        head = _COMMENTS.sub(" ", text[decl:open_at])
+        m = _NAME.search(head)
+        if m is not None and "__global__" not in head:
+            funcs.append((m.group(1), decl, close, _COMMENTS.sub(" ", text[open_at:close])))
+    host = {name for name, _, _, body in funcs if "<<<" in body}
+    while True:  # and every function that calls host code
+        more = {name for name, _, _, body in funcs if name not in host
+                and any(re.search(rf"\b{re.escape(h)}\b", body) for h in host)}
+        if not more:
+            break
+        host |= more
+    # the host functions, and top-level statements naming them (explicit instantiations)
+    spans = [(decl, close) for name, decl, close, _ in funcs if name in host]
+    spans += [(a, b) for a, b in stmts if any(re.search(rf"\b{re.escape(h)}\b", _COMMENTS.sub(" ", text[a:b]))
+                                              for h in host)]
+    chars = list(text)
+    for a, b in spans:
+        for k in range(a, b + 1):
+            if chars[k] != "\n":
+                chars[k] = " "
+    out = "".join(chars)
+    out = re.sub(r'^(\s*#\s*include\s*)"(?:[^"]*/)?common\.hpp"', r'\1"shmcomm_shadow/a2a3_common.hpp"', out,
+                 flags=re.M)
+    return f'#line 1 "{source}"\n{out}\n'

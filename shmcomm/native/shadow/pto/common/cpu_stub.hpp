@@ -1,0 +1,169 @@
+// shmcomm's shadow of pto-isa's pto/common/cpu_stub.hpp (written by shmcomm, no pto-isa code).
+// pto-isa's own file is included with its synchronization functions renamed away; this file
+// then defines them as shmcomm's, with the signatures pto-isa's code calls:
+//   pipe_barrier, set_flag / wait_flag, dsb, dcci: shmcomm's pipes, events and fences (native in
+//     eager mode: fences, and an unmatched wait_flag fails; bridged in the observed modes);
+//   get_block_idx / get_block_num: the shmcomm block running the kernel;
+//   SYNCALL_IMPL (and the soft SYNCALLs over every block): shmcomm's SYNCALL of the launch.
+// Everything else of pto-isa's CPU back end (the ACL stubs, CommDeviceContext, the tile
+// library's runtime) stays the checkout's own.
+#ifndef SHMCOMM_SHADOW_CPU_STUB_HPP
+#define SHMCOMM_SHADOW_CPU_STUB_HPP
+
+#define SHMCOMM_PTO_ISA_SHADOW 1
+
+#define pipe_barrier pto_isa_cpu_pipe_barrier
+#define set_flag pto_isa_cpu_set_flag
+#define wait_flag pto_isa_cpu_wait_flag
+#define dsb pto_isa_cpu_dsb
+#define dcci pto_isa_cpu_dcci
+#define get_block_idx pto_isa_cpu_get_block_idx
+#define get_block_num pto_isa_cpu_get_block_num
+#define SYNCALL_IMPL pto_isa_cpu_SYNCALL_IMPL
+#define SYNCALL_SOFT_IMPL pto_isa_cpu_SYNCALL_SOFT_IMPL
+#define SYNCALL_SOFT_AIC_IMPL pto_isa_cpu_SYNCALL_SOFT_AIC_IMPL
+#define SYNCALL_SOFT_MIX_IMPL pto_isa_cpu_SYNCALL_SOFT_MIX_IMPL
+#include_next <pto/common/cpu_stub.hpp>
+#undef pipe_barrier
+#undef set_flag
+#undef wait_flag
+#undef dsb
+#undef dcci
+#undef get_block_idx
+#undef get_block_num
+#undef SYNCALL_IMPL
+#undef SYNCALL_SOFT_IMPL
+#undef SYNCALL_SOFT_AIC_IMPL
+#undef SYNCALL_SOFT_MIX_IMPL
+
+#include <string>
+
+#include "shmcomm/runtime.hpp"
+
+namespace shmcomm {
+namespace pto_isa {
+
+inline void bridge_or_fence(int32_t code, uint64_t* a, int32_t n_args, const char* file, int line) {
+    if (native::bridged()) {
+        native::call(code, a, n_args, file, line);
+    } else {
+        native::at(file, line);
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+    }
+}
+
+inline uint64_t flag_bit(int src, int dst, int ev) {
+    return uint64_t{1} << ((src * 8 + dst) % 8 * 8 + ev % 8);
+}
+
+inline void syncall(const char* file, int line) { native::call(native::OP_SYNCALL, nullptr, 0, file, line); }
+
+inline void soft_syncall(int32_t used_cores, const char* file, int line) {
+    shmcomm_block* b = native::tls_block;
+    if (b != nullptr && used_cores != static_cast<int32_t>(b->block_num)) {
+        native::at(file, line);
+        native::fail("SYNCALL: a soft SYNCALL over " + std::to_string(used_cores) + " of the launch's " +
+                     std::to_string(b->block_num) + " blocks is not supported yet (shmcomm's SYNCALL spans every block)");
+    }
+    syncall(file, line);
+}
+
+}  // namespace pto_isa
+}  // namespace shmcomm
+
+inline void pipe_barrier(pipe_t pipe, const char* file = __builtin_FILE(), int line = __builtin_LINE())
+{
+    uint64_t a[1] = {static_cast<uint64_t>(pipe)};
+    shmcomm::pto_isa::bridge_or_fence(shmcomm::native::OP_PIPE_BARRIER, a, 1, file, line);
+}
+
+inline void set_flag(pipe_t src, pipe_t dst, int ev, const char* file = __builtin_FILE(), int line = __builtin_LINE())
+{
+    namespace n = shmcomm::native;
+    if (n::bridged()) {
+        uint64_t a[3] = {static_cast<uint64_t>(src), static_cast<uint64_t>(dst), static_cast<uint64_t>(ev)};
+        n::call(n::OP_SET_FLAG, a, 3, file, line);
+        return;
+    }
+    n::at(file, line);
+    n::tls_flags |= shmcomm::pto_isa::flag_bit(src, dst, ev);
+}
+
+inline void wait_flag(pipe_t src, pipe_t dst, int ev, const char* file = __builtin_FILE(), int line = __builtin_LINE())
+{
+    namespace n = shmcomm::native;
+    if (n::bridged()) {
+        uint64_t a[3] = {static_cast<uint64_t>(src), static_cast<uint64_t>(dst), static_cast<uint64_t>(ev)};
+        n::call(n::OP_WAIT_FLAG, a, 3, file, line);
+        return;
+    }
+    n::at(file, line);
+    uint64_t bit = shmcomm::pto_isa::flag_bit(src, dst, ev);
+    if (n::tls_block != nullptr && !(n::tls_flags & bit)) {
+        n::fail("wait_flag: no set_flag is pending for this event (pipes " + std::to_string(src) + " -> " +
+                std::to_string(dst) + ", EVENT_ID" + std::to_string(ev) + "); on hardware the pipe would stall forever");
+    }
+    n::tls_flags &= ~bit;
+}
+
+inline void dsb(mem_dsb_t mode, const char* file = __builtin_FILE(), int line = __builtin_LINE())
+{
+    uint64_t a[1] = {static_cast<uint64_t>(mode)};
+    shmcomm::pto_isa::bridge_or_fence(shmcomm::native::OP_DSB, a, 1, file, line);
+}
+
+inline void dcci(const volatile void* ptr, int mode, int dst = 0, const char* file = __builtin_FILE(),
+                 int line = __builtin_LINE())
+{
+    (void)ptr;
+    uint64_t a[2] = {static_cast<uint64_t>(mode), static_cast<uint64_t>(dst)};
+    shmcomm::pto_isa::bridge_or_fence(shmcomm::native::OP_DCCI, a, 2, file, line);
+}
+
+// the shmcomm block running the kernel; pto-isa's own answer outside a shmcomm launch
+inline uint32_t get_block_idx()
+{
+    auto* b = shmcomm::native::tls_block;
+    return b == nullptr ? pto_isa_cpu_get_block_idx() : b->block_idx;
+}
+
+inline uint32_t get_block_num()
+{
+    auto* b = shmcomm::native::tls_block;
+    return b == nullptr ? pto_isa_cpu_get_block_num() : b->block_num;
+}
+
+#if defined(__CPU_SIM)
+namespace pto {
+template <SyncCoreType CoreType = SyncCoreType::AIVOnly>
+inline void SYNCALL_IMPL(const char* file = __builtin_FILE(), int line = __builtin_LINE())
+{
+    shmcomm::pto_isa::syncall(file, line);
+}
+
+template <SyncCoreType CoreType = SyncCoreType::AIVOnly>
+inline void SYNCALL_SOFT_IMPL(int32_t* gmWorkspace, int32_t usedCores, const char* file = __builtin_FILE(),
+                              int line = __builtin_LINE())
+{
+    (void)gmWorkspace;
+    shmcomm::pto_isa::soft_syncall(usedCores, file, line);
+}
+
+inline void SYNCALL_SOFT_AIC_IMPL(int32_t* gmWorkspace, int32_t usedCores, const char* file = __builtin_FILE(),
+                                  int line = __builtin_LINE())
+{
+    (void)gmWorkspace;
+    shmcomm::pto_isa::soft_syncall(usedCores, file, line);
+}
+
+template <SyncCoreType CoreType = SyncCoreType::Mix>
+inline void SYNCALL_SOFT_MIX_IMPL(int32_t* gmWorkspace, int32_t usedCores, const char* file = __builtin_FILE(),
+                                  int line = __builtin_LINE())
+{
+    (void)gmWorkspace;
+    shmcomm::pto_isa::soft_syncall(usedCores, file, line);
+}
+}  // namespace pto
+#endif  // __CPU_SIM
+
+#endif
