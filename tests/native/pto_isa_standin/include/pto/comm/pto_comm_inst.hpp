@@ -1,0 +1,29 @@
+// Stand-in (shmcomm tests): the public comm instructions, calling the back end's *_IMPL.
+#ifndef STANDIN_PTO_COMM_INST_HPP
+#define STANDIN_PTO_COMM_INST_HPP
+#include "pto/comm/comm_types.hpp"
+#include "pto/cpu/comm/TNotify.hpp"
+#include "pto/cpu/comm/TWait.hpp"
+#include "pto/cpu/comm/TTest.hpp"
+#include "pto/cpu/comm/TPut.hpp"
+
+namespace pto {
+namespace comm {
+template <typename S>
+PTO_INST void TNOTIFY(S& sig, int32_t value, NotifyOp op) { ::pto::comm::TNOTIFY_IMPL(sig, value, op); }
+template <typename S>
+PTO_INST void TWAIT(S& sig, int32_t value, WaitCmp cmp) { ::pto::comm::TWAIT_IMPL(sig, value, cmp); }
+template <typename S>
+PTO_INST bool TTEST(S& sig, int32_t value, WaitCmp cmp) { return ::pto::comm::TTEST_IMPL(sig, value, cmp); }
+template <AtomicType atomicType = AtomicType::AtomicNone, typename GD, typename GS, typename TileData>
+PTO_INST void TPUT(GD& dst, GS& src, TileData& tile) {
+    ::pto::comm::TPUT_IMPL<GD, GS, TileData, atomicType>(dst, src, tile);
+}
+template <typename GD, typename GS, typename TileData>
+PTO_INST void TGET(GD& dst, GS& src, TileData& tile) { ::pto::comm::TGET_IMPL(dst, src, tile); }
+}  // namespace comm
+
+template <SyncCoreType CoreType = SyncCoreType::AIVOnly>
+PTO_INST void SYNCALL() { SYNCALL_IMPL<CoreType>(); }
+}  // namespace pto
+#endif

@@ -1,0 +1,151 @@
+"""A pto-isa checkout behind shmcomm's shadow, tested on a stand-in tree the project writes
+itself (pto_isa_standin/: pto-isa's include paths and *_IMPL declarations, with a sequential
+simulation's behaviour: a TWAIT that returns at once, copies that copy nothing, plain adds), so
+every result here comes from shmcomm's shadow, never from the stand-in."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import shmcomm
+from shmcomm import native
+from shmcomm.errors import ArgumentError
+from shmcomm.native import ptoisa
+
+HERE = Path(__file__).resolve().parent
+STANDIN = HERE / "pto_isa_standin"
+KERNELS = STANDIN / "kernels" / "ring_kernel.cpp"
+N = 64
+pytestmark = [pytest.mark.timeout(300),
+              pytest.mark.skipif(shutil.which("c++") is None and shutil.which("g++") is None,
+                                 reason="no C++ compiler on this machine (install g++)")]
+
+
+@pytest.fixture(scope="module")
+def lib():
+    return native.load(KERNELS, pto_isa=STANDIN)
+
+
+def _ring_host(rt, kernel, blocks, rounds):
+    src = rt.alloc((blocks * N,), np.float32)
+    stage = rt.alloc((blocks * N,), np.float32)
+    dst = rt.alloc((blocks * N,), np.float32)
+    ones = rt.alloc((N,), np.int32)
+    total = rt.alloc((N,), np.int32)
+    flags = rt.alloc((blocks * 16,), np.int32)
+    ones[:] = 1
+    total[:] = 0
+    flags[:] = 0
+    got = []
+    for r in range(1, rounds + 1):
+        src[:] = np.arange(blocks * N, dtype=np.float32) + 1000 * rt.rank + 100 * r
+        dst[:] = -1
+        rt.barrier()
+        rt.launch(kernel, blocks=blocks,
+                  args=(src.ptr, stage.ptr, dst.ptr, ones.ptr, total.ptr, flags.ptr, rt.device_context, r))
+        rt.barrier()
+        got.append(dst[:].copy())
+    return got, total[:].copy()
+
+
+@pytest.mark.parametrize("mode", ["eager", "hazard", "schedule"])
+def test_a_pto_inst_kernel_runs_on_the_shadow_in_every_mode(lib, mode):
+    nranks, blocks, rounds = 3, 2, 2
+    for seed in (0, 1):
+        res = shmcomm.run(_ring_host, nranks=nranks, mode=mode, seed=seed,
+                          args=(lib.RingKernel, blocks, rounds))
+        for rank, (got, total) in enumerate(res):
+            prev = (rank - 1) % nranks
+            for r, dst in enumerate(got, 1):
+                want = np.arange(blocks * N, dtype=np.float32) + 1000 * prev + 100 * r + prev
+                np.testing.assert_array_equal(dst, want)
+            if rank == 0:  # every block of every rank and round added its ones atomically
+                assert total.tolist() == [nranks * blocks * rounds] * N
+
+
+def test_a_wait_never_gives_up_silently(lib):
+    def host(rt):
+        flag = rt.alloc((16,), np.int32)
+        flag[:] = 0
+        rt.launch(lib.WaitForeverKernel, blocks=1, args=(flag.ptr,))
+
+    with pytest.raises(shmcomm.RunError) as err:
+        shmcomm.run(host, nranks=2, mode="eager", wait_timeout=2, timeout=60)
+    # the native wait is registered: the deadlock watch sees both ranks waiting on their word
+    msg = str(err.value)
+    assert "deadlock" in msg and "signal rank 0" in msg and "signal rank 1" in msg
+
+
+def test_host_code_is_blanked_keeping_every_line():
+    text = ptoisa.kernel_text(KERNELS)
+    src = KERNELS.read_text()
+    body = text.split("\n", 1)[1]  # after the #line naming the user's file
+    assert text.startswith(f'#line 1 "{KERNELS}"')
+    assert body.count("\n") == src.count("\n") + 1
+    code = re.sub(r"//[^\n]*", "", body)
+    for gone in ("RunRing", "RunAll", "<<<", "ForkAndRunWithHcclRootInfo", '"common.hpp"'):
+        assert gone not in code
+    assert '#include "shmcomm_shadow/a2a3_common.hpp"' in body
+    kept = [i for i, ln in enumerate(src.splitlines()) if "__global__" in ln]
+    lines = body.splitlines()
+    assert all(lines[i] == src.splitlines()[i] for i in kept)
+
+
+def _copy_standin(tmp_path: Path) -> Path:
+    root = tmp_path / "pto-isa"
+    shutil.copytree(STANDIN / "include", root / "include")
+    return root
+
+
+def test_a_checkout_whose_signatures_differ_is_refused_naming_the_file(tmp_path):
+    root = _copy_standin(tmp_path)
+    f = root / "include" / "pto" / "cpu" / "comm" / "TWait.hpp"
+    f.write_text(f.read_text().replace("comm::WaitCmp cmp)", "comm::WaitCmp cmp, int timeout)"))
+    with pytest.raises(native.PtoIsaMismatch) as err:
+        native.load(KERNELS, pto_isa=root)
+    msg = str(err.value)
+    assert str(f) in msg and "TWAIT_IMPL" in msg and ptoisa.CHECKED_AGAINST in msg
+    (root / "include" / "pto" / "cpu" / "comm" / "TNotify.hpp").unlink()
+    with pytest.raises(native.PtoIsaMismatch, match="TNotify.hpp is missing"):
+        native.load(KERNELS, pto_isa=root)
+    with pytest.raises(native.PtoIsaMismatch, match="no pto-isa checkout"):
+        native.load(KERNELS, pto_isa=tmp_path)
+    with pytest.raises(ArgumentError, match="pto_isa must be the path"):
+        native.load(KERNELS, pto_isa=3)
+
+
+def test_the_environment_names_the_checkout(monkeypatch, lib):
+    monkeypatch.setenv(ptoisa.ENV, str(STANDIN))
+    got = native.load(KERNELS)
+    assert got.pto_isa == STANDIN / "include" and got.path == lib.path
+    monkeypatch.setenv(ptoisa.ENV, str(HERE))
+    with pytest.raises(native.PtoIsaMismatch, match="no pto-isa checkout"):
+        native.load(KERNELS)
+    plain = native.load(HERE / "barrier.cpp", pto_isa=False)
+    assert plain.pto_isa is None
+
+
+def _gcc_major() -> int:
+    gxx = shutil.which("g++")
+    if gxx is None:
+        return 0
+    out = subprocess.run([gxx, "-dumpversion"], capture_output=True, text=True, check=False).stdout
+    return int(out.split(".")[0] or 0)
+
+
+@pytest.mark.skipif(_gcc_major() == 0 or _gcc_major() >= 13, reason="needs g++ older than 13 (this machine's g++ is "
+                    "new enough, or absent)")
+def test_a_compiler_that_rejects_the_checkout_is_named_with_what_to_install(tmp_path, monkeypatch):
+    root = _copy_standin(tmp_path)
+    (root / "include" / "pto" / "cpu" / "TReduceIdx.hpp").write_text(
+        "template <typename T> void f() { static_assert(false, \"no\"); }\n")
+    monkeypatch.setenv("CXX", "g++")
+    with pytest.raises(native.NativeBuildError) as err:
+        native.load(KERNELS, pto_isa=root)
+    assert "TReduceIdx.hpp" in str(err.value) and "apt-get install clang-19" in str(err.value)
