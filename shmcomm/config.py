@@ -272,10 +272,10 @@ _FIELDS: dict[str, tuple] = {s.name: (s.type, s.low, s.high) if s.low is not Non
                              else (s.type, s.choices) for s in SETTINGS}
 # settings that only some modes read, and those modes
 MODE_ONLY = {s.name: s.modes for s in SETTINGS if s.modes != MODES}
-# SHMCOMM_* variables that are not settings but are read elsewhere (none today)
 # variables that are no setting of a run: SHMCOMM_FULL_STACKS=1 shows every frame of a report's
-# stacks (shmcomm's and the test runner's too)
-OTHER_ENV: frozenset[str] = frozenset({"SHMCOMM_FULL_STACKS"})
+# stacks (shmcomm's and the test runner's too); SHMCOMM_PTO_ISA names the pto-isa checkout that
+# shmcomm.native.load builds against (a build option, read before any run exists)
+OTHER_ENV: frozenset[str] = frozenset({"SHMCOMM_FULL_STACKS", "SHMCOMM_PTO_ISA"})
 _KNOWN_ENV = frozenset(s.env for s in SETTINGS) | OTHER_ENV  # every name a variable may have
 
 

@@ -47,31 +47,34 @@ EXPECTED: dict[str, tuple[str, ...]] = {
         "inline void SYNCALL_SOFT_MIX_IMPL(int32_t* gmWorkspace, int32_t usedCores)",
         "struct CommDeviceContext {"),
     "pto/cpu/comm/TNotify.hpp": (
-        "template <typename GlobalSignalData> PTO_INTERNAL void TNOTIFY_IMPL(GlobalSignalData& dstSignalData, "
-        "int32_t value, NotifyOp op)",),
+        "template <typename GlobalSignalData> PTO_INTERNAL void TNOTIFY_IMPL("
+        "GlobalSignalData& dstSignalData, int32_t value, NotifyOp op)",),
     "pto/cpu/comm/TWait.hpp": (
         "template <typename GlobalSignalData> inline void TWAIT_IMPL(GlobalSignalData& signalData, "
         "int32_t cmpValue, comm::WaitCmp cmp)",),
     "pto/cpu/comm/TTest.hpp": (
-        "template <typename GlobalSignalData> PTO_INTERNAL bool TTEST_IMPL(GlobalSignalData& signalData, "
-        "int32_t cmpValue, WaitCmp cmp)",),
+        "template <typename GlobalSignalData> PTO_INTERNAL bool TTEST_IMPL("
+        "GlobalSignalData& signalData, int32_t cmpValue, WaitCmp cmp)",),
     "pto/cpu/comm/TPut.hpp": (
         "template <typename GlobalDstData, typename GlobalSrcData, typename TileData, AtomicType atomicType> "
         "PTO_INTERNAL void TPUT_IMPL(GlobalDstData& dst, GlobalSrcData& src, TileData& src1)",
         "template <typename GlobalDstData, typename GlobalSrcData, typename TileData, AtomicType atomicType> "
-        "PTO_INTERNAL void TPUT_IMPL(GlobalDstData& dst, GlobalSrcData& src, TileData& ping, TileData& pong)"),
+        "PTO_INTERNAL void TPUT_IMPL(GlobalDstData& dst, GlobalSrcData& src, "
+        "TileData& ping, TileData& pong)"),
     "pto/cpu/comm/TGet.hpp": (
         "template <typename GlobalDstData, typename GlobalSrcData, typename TileData> "
         "PTO_INTERNAL void TGET_IMPL(GlobalDstData& dst, GlobalSrcData& src, TileData& src1)",
         "template <typename GlobalDstData, typename GlobalSrcData, typename TileData> "
-        "PTO_INTERNAL void TGET_IMPL(GlobalDstData& dst, GlobalSrcData& src, TileData& ping, TileData& pong)"),
+        "PTO_INTERNAL void TGET_IMPL(GlobalDstData& dst, GlobalSrcData& src, "
+        "TileData& ping, TileData& pong)"),
 }
 # compilers that accept `static_assert(false)` in a template (P2593), which pto-isa's
 # include/pto/cpu/TReduceIdx.hpp uses: tried in this order when $CXX is not set
-GOOD_COMPILERS = ("clang++-21", "clang++-20", "clang++-19", "clang++-18", "clang++-17", "g++-15", "g++-14", "g++-13")
+GOOD_COMPILERS = ("clang++-21", "clang++-20", "clang++-19", "clang++-18", "clang++-17",
+                  "g++-15", "g++-14", "g++-13")
 _WS = re.compile(r"\s+")
 _COMMENTS = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
-_NAME = re.compile(r"([A-Za-z_]\w*)\s*\(")  # a function's name: the first one before a '(' 
+_NAME = re.compile(r"([A-Za-z_]\w*)\s*\(")  # a function's name: the first one before a '('
 
 
 class PtoIsaMismatch(ShmcommError):
@@ -129,9 +132,9 @@ def pick_compiler(inc: Path) -> str:
             and _rejects_static_assert_false(cxx):
         first = compiler_version(cxx).splitlines()[0] if compiler_version(cxx) else cxx
         raise NativeBuildError(
-            f"pto_isa: {cxx} ({first}) rejects {tri}: `static_assert(false)` in a template needs GCC 13 or "
-            "Clang 17; install one (Debian 12: `apt-get install clang-19`) and set CXX=clang++-19, or leave CXX "
-            "unset and shmcomm picks it")
+            f"pto_isa: {cxx} ({first}) rejects {tri}: `static_assert(false)` in a template needs GCC 13 "
+            "or Clang 17; install one (Debian 12: `apt-get install clang-19`) and set CXX=clang++-19, or "
+            "leave CXX unset and shmcomm picks it")
     return cxx
 
 
@@ -143,7 +146,8 @@ def flags(inc: Path, origin: Path) -> list[str]:
             str(INCLUDE_DIR), "-iquote", str(origin)]
 
 
-def _blocks(text: str, start: int, end: int, stmts: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
+def _blocks(text: str, start: int, end: int,
+            stmts: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
     """Top-level brace blocks of text[start:end] (comments, strings, preprocessor lines
     skipped): (start of the declaration before the block, its '{', its '}'); the bodies of
     namespaces and `extern "C"` are searched in turn. Top-level statements ending in ';' go to

@@ -139,8 +139,8 @@ def _gcc_major() -> int:
     return int(out.split(".")[0] or 0)
 
 
-@pytest.mark.skipif(_gcc_major() == 0 or _gcc_major() >= 13, reason="needs g++ older than 13 (this machine's g++ is "
-                    "new enough, or absent)")
+@pytest.mark.skipif(_gcc_major() == 0 or _gcc_major() >= 13,
+                    reason="needs g++ older than 13 (this machine's g++ is new enough, or absent)")
 def test_a_compiler_that_rejects_the_checkout_is_named_with_what_to_install(tmp_path, monkeypatch):
     root = _copy_standin(tmp_path)
     (root / "include" / "pto" / "cpu" / "TReduceIdx.hpp").write_text(

@@ -1,0 +1,117 @@
+"""pto-isa's own a2a3 comm kernels, compiled unchanged from their files in a real pto-isa
+checkout (never part of this project) and driven by Python hosts equivalent to their
+``main.cpp`` tests, in every mode. Skipped unless ``SHMCOMM_PTO_ISA`` names the checkout:
+
+    SHMCOMM_PTO_ISA=PATH python -m pytest -m pto_isa
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import shmcomm
+from shmcomm import native
+
+ROOT = os.environ.get("SHMCOMM_PTO_ISA")
+MODES = ["eager", "hazard", "schedule"]
+pytestmark = [pytest.mark.pto_isa, pytest.mark.timeout(600),
+              pytest.mark.skipif(not ROOT, reason="set SHMCOMM_PTO_ISA to a pto-isa checkout to run these")]
+
+
+def _suite(name: str) -> Path:
+    assert ROOT is not None
+    return Path(ROOT) / "tests" / "npu" / "a2a3" / "comm" / "st" / "testcase" / name / f"{name}_kernel.cpp"
+
+
+@pytest.fixture(scope="module")
+def tnotify():
+    return native.load(_suite("tnotify"), pto_isa=ROOT, kernels=["TNotifyScoreboardKernel<4>"])
+
+
+@pytest.fixture(scope="module")
+def twait():
+    return native.load(_suite("twait"), pto_isa=ROOT,
+                       kernels=["TWaitMatrixKernel<4, 8>", "TWaitMatrixKernel<7, 13>",
+                                "TWaitSubRegionKernel<16, 4, 8>"])
+
+
+def _one_launch(rt, kernel, words, extra=()):
+    """The suite's host: zero the window words, barrier, launch on one block, barrier, read."""
+    buf = rt.alloc((words,), np.int32)
+    buf[:] = 0
+    rt.barrier()
+    rt.launch(kernel, blocks=1, args=(buf.ptr, *extra(rt)) if callable(extra) else (buf.ptr, *extra))
+    rt.barrier()
+    return buf[:].tolist()
+
+
+def _ctx_n(rt):
+    return (rt.device_context, rt.nranks)
+
+
+def _ctx(rt):
+    return (rt.device_context,)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_tnotify(tnotify, mode):
+    n = 2
+    res = shmcomm.run(_one_launch, nranks=n, mode=mode, seed=0,
+                      args=(tnotify.TNotifyAtomicAddKernel, 1, _ctx_n))
+    assert res[0] == [n]                                           # AtomicAdd_2Ranks
+    res = shmcomm.run(_one_launch, nranks=n, mode=mode, seed=0, args=(tnotify.TNotifySetKernel, 1, _ctx_n))
+    assert [r[0] for r in res] == [(k - 1) % n + 100 for k in range(n)]  # Set_2Ranks
+    sb = tnotify.kernel("TNotifyScoreboardKernel<4>")                # Scoreboard_2Ranks
+    try:
+        res = shmcomm.run(_one_launch, nranks=n, mode=mode, seed=0, args=(sb, 4, _ctx_n))
+        assert res[0] == [1000 + k for k in range(n)] + [0] * (4 - n)
+    except shmcomm.RunError as e:
+        # every rank Sets its own int32 slot of one 64-byte line: on A2/A3 a Set writes back the
+        # whole cached line, so one rank's write-back can restore another's slot (the model's
+        # line-shared rule, pto-isa #322); an observed mode may report it, eager never does
+        assert mode != "eager" and "hazard [line-shared]" in str(e), str(e)
+    res = shmcomm.run(_one_launch, nranks=n, mode=mode, seed=0,
+                      args=(tnotify.TNotifyRuntimeOpKernel, 1, _ctx_n))
+    assert 1 <= res[0][0] <= n                                     # RuntimeOp_Set
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_twait(twait, mode):
+    res = shmcomm.run(_one_launch, nranks=2, mode=mode, seed=0, args=(twait.TWaitBasicKernel, 1, _ctx))
+    assert res[1] == [42]                                           # Basic_2Ranks
+    res = shmcomm.run(_one_launch, nranks=2, mode=mode, seed=0,
+                      args=(twait.TWaitCompareKernel, 1, lambda rt: (150, rt.device_context)))
+    assert res[1] == [150]                                          # Compare_GE_2Ranks
+    iters = 50
+    for n in (2, 4):                                                # Atomic_2Ranks, Atomic_4Ranks
+        res = shmcomm.run(_one_launch, nranks=n, mode=mode, seed=0,
+                          args=(twait.TWaitAtomicKernel, 1,
+                                lambda rt: ((rt.nranks - 1) * iters, iters, rt.device_context)))
+        assert res[0] == [(n - 1) * iters]
+    for rows, cols in ((4, 8), (7, 13)):                            # Matrix2D_2Ranks(_Large)
+        k = twait.kernel(f"TWaitMatrixKernel<{rows}, {cols}>")
+        res = shmcomm.run(_one_launch, nranks=2, mode=mode, seed=0, args=(k, rows * cols, _ctx))
+        assert res[1] == [1] * (rows * cols)
+    k = twait.kernel("TWaitSubRegionKernel<16, 4, 8>")             # SubRegion_4x8_of_16
+    res = shmcomm.run(_one_launch, nranks=2, mode=mode, seed=0, args=(k, 16 * 16, _ctx))
+    grid = np.array(res[1]).reshape(16, 16)
+    want = np.zeros((16, 16), dtype=int)
+    want[2:6, 4:12] = 1
+    np.testing.assert_array_equal(grid, want)
+
+    def phases(rt):                                                 # MultiPhase_2Ranks
+        sig = rt.alloc((1,), np.int32)
+        sig[:] = 0
+        seen = []
+        for phase in range(3):
+            rt.barrier()
+            rt.launch(twait.TWaitMultiPhaseKernel, blocks=1, args=(sig.ptr, rt.device_context, phase))
+            rt.barrier()
+            seen.append(int(sig[0]))
+        return seen
+
+    assert shmcomm.run(phases, nranks=2, mode=mode, seed=0)[1] == [1, 3, 5]
