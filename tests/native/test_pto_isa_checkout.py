@@ -115,3 +115,40 @@ def test_twait(twait, mode):
         return seen
 
     assert shmcomm.run(phases, nranks=2, mode=mode, seed=0)[1] == [1, 3, 5]
+
+
+@pytest.fixture(scope="module")
+def tput():
+    return native.load(_suite("tput"), pto_isa=ROOT,
+                       kernels=["TPutKernelImpl<float, 256>", "TPutKernelImpl<int32_t, 4096>",
+                                "TPutAtomicAddKernelImpl<int32_t, 256>"])
+
+
+def _two_phases(rt, kernel, dtype, count, base):
+    """RunPutRing / RunPutAtomicAdd's host: phase 0 puts, a barrier, phase 1 reads back."""
+    src = rt.alloc((count,), dtype)
+    dst = rt.alloc((count,), dtype)
+    shmem = rt.alloc((64 * 4 // np.dtype(dtype).itemsize + 4 * count,), dtype)
+    src[:] = np.arange(count) + base * rt.rank
+    dst[:] = 0
+    shmem[:] = 0
+    for phase in (0, 1):
+        rt.barrier()
+        rt.launch(kernel, blocks=1, args=(dst.ptr, src.ptr, shmem.ptr, rt.nranks, rt.device_context, phase))
+        rt.barrier()
+    return dst[:].copy()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_tput(tput, mode):
+    cases = (("TPutKernelImpl<float, 256>", np.float32, 256, 4),      # Vec_FloatSmall_4Ranks
+             ("TPutKernelImpl<int32_t, 4096>", np.int32, 4096, 2))   # Vec_Int32Large
+    for spec, dtype, count, n in cases:
+        res = shmcomm.run(_two_phases, nranks=n, mode=mode, seed=0,
+                          args=(tput.kernel(spec), dtype, count, 1000))
+        for rank, dst in enumerate(res):  # each rank puts into the previous rank's window
+            np.testing.assert_array_equal(dst, np.arange(count) + 1000 * ((rank + 1) % n))
+    n, count = 4, 256                                                # AtomicAdd_Int32_4Ranks
+    res = shmcomm.run(_two_phases, nranks=n, mode=mode, seed=0,
+                      args=(tput.kernel("TPutAtomicAddKernelImpl<int32_t, 256>"), np.int32, count, 10000))
+    np.testing.assert_array_equal(res[0], n * np.arange(count) + 10000 * sum(range(n)))
