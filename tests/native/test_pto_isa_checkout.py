@@ -72,7 +72,7 @@ def test_tnotify(tnotify, mode):
     except shmcomm.RunError as e:
         # every rank Sets its own int32 slot of one 64-byte line: on A2/A3 a Set writes back the
         # whole cached line, so one rank's write-back can restore another's slot (the model's
-        # line-shared rule, pto-isa #322); an observed mode may report it, eager never does
+        # line-shared rule); an observed mode may report it, eager never does
         assert mode != "eager" and "hazard [line-shared]" in str(e), str(e)
     res = shmcomm.run(_one_launch, nranks=n, mode=mode, seed=0,
                       args=(tnotify.TNotifyRuntimeOpKernel, 1, _ctx_n))
