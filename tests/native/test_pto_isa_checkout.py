@@ -152,3 +152,76 @@ def test_tput(tput, mode):
     res = shmcomm.run(_two_phases, nranks=n, mode=mode, seed=0,
                       args=(tput.kernel("TPutAtomicAddKernelImpl<int32_t, 256>"), np.int32, count, 10000))
     np.testing.assert_array_equal(res[0], n * np.arange(count) + 10000 * sum(range(n)))
+
+
+@pytest.fixture(scope="module")
+def tget():
+    return native.load(_suite("tget"), pto_isa=ROOT,
+                       kernels=["TGetKernelImpl<float, 256>", "TGetKernelImpl<int32_t, 4096>"])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_tget(tget, mode):
+    cases = (("TGetKernelImpl<float, 256>", np.float32, 256),       # Vec_FloatSmall
+             ("TGetKernelImpl<int32_t, 4096>", np.int32, 4096))     # Vec_Int32Large
+    for spec, dtype, count in cases:
+        n = 2
+        res = shmcomm.run(_two_phases, nranks=n, mode=mode, seed=0,
+                          args=(tget.kernel(spec), dtype, count, 10000))
+        for rank, dst in enumerate(res):  # each rank gets the next rank's staged data
+            np.testing.assert_array_equal(dst, np.arange(count) + 10000 * ((rank + 1) % n))
+
+
+CMPS = ("GE", "GT", "LE", "LT")
+
+
+@pytest.fixture(scope="module")
+def ttest():
+    return native.load(_suite("ttest"), pto_isa=ROOT,
+                       kernels=[f"TTestCompareKernel<pto::comm::WaitCmp::{c}>" for c in CMPS]
+                       + ["TTestSubRegionKernel<16, 4, 8>"])
+
+
+def _test_phases(rt, kernel, words, extra):
+    """The ttest suite's host: rank 0 notifies in phase 0, rank 1 TTESTs in phase 1."""
+    sig = rt.alloc((words,), np.int32)
+    result = rt.alloc((16,), np.int32)
+    sig[:] = 0
+    result[:] = -1
+    for phase in (0, 1):
+        rt.barrier()
+        rt.launch(kernel, blocks=1, args=(sig.ptr, result.ptr, *extra, rt.device_context, phase))
+        rt.barrier()
+    return int(result[0])
+
+
+def _polling(rt, kernel, delay, polls, send):
+    sig, count, found = (rt.alloc((16,), np.int32) for _ in range(3))
+    for a in (sig, count, found):
+        a[:] = 0
+    rt.barrier()
+    rt.launch(kernel, blocks=1, args=(sig.ptr, count.ptr, found.ptr, delay, polls, send, rt.device_context))
+    rt.barrier()
+    return int(count[0]), int(found[0])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_ttest(ttest, mode):
+    def one(kernel, want, words=1, extra=()):
+        res = shmcomm.run(_test_phases, nranks=2, mode=mode, seed=0, args=(kernel, words, extra))
+        assert res[1] == want
+
+    one(ttest.TTestTrueKernel, 1)                                   # True_EQ
+    one(ttest.TTestFalseKernel, 0)                                  # False_EQ
+    one(ttest.TTestNEKernel, 1)                                     # NE_True
+    for cmp, signal, value, want in (("GE", 100, 50, 1), ("GE", 100, 100, 1), ("GT", 100, 50, 1),
+                                     ("GT", 100, 100, 0), ("LE", 50, 100, 1), ("LT", 50, 100, 1),
+                                     ("LT", 100, 100, 0)):          # GE_True ... LT_False
+        one(ttest.kernel(f"TTestCompareKernel<pto::comm::WaitCmp::{cmp}>"), want, extra=(signal, value))
+    one(ttest.kernel("TTestSubRegionKernel<16, 4, 8>"), 1, words=16 * 16)  # SubRegion_4x8_of_16
+    count, found = shmcomm.run(_polling, nranks=2, mode=mode, seed=0,   # PollingTimeout
+                               args=(ttest.TTestPollingTimeoutKernel, 50000, 200000, True))[1]
+    assert found == 1 and 0 <= count <= 200000
+    count, found = shmcomm.run(_polling, nranks=2, mode=mode, seed=0,   # PollingTimeoutMiss
+                               args=(ttest.TTestPollingTimeoutKernel, 0, 50000, False))[1]
+    assert (count, found) == (50000, 0)
