@@ -149,3 +149,22 @@ def test_a_compiler_that_rejects_the_checkout_is_named_with_what_to_install(tmp_
     with pytest.raises(native.NativeBuildError) as err:
         native.load(KERNELS, pto_isa=root)
     assert "TReduceIdx.hpp" in str(err.value) and "apt-get install clang-19" in str(err.value)
+
+
+def test_host_code_in_namespaces_and_comments_is_found(tmp_path):
+    src = tmp_path / "k.cpp"
+    src.write_text(
+        '#include "../suite/common.hpp"\n'
+        "namespace demo {\n"
+        "__global__ AICORE void K(int* p) { p[0] = '}'; /* } */ }\n"
+        "static int Helper(int x) { return x + 1; }  // Run() is mentioned here only\n"
+        "bool Run(Ctx& c) {\n"
+        "    K<<<1, nullptr, c.stream>>>(c.p);  // {\n"
+        "    return Helper(1) > 0;\n"
+        "}\n"
+        "bool RunAll() { return Run(g); }\n"
+        "}  // namespace demo\n")
+    out = ptoisa.kernel_text(src).split("\n", 1)[1].splitlines()
+    assert out[0] == '#include "shmcomm_shadow/a2a3_common.hpp"'
+    assert out[2].startswith("__global__ AICORE void K") and out[3].startswith("static int Helper")
+    assert all(not ln.strip() for ln in out[4:9]) and out[9] == "}  // namespace demo"
