@@ -274,7 +274,7 @@ _FIELDS: dict[str, tuple] = {s.name: (s.type, s.low, s.high) if s.low is not Non
 MODE_ONLY = {s.name: s.modes for s in SETTINGS if s.modes != MODES}
 # variables that are no setting of a run: SHMCOMM_FULL_STACKS=1 shows every frame of a report's
 # stacks (shmcomm's and the test runner's too); SHMCOMM_PTO_ISA names the pto-isa checkout that
-# shmcomm.native.load builds against (a build option, read before any run exists)
+# shmcomm.native.load(..., pto_isa=True) builds against (read before any run exists)
 OTHER_ENV: frozenset[str] = frozenset({"SHMCOMM_FULL_STACKS", "SHMCOMM_PTO_ISA"})
 _KNOWN_ENV = frozenset(s.env for s in SETTINGS) | OTHER_ENV  # every name a variable may have
 

@@ -241,10 +241,11 @@ def load(source: str | os.PathLike, include_dirs: Any = None, defines: Any = Non
     ``kernels`` names template instantiations to build at once. Raises
     :class:`NativeBuildError` with the compiler's ``file:line`` messages when it fails.
 
-    ``pto_isa`` (default: ``$SHMCOMM_PTO_ISA``; ``False``: never) is the path of a pto-isa
-    checkout: the kernel is built against the checkout's own headers with ``-D__CPU_SIM``,
-    behind shmcomm's shadow of its comm and sync instructions (see :mod:`shmcomm.native.ptoisa`),
-    once :func:`shmcomm.native.ptoisa.check` has verified the checkout's declarations.
+    ``pto_isa`` is the path of a pto-isa checkout (``True``: the one ``$SHMCOMM_PTO_ISA``
+    names; default: none, shmcomm's own kernel API): the kernel is built against the
+    checkout's own headers with ``-D__CPU_SIM``, behind shmcomm's shadow of its comm and sync
+    instructions (see :mod:`shmcomm.native.ptoisa`), once :func:`shmcomm.native.ptoisa.check`
+    has verified the checkout's declarations.
     """
     if not isinstance(source, (str, os.PathLike)):
         raise ArgumentError(f"native.load: source must be a path, got {type(source).__name__}")
@@ -254,9 +255,12 @@ def load(source: str | os.PathLike, include_dirs: Any = None, defines: Any = Non
     if isinstance(defines, dict):
         defines = [f"{k}={v}" if v is not None else str(k) for k, v in defines.items()]
     dirs = [str(Path(d).resolve()) for d in _strings(include_dirs, "include_dirs")]
-    if pto_isa is None:
-        pto_isa = os.environ.get(ptoisa.ENV) or False
-    if pto_isa is False:
+    if pto_isa is True:  # the checkout the environment names
+        pto_isa = os.environ.get(ptoisa.ENV)
+        if not pto_isa:
+            raise ArgumentError(f"native.load: pto_isa=True takes the pto-isa checkout from ${ptoisa.ENV}, "
+                                "which is not set")
+    if pto_isa is None or pto_isa is False:
         flags = B.flags(dirs, _strings(defines, "defines"), _strings(cxxflags, "cxxflags"))
         lib = NativeLibrary(path, flags)
     else:

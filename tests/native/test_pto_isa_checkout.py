@@ -29,12 +29,12 @@ def _suite(name: str) -> Path:
 
 @pytest.fixture(scope="module")
 def tnotify():
-    return native.load(_suite("tnotify"), pto_isa=ROOT, kernels=["TNotifyScoreboardKernel<4>"])
+    return native.load(_suite("tnotify"), pto_isa=True, kernels=["TNotifyScoreboardKernel<4>"])
 
 
 @pytest.fixture(scope="module")
 def twait():
-    return native.load(_suite("twait"), pto_isa=ROOT,
+    return native.load(_suite("twait"), pto_isa=True,
                        kernels=["TWaitMatrixKernel<4, 8>", "TWaitMatrixKernel<7, 13>",
                                 "TWaitSubRegionKernel<16, 4, 8>"])
 
@@ -119,7 +119,7 @@ def test_twait(twait, mode):
 
 @pytest.fixture(scope="module")
 def tput():
-    return native.load(_suite("tput"), pto_isa=ROOT,
+    return native.load(_suite("tput"), pto_isa=True,
                        kernels=["TPutKernelImpl<float, 256>", "TPutKernelImpl<int32_t, 4096>",
                                 "TPutAtomicAddKernelImpl<int32_t, 256>"])
 
@@ -156,7 +156,7 @@ def test_tput(tput, mode):
 
 @pytest.fixture(scope="module")
 def tget():
-    return native.load(_suite("tget"), pto_isa=ROOT,
+    return native.load(_suite("tget"), pto_isa=True,
                        kernels=["TGetKernelImpl<float, 256>", "TGetKernelImpl<int32_t, 4096>"])
 
 
@@ -177,7 +177,7 @@ CMPS = ("GE", "GT", "LE", "LT")
 
 @pytest.fixture(scope="module")
 def ttest():
-    return native.load(_suite("ttest"), pto_isa=ROOT,
+    return native.load(_suite("ttest"), pto_isa=True,
                        kernels=[f"TTestCompareKernel<pto::comm::WaitCmp::{c}>" for c in CMPS]
                        + ["TTestSubRegionKernel<16, 4, 8>"])
 

@@ -120,15 +120,18 @@ def test_a_checkout_whose_signatures_differ_is_refused_naming_the_file(tmp_path)
         native.load(KERNELS, pto_isa=3)
 
 
-def test_the_environment_names_the_checkout(monkeypatch, lib):
+def test_the_environment_names_the_checkout_for_pto_isa_true(monkeypatch, lib):
     monkeypatch.setenv(ptoisa.ENV, str(STANDIN))
-    got = native.load(KERNELS)
+    got = native.load(KERNELS, pto_isa=True)
     assert got.pto_isa == STANDIN / "include" and got.path == lib.path
+    plain = native.load(HERE / "barrier.cpp")  # without pto_isa: shmcomm's own API, whatever the environment
+    assert plain.pto_isa is None
     monkeypatch.setenv(ptoisa.ENV, str(HERE))
     with pytest.raises(native.PtoIsaMismatch, match="no pto-isa checkout"):
-        native.load(KERNELS)
-    plain = native.load(HERE / "barrier.cpp", pto_isa=False)
-    assert plain.pto_isa is None
+        native.load(KERNELS, pto_isa=True)
+    monkeypatch.delenv(ptoisa.ENV)
+    with pytest.raises(ArgumentError, match="SHMCOMM_PTO_ISA"):
+        native.load(KERNELS, pto_isa=True)
 
 
 def _gcc_major() -> int:
