@@ -121,7 +121,14 @@ def test_twait(twait, mode):
 def tput():
     return native.load(_suite("tput"), pto_isa=True,
                        kernels=["TPutKernelImpl<float, 256>", "TPutKernelImpl<int32_t, 4096>",
-                                "TPutAtomicAddKernelImpl<int32_t, 256>"])
+                                "TPutAtomicAddKernelImpl<int32_t, 256>"] + [k for k, *_ in LARGE])
+
+
+# LargeShape_Float_128x64_tile16, LargeShape_Int32_256x32_tile32, LargeShape_Float_512x32_tile64:
+# the data is larger than the staging tile, so TPUT copies it in tile-sized chunks
+LARGE = (("TPutLargeShapeKernelImpl<float, 128, 64, 16>", np.float32, 128 * 64),
+         ("TPutLargeShapeKernelImpl<int32_t, 256, 32, 32>", np.int32, 256 * 32),
+         ("TPutLargeShapeKernelImpl<float, 512, 32, 64>", np.float32, 512 * 32))
 
 
 def _two_phases(rt, kernel, dtype, count, base):
@@ -142,12 +149,13 @@ def _two_phases(rt, kernel, dtype, count, base):
 @pytest.mark.parametrize("mode", MODES)
 def test_tput(tput, mode):
     cases = (("TPutKernelImpl<float, 256>", np.float32, 256, 4),      # Vec_FloatSmall_4Ranks
-             ("TPutKernelImpl<int32_t, 4096>", np.int32, 4096, 2))   # Vec_Int32Large
+             ("TPutKernelImpl<int32_t, 4096>", np.int32, 4096, 2),   # Vec_Int32Large
+             *((spec, dtype, count, 2) for spec, dtype, count in LARGE))
     for spec, dtype, count, n in cases:
         res = shmcomm.run(_two_phases, nranks=n, mode=mode, seed=0,
-                          args=(tput.kernel(spec), dtype, count, 1000))
+                          args=(tput.kernel(spec), dtype, count, 10000))
         for rank, dst in enumerate(res):  # each rank puts into the previous rank's window
-            np.testing.assert_array_equal(dst, np.arange(count) + 1000 * ((rank + 1) % n))
+            np.testing.assert_array_equal(dst, np.arange(count) + 10000 * ((rank + 1) % n))
     n, count = 4, 256                                                # AtomicAdd_Int32_4Ranks
     res = shmcomm.run(_two_phases, nranks=n, mode=mode, seed=0,
                       args=(tput.kernel("TPutAtomicAddKernelImpl<int32_t, 256>"), np.int32, count, 10000))
