@@ -20,6 +20,8 @@ from multiprocessing.connection import Connection
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
+import shmcomm.launch.wire as wire  # (a module: tests patch its MAX_REPORT_BYTES)
+
 from ..config import Config
 from ..core import control as C
 from ..core.affinity import set_apart
@@ -30,7 +32,6 @@ from ..errors import ShmcommError
 from ..kernels.host import RankRuntime
 from ..transports.shm import ShmTransport
 from ..transports.shm import atomics as at
-from . import wire
 from .stuck import STACK_SIGNAL
 from .wire import PICKLE_ERROR, failure_msg, pickled
 

@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterable
 from multiprocessing.connection import Connection, Pipe
 from typing import Any
 
+import shmcomm.launch.wire as wire  # (a module: tests patch its MAX_REPORT_BYTES)
+
 from ..config import Config
 from ..core import control as C
 from ..core.model import RankModel, RunModel
@@ -42,7 +44,6 @@ from ..exec.compose import Execution, compose, observed
 from ..exec.trace import finalize
 from ..native import crashnote
 from ..transports.shm import ShmTransport
-from . import wire
 from .cuttrace import annotate, cut_reason, finish_cut
 from .deadlock import CorruptControl, DeadlockWatch
 from .descendants import RunProcesses

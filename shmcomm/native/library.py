@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ArgumentError
-from . import crashnote
+from .crashnote import prefix as crash_note_prefix
 
 _KERNEL = re.compile(r"(?P<tpl>template\s*<[^;{}]*>\s*)?__global__\s+(?:(?:AICORE|__aicore__|inline|static"
                      r"|extern\s+\"C\")\s+)*void\s+(?P<name>[A-Za-z_]\w*)\s*\(")
@@ -76,4 +76,4 @@ class Loaded:
             sig = getattr(self.dll, f"shmcomm_sig_{i}")
             sig.restype = ctypes.c_char_p
             self.entries[name] = (run, sig().decode())
-        self.dll.shmcomm_install_crash_handlers(crashnote.prefix().encode())
+        self.dll.shmcomm_install_crash_handlers(crash_note_prefix().encode())
