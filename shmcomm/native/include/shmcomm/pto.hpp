@@ -43,72 +43,31 @@ enum cache_line_t : int32_t { SINGLE_CACHE_LINE = 0, ENTIRE_DATA_CACHE };
 enum dcci_dst_t : int32_t { CACHELINE_OUT = 0 };
 
 inline void pipe_barrier(pipe_t pipe, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
-    namespace n = shmcomm::native;
-    if (n::bridged()) {
-        uint64_t a[1] = {static_cast<uint64_t>(pipe)};
-        n::call(n::OP_PIPE_BARRIER, a, 1, file, line);
-    } else {
-        n::at(file, line);
-        std::atomic_thread_fence(std::memory_order_seq_cst);
-    }
-}
-
-inline uint64_t shmcomm_flag_bit(pipe_t src, pipe_t dst, event_t ev) {
-    return uint64_t{1} << ((static_cast<int>(src) * 8 + static_cast<int>(dst)) % 8 * 8 + static_cast<int>(ev) % 8);
+    const uint64_t a[1] = {static_cast<uint64_t>(pipe)};
+    shmcomm::native::bridge_or_fence(shmcomm::native::OP_PIPE_BARRIER, a, 1, file, line);
 }
 
 inline void set_flag(pipe_t src, pipe_t dst, event_t ev, const char* file = __builtin_FILE(),
                      int line = __builtin_LINE()) {
-    namespace n = shmcomm::native;
-    if (n::bridged()) {
-        uint64_t a[3] = {static_cast<uint64_t>(src), static_cast<uint64_t>(dst), static_cast<uint64_t>(ev)};
-        n::call(n::OP_SET_FLAG, a, 3, file, line);
-        return;
-    }
-    n::at(file, line);
-    n::tls_flags |= shmcomm_flag_bit(src, dst, ev);
+    shmcomm::native::set_flag_at(static_cast<int>(src), static_cast<int>(dst), static_cast<int>(ev), file, line);
 }
 
 inline void wait_flag(pipe_t src, pipe_t dst, event_t ev, const char* file = __builtin_FILE(),
                       int line = __builtin_LINE()) {
-    namespace n = shmcomm::native;
-    if (n::bridged()) {
-        uint64_t a[3] = {static_cast<uint64_t>(src), static_cast<uint64_t>(dst), static_cast<uint64_t>(ev)};
-        n::call(n::OP_WAIT_FLAG, a, 3, file, line);
-        return;
-    }
-    n::at(file, line);
-    uint64_t bit = shmcomm_flag_bit(src, dst, ev);
-    if (!(n::tls_flags & bit)) {
-        n::fail("wait_flag: no set_flag is pending for this event (pipes " + std::to_string(src) + " -> " +
-                std::to_string(dst) + ", EVENT_ID" + std::to_string(ev) + "); on hardware the pipe would stall forever");
-    }
-    n::tls_flags &= ~bit;
+    shmcomm::native::wait_flag_at(static_cast<int>(src), static_cast<int>(dst), static_cast<int>(ev), file, line);
 }
 
 inline void dsb(mem_dsb_t mode = DSB_DDR, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
-    namespace n = shmcomm::native;
-    if (n::bridged()) {
-        uint64_t a[1] = {static_cast<uint64_t>(mode)};
-        n::call(n::OP_DSB, a, 1, file, line);
-    } else {
-        n::at(file, line);
-        std::atomic_thread_fence(std::memory_order_seq_cst);
-    }
+    const uint64_t a[1] = {static_cast<uint64_t>(mode)};
+    shmcomm::native::bridge_or_fence(shmcomm::native::OP_DSB, a, 1, file, line);
 }
 
 template <typename T = void>
 inline void dcci(const volatile T* ptr = nullptr, cache_line_t mode = SINGLE_CACHE_LINE, dcci_dst_t dst = CACHELINE_OUT,
                  const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
-    namespace n = shmcomm::native;
     (void)ptr;
-    if (n::bridged()) {
-        uint64_t a[2] = {static_cast<uint64_t>(mode), static_cast<uint64_t>(dst)};
-        n::call(n::OP_DCCI, a, 2, file, line);
-    } else {
-        n::at(file, line);
-        std::atomic_thread_fence(std::memory_order_seq_cst);
-    }
+    const uint64_t a[2] = {static_cast<uint64_t>(mode), static_cast<uint64_t>(dst)};
+    shmcomm::native::bridge_or_fence(shmcomm::native::OP_DCCI, a, 2, file, line);
 }
 
 inline int64_t get_block_idx() {

@@ -290,5 +290,47 @@ inline void wait_eager(const S& sig, int32_t value, int32_t cmp, bool dense, F f
     }
     call(OP_WAIT, a, 6, file, line);  // shmcomm's wait (and its Aborted when the run aborts)
 }
+
+// pipe_barrier / dsb / dcci of both APIs: the bridged instruction when a model sees the block's
+// instructions; in eager mode every pipe's work is done, so a full fence is all they mean
+inline void bridge_or_fence(int32_t code, const uint64_t* a, int32_t n_args, const char* file, int line) {
+    if (bridged()) {
+        call(code, a, n_args, file, line);
+    } else {
+        at(file, line);
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+    }
+}
+
+// set_flag / wait_flag of both APIs (shmcomm's own and the pto-isa shadow): the bridged
+// instruction when a model sees the block's instructions, else the block's pending-event bits
+inline uint64_t flag_bit(int src, int dst, int ev) {
+    return uint64_t{1} << ((src * 8 + dst) % 8 * 8 + ev % 8);
+}
+
+inline void set_flag_at(int src, int dst, int ev, const char* file, int line) {
+    if (bridged()) {
+        uint64_t a[3] = {static_cast<uint64_t>(src), static_cast<uint64_t>(dst), static_cast<uint64_t>(ev)};
+        call(OP_SET_FLAG, a, 3, file, line);
+        return;
+    }
+    at(file, line);
+    tls_flags |= flag_bit(src, dst, ev);
+}
+
+inline void wait_flag_at(int src, int dst, int ev, const char* file, int line) {
+    if (bridged()) {
+        uint64_t a[3] = {static_cast<uint64_t>(src), static_cast<uint64_t>(dst), static_cast<uint64_t>(ev)};
+        call(OP_WAIT_FLAG, a, 3, file, line);
+        return;
+    }
+    at(file, line);
+    uint64_t bit = flag_bit(src, dst, ev);
+    if (tls_block != nullptr && !(tls_flags & bit)) {  // (outside a shmcomm launch: nothing to check)
+        fail("wait_flag: no set_flag is pending for this event (pipes " + std::to_string(src) + " -> " +
+             std::to_string(dst) + ", EVENT_ID" + std::to_string(ev) + "); on hardware the pipe would stall forever");
+    }
+    tls_flags &= ~bit;
+}
 }  // namespace native
 }  // namespace shmcomm

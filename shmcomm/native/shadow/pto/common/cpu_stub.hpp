@@ -43,19 +43,6 @@
 namespace shmcomm {
 namespace pto_isa {
 
-inline void bridge_or_fence(int32_t code, uint64_t* a, int32_t n_args, const char* file, int line) {
-    if (native::bridged()) {
-        native::call(code, a, n_args, file, line);
-    } else {
-        native::at(file, line);
-        std::atomic_thread_fence(std::memory_order_seq_cst);
-    }
-}
-
-inline uint64_t flag_bit(int src, int dst, int ev) {
-    return uint64_t{1} << ((src * 8 + dst) % 8 * 8 + ev % 8);
-}
-
 inline void syncall(const char* file, int line) { native::call(native::OP_SYNCALL, nullptr, 0, file, line); }
 
 inline void soft_syncall(int32_t used_cores, const char* file, int line) {
@@ -74,42 +61,23 @@ inline void soft_syncall(int32_t used_cores, const char* file, int line) {
 inline void pipe_barrier(pipe_t pipe, const char* file = __builtin_FILE(), int line = __builtin_LINE())
 {
     uint64_t a[1] = {static_cast<uint64_t>(pipe)};
-    shmcomm::pto_isa::bridge_or_fence(shmcomm::native::OP_PIPE_BARRIER, a, 1, file, line);
+    shmcomm::native::bridge_or_fence(shmcomm::native::OP_PIPE_BARRIER, a, 1, file, line);
 }
 
 inline void set_flag(pipe_t src, pipe_t dst, int ev, const char* file = __builtin_FILE(), int line = __builtin_LINE())
 {
-    namespace n = shmcomm::native;
-    if (n::bridged()) {
-        uint64_t a[3] = {static_cast<uint64_t>(src), static_cast<uint64_t>(dst), static_cast<uint64_t>(ev)};
-        n::call(n::OP_SET_FLAG, a, 3, file, line);
-        return;
-    }
-    n::at(file, line);
-    n::tls_flags |= shmcomm::pto_isa::flag_bit(src, dst, ev);
+    shmcomm::native::set_flag_at(static_cast<int>(src), static_cast<int>(dst), ev, file, line);
 }
 
 inline void wait_flag(pipe_t src, pipe_t dst, int ev, const char* file = __builtin_FILE(), int line = __builtin_LINE())
 {
-    namespace n = shmcomm::native;
-    if (n::bridged()) {
-        uint64_t a[3] = {static_cast<uint64_t>(src), static_cast<uint64_t>(dst), static_cast<uint64_t>(ev)};
-        n::call(n::OP_WAIT_FLAG, a, 3, file, line);
-        return;
-    }
-    n::at(file, line);
-    uint64_t bit = shmcomm::pto_isa::flag_bit(src, dst, ev);
-    if (n::tls_block != nullptr && !(n::tls_flags & bit)) {
-        n::fail("wait_flag: no set_flag is pending for this event (pipes " + std::to_string(src) + " -> " +
-                std::to_string(dst) + ", EVENT_ID" + std::to_string(ev) + "); on hardware the pipe would stall forever");
-    }
-    n::tls_flags &= ~bit;
+    shmcomm::native::wait_flag_at(static_cast<int>(src), static_cast<int>(dst), ev, file, line);
 }
 
 inline void dsb(mem_dsb_t mode, const char* file = __builtin_FILE(), int line = __builtin_LINE())
 {
     uint64_t a[1] = {static_cast<uint64_t>(mode)};
-    shmcomm::pto_isa::bridge_or_fence(shmcomm::native::OP_DSB, a, 1, file, line);
+    shmcomm::native::bridge_or_fence(shmcomm::native::OP_DSB, a, 1, file, line);
 }
 
 inline void dcci(const volatile void* ptr, int mode, int dst = 0, const char* file = __builtin_FILE(),
@@ -117,7 +85,7 @@ inline void dcci(const volatile void* ptr, int mode, int dst = 0, const char* fi
 {
     (void)ptr;
     uint64_t a[2] = {static_cast<uint64_t>(mode), static_cast<uint64_t>(dst)};
-    shmcomm::pto_isa::bridge_or_fence(shmcomm::native::OP_DCCI, a, 2, file, line);
+    shmcomm::native::bridge_or_fence(shmcomm::native::OP_DCCI, a, 2, file, line);
 }
 
 // the shmcomm block running the kernel; pto-isa's own answer outside a shmcomm launch
