@@ -575,13 +575,18 @@ def _copy(op: str, dst: GlobalTensor, src: GlobalTensor, tiles: tuple, atomic: i
 # mode, the race detector and the schedule explorer all learn of it.
 
 def _scalar(op: str, ptr: Any) -> GMPtr:
+    return _checked_scalar(op, ptr, _agent.current())
+
+
+def _checked_scalar(op: str, ptr: Any, agent: Any) -> GMPtr:
+    """``ptr`` checked for the scalar instruction ``op`` of ``agent``, shown to its hooks."""
     if not isinstance(ptr, GMPtr):
         raise ArgumentError(f"{op}: ptr must be a GM pointer (GMPtr), got {type(ptr).__name__}")
     if ptr.offset % ptr.itemsize:
         raise ArgumentError(f"{op}: ptr must be aligned to its {ptr.itemsize}-byte dtype, got "
                             f"offset {ptr.offset:#x}")
     ptr.windows.check_extent(ptr.rank, ptr.offset, ptr.itemsize, op)
-    hooks = _agent.current().hooks
+    hooks = agent.hooks
     if hooks is not None:
         hooks.gm_access(op, ptr, ptr.itemsize, op != "gm_load", op.startswith(("gm_atomic", "st_")))
     return ptr
@@ -606,8 +611,9 @@ def _value(op: str, ptr: GMPtr, value: Any) -> Any:
 
 def gm_load(ptr: GMPtr) -> Any:
     """Read one element at ``ptr`` (``value = *ptr``); int32 words read atomically."""
-    ptr = _scalar("gm_load", ptr)
-    cache = _agent.current().scalar_cache
+    agent = _agent.current()  # (one look-up for the hooks and the cache)
+    ptr = _checked_scalar("gm_load", ptr, agent)
+    cache = agent.scalar_cache
     if cache is not None:  # through the block's data cache (hazard's ``cache``): maybe stale
         value = cache.load(ptr)
         if value is not None:
