@@ -334,6 +334,7 @@ class GlobalTensor:
     cols: int
     row_stride: int | None
     extent_bytes: int
+    native = False  # a native kernel's copy moves the data itself (shmcomm.native.tilecopy)
 
     def __init__(self, ptr: GMPtr, shape: Any, strides: Any = None,
                  row_stride: int | None = None) -> None:
@@ -496,6 +497,11 @@ class GlobalTensor:
             t.put(p.rank, p.offset, self.pitch_bytes(), data)
         else:
             np.copyto(self.view2d(), data)
+
+    def snapshot(self, data: np.ndarray) -> np.ndarray:
+        """What a store into this tensor that completes now but lands later keeps of ``data``
+        (the tile's rows x cols): a copy."""
+        return data.copy()
 
     def __repr__(self) -> str:
         st = "" if self.dense else f", strides={self.strides}"

@@ -375,6 +375,12 @@ def atomic_add(agent: Agent, dst: GlobalTensor, data: np.ndarray) -> None:
     transport = agent.rt.windows.transport
     abort = agent.ctl.aborted
     try:
+        if dst.native:  # a native copy adds itself (pto-isa's +=): under the lock of all it spans
+            if dst.landing is not None:
+                off, nbytes = dst.span
+                with transport.data_lock(p.rank, off, nbytes, agent.wait_timeout, abort):
+                    dst.write_from(data)
+            return
         with transport.data_lock(p.rank, p.offset, dst.extent_bytes, agent.wait_timeout, abort):
             if p.rank in transport.unmapped:
                 transport.accumulate(p.rank, p.offset, dst.pitch_bytes(), data)

@@ -28,10 +28,12 @@ from ..core.tile import Tile
 from ..core.waiting import first_unsatisfied
 from ..errors import ArgumentError, WaitTimeout
 from ..types import CMP_FUNCS, CMP_SYMBOLS, AtomicType, NotifyOp, WaitCmp
+from . import tilecopy
 
 OP_NOTIFY, OP_WAIT, OP_TEST, OP_PIPE_BARRIER, OP_SET_FLAG, OP_WAIT_FLAG, OP_DSB, OP_DCCI = range(1, 9)
 OP_LOAD, OP_STORE, OP_PUT, OP_GET, OP_SYNCALL, OP_ST_ATOMIC, OP_WAIT_EXPIRED = range(9, 16)
 OP_ASYNC, OP_ASYNC_WAIT, OP_ASYNC_TEST = range(16, 19)
+OP_TILE_COPY = 25  # pto-isa's own TLOAD / TSTORE, performed when the model lands them (tilecopy)
 DTYPES: dict[int, np.dtype] = {1: np.dtype(np.float32), 2: np.dtype(np.float64), 3: np.dtype(np.int8),
           4: np.dtype(np.int16), 5: np.dtype(np.int32), 6: np.dtype(np.int64),
           7: np.dtype(np.uint8), 8: np.dtype(np.uint16), 9: np.dtype(np.uint32),
@@ -187,6 +189,8 @@ def _call(code: int, a: list[int], d: _Decoder) -> tuple[Callable[..., Any], tup
         return copy, (d.tensor(a, 0), d.tensor(a, 12), d.tile(a, 24), *extra)
     if code == OP_SYNCALL:
         return comm.SYNCALL, ()
+    if code == OP_TILE_COPY:
+        return tilecopy.issue, (d, a)
     if code == OP_ST_ATOMIC:
         ptr = d.ptr(a[0], a[1])
         raw = a[2]

@@ -61,6 +61,18 @@ EXPECTED: dict[str, tuple[str, ...]] = {
         "template <typename GlobalDstData, typename GlobalSrcData, typename TileData, AtomicType atomicType> "
         "PTO_INTERNAL void TPUT_IMPL(GlobalDstData& dst, GlobalSrcData& src, "
         "TileData& ping, TileData& pong)"),
+    "pto/cpu/TLoad.hpp": (
+        "template <typename TileData, typename GlobalData> PTO_INTERNAL void TLOAD_IMPL("
+        "TileData& dst, GlobalData& src)",),
+    "pto/cpu/TStore.hpp": (
+        "template <typename TileData, typename GlobalData, AtomicType atomicType, "
+        "STPhase Phase = STPhase::Unspecified> PTO_INTERNAL void TSTORE_IMPL(GlobalData& dst, TileData& src)",
+        "template <typename TileData, typename GlobalData, AtomicType atomicType, ReluPreMode reluPreMode, "
+        "STPhase Phase = STPhase::Unspecified>",
+        "void TSTORE_IMPL(GlobalData& dst, TileData& src, uint64_t preQuantScalar)",
+        "template <typename TileData, typename GlobalData, typename FpTileData, AtomicType atomicType, "
+        "ReluPreMode reluPreMode, STPhase Phase = STPhase::Unspecified>",
+        "void TSTORE_IMPL(GlobalData& dst, TileData& src, FpTileData& fp)"),
     "pto/cpu/comm/TGet.hpp": (
         "template <typename GlobalDstData, typename GlobalSrcData, typename TileData> "
         "PTO_INTERNAL void TGET_IMPL(GlobalDstData& dst, GlobalSrcData& src, TileData& src1)",

@@ -530,7 +530,7 @@ class HazardBlockModel(BlockModel):
         if self.vis_on and dst.ptr.rank != self.agent.rank:
             if self.vis is None:
                 self.vis = RemoteStores(self._apply)
-            self.vis.add(self._due(), dst, data.copy(), atomic)
+            self.vis.add(self._due(), dst, dst.snapshot(data), atomic)
         else:
             self._apply(dst, data, atomic)
 

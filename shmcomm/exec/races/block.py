@@ -242,14 +242,15 @@ class RaceBlockModel(BlockObserver):
         p = g.ptr
         gwin = gm_win(p.rank)
         gflags = 0 if load else WRITE | PIPE3 | (ATOMIC if atomic else 0)
+        known = not (load or g.native)  # a native copy's bytes move later, natively: unknown
         if g.rows <= 1 or g.row_stride == g.cols:
             off = p.offset
             self._add(gwin, off, off + g.extent_bytes, gflags, comp, epoch, snap, issue, name,
-                      op, site, 0 if load else _digest(tile.array[:g.rows, :g.cols]))
+                      op, site, _digest(tile.array[:g.rows, :g.cols]) if known else 0)
         else:
             for r, (lo, hi) in enumerate(self._ranges(g)):
                 self._add(gwin, lo, hi, gflags, comp, epoch, snap, issue, name, op, site,
-                          0 if load else _digest(tile.array[r, :g.cols]))
+                          _digest(tile.array[r, :g.cols]) if known else 0)
         nbytes = min(g.rows, tile.rows) * tile.cols * tile.array.itemsize
         off = tile.uoff  # (a view's bytes in its tile's)
         uwin = self.ub_wins.get(tile.uid)

@@ -21,7 +21,11 @@ __global__ AICORE void RingKernel(__gm__ float* src, __gm__ float* stage, __gm__
     Tile<float, 1, N> t, u;
     Vec s(src + b * N);
     TLOAD(t, s);
+    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
     TADDS(u, t, static_cast<float>(me));
+    set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0);
     Vec st(stage + b * N);
     TSTORE(st, u);
     pipe_barrier(PIPE_ALL);

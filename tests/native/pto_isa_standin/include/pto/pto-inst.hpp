@@ -7,6 +7,6 @@
 #include "pto/common/cpu_stub.hpp"
 #endif
 #include "pto/common/pto_tile.hpp"
-#include "pto/cpu/TLoad.hpp"
+#include "pto/common/pto_instr.hpp"
 #include "pto/comm/pto_comm_inst.hpp"
 #endif

@@ -11,12 +11,14 @@
 
 typedef int pipe_t;
 const pipe_t PIPE_S = 0;
+const pipe_t PIPE_V = 1;
 const pipe_t PIPE_MTE2 = 3;
 const pipe_t PIPE_MTE3 = 4;
 const pipe_t PIPE_ALL = 6;
 using mem_dsb_t = int;
 inline constexpr mem_dsb_t DSB_DDR = 0;
 #define EVENT_ID0 0
+#define EVENT_ID1 1
 
 // the stand-in's own answers: one block, no synchronization (as a sequential CPU simulation)
 inline void pipe_barrier(pipe_t pipe) { (void)pipe; }

@@ -1,10 +1,15 @@
-// Stand-in (shmcomm tests): 5-D global tensors and row-major vector tiles.
+// Stand-in (shmcomm tests): 5-D global tensors and row-major tiles, shaped as a CPU simulation
+// keeps them (a tile is a pointer to its buffer: copies of it share the buffer).
 #ifndef STANDIN_PTO_TILE_HPP
 #define STANDIN_PTO_TILE_HPP
+#include <cstddef>
 #include <cstdint>
 
 namespace pto {
 enum class AtomicType { AtomicNone = 0, AtomicAdd = 1 };
+enum class TileType { Vec, Mat, Left, Right, Acc };
+enum class STPhase : uint8_t { Unspecified = 0x0, Partial = 0x2, Final = 0x3 };
+enum class ReluPreMode : uint8_t { NoRelu = 0, NormalRelu = 1 };
 
 template <int... D> struct Shape { int64_t v[5] = {D...}; };
 template <int... D> struct Stride { int64_t v[5] = {D...}; };
@@ -22,14 +27,28 @@ struct GlobalTensor {
     int64_t GetStride(int i) const { return stride.v[i]; }
 };
 
-// thread-local "UB", as a CPU simulation keeps it
-template <typename T, int R, int C>
+// the block's local memory, a thread-local arena as a CPU simulation keeps it
+inline thread_local unsigned char standin_local[64 * 1024];
+inline thread_local size_t standin_top = 0;
+
+template <typename T, int R, int C, TileType L = TileType::Vec>
 struct Tile {
     using DType = T;
+    using TileDType = T*;
+    static constexpr TileType Loc = L;
     static constexpr int Rows = R;
     static constexpr int Cols = C;
-    alignas(64) T buf[R * C];
-    T* data() { return buf; }
+    T* data_ = nullptr;
+    TileDType& data() {
+        if (data_ == nullptr) {  // (the arena wraps: a kernel's tiles fit in it)
+            if (standin_top + GetSizeInBytes() > sizeof(standin_local)) standin_top = 0;
+            data_ = reinterpret_cast<T*>(standin_local + standin_top);
+            standin_top = (standin_top + GetSizeInBytes() + 63) / 64 * 64;
+        }
+        return data_;
+    }
+    void assignData(TileDType d) { data_ = d; }
+    static constexpr size_t GetSizeInBytes() { return sizeof(T) * R * C; }
     static constexpr unsigned GetValidRow() { return R; }
     static constexpr unsigned GetValidCol() { return C; }
 };
