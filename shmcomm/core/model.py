@@ -376,10 +376,11 @@ def atomic_add(agent: Agent, dst: GlobalTensor, data: np.ndarray) -> None:
     abort = agent.ctl.aborted
     try:
         if dst.native:  # a native copy adds itself (pto-isa's +=): under the lock of all it spans
-            if dst.landing is not None:
-                off, nbytes = dst.span
+            nat: Any = dst  # (shmcomm.native.tilecopy.NativeTensor)
+            if nat.landing is not None:
+                off, nbytes = nat.span
                 with transport.data_lock(p.rank, off, nbytes, agent.wait_timeout, abort):
-                    dst.write_from(data)
+                    nat.write_from(data)
             return
         with transport.data_lock(p.rank, p.offset, dst.extent_bytes, agent.wait_timeout, abort):
             if p.rank in transport.unmapped:

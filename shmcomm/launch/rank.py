@@ -30,6 +30,7 @@ from ..core.model import RankModel, RunModel
 from ..core.runtime import KernelError, report_thread_failures_once
 from ..errors import ShmcommError
 from ..kernels.host import RankRuntime
+from ..native import sites
 from ..transports.shm import ShmTransport
 from ..transports.shm import atomics as at
 from .stuck import STACK_SIGNAL
@@ -55,6 +56,7 @@ def fork_rank(body: Callable[[], int], close: list[Connection]) -> int:
                 c.close()
             code = body()
         finally:
+            sites.close_all()  # (its addr2line helpers, reaped: os._exit runs no atexit)
             os._exit(code)
     try:
         os.setpgid(pid, pid)  # also here: no race with a kill of the group right after fork

@@ -9,7 +9,8 @@ only the rare paths come here (a TWAIT's abort or timeout, any wait under a non-
 policy, a failed TTEST, AtomicAdd copies, SYNCALL), so they keep shmcomm's own behaviour.
 
 Each call runs the instruction from a frame whose file and line are the C++ call site, so
-every report (and a traceback) names the kernel's C++ line, as it names a Python kernel's.
+every report (and a traceback) names the kernel's C++ line, as it names a Python kernel's (an
+instruction that a library's wrapper called: the user's line of that call, :mod:`.sites`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from ..core.tile import Tile
 from ..core.waiting import first_unsatisfied
 from ..errors import ArgumentError, WaitTimeout
 from ..types import CMP_FUNCS, CMP_SYMBOLS, AtomicType, NotifyOp, WaitCmp
-from . import tilecopy
+from . import sites, tilecopy
 
 OP_NOTIFY, OP_WAIT, OP_TEST, OP_PIPE_BARRIER, OP_SET_FLAG, OP_WAIT_FLAG, OP_DSB, OP_DCCI = range(1, 9)
 OP_LOAD, OP_STORE, OP_PUT, OP_GET, OP_SYNCALL, OP_ST_ATOMIC, OP_WAIT_EXPIRED = range(9, 16)
@@ -215,7 +216,7 @@ def _op(code: int, args: Any, n: int, file: bytes, line: int) -> int:
         call = d.calls.get(key)
         if call is None:
             fn, call_args = _call(code, a, d)
-            call = (at_line(file.decode(errors="replace"), line), {"f": fn, "a": call_args})
+            call = (at_line(*sites.site(file, line)), {"f": fn, "a": call_args})
             if code in _PURE and len(d.calls) < MAX_CACHED_CALLS:
                 d.calls[key] = call
         result = eval(call[0], call[1])  # the frame at the C++ file:line (see at_line)

@@ -65,7 +65,8 @@ class Landing:
 
     def snapshot(self) -> np.ndarray:
         """A copy of the tile's bytes now."""
-        return np.frombuffer((ctypes.c_char * self.tile_bytes).from_address(self.tile_addr), np.uint8).copy()
+        raw = (ctypes.c_char * self.tile_bytes).from_address(self.tile_addr)
+        return np.frombuffer(memoryview(raw).cast("B"), np.uint8).copy()
 
 
 class NativeTensor(GlobalTensor):
@@ -75,6 +76,9 @@ class NativeTensor(GlobalTensor):
     ``AtomicAdd`` store locks."""
 
     __slots__ = ("landing", "span", "snap")
+    landing: Landing | None
+    span: tuple[int, int]
+    snap: np.ndarray | None
     native = True
 
     def read_into(self, out: np.ndarray) -> None:
@@ -161,7 +165,8 @@ def issue(d: Any, a: list[int]) -> None:
     span = (ptr.offset, extent * esize)
     tile = _tile(tile_addr, tile_bytes)
     last = len(offs) - 1
-    parts = [_piece(ptr + o, rows, cols, rs, landing if i == last else None, span) for i, o in enumerate(offs)]
+    parts = [_piece(ptr + o, rows, cols, rs, landing if i == last else None, span)
+             for i, o in enumerate(offs)]
     pipes = agent.pipes
     if kind == COPY_LOAD:
         for p in parts:

@@ -46,7 +46,8 @@ def _exchange(rt, kernel, rounds, bug):
     for r in range(1, rounds + 1):
         src[:] = np.arange(BLOCKS * N, dtype=np.float32) + 1000.0 * rt.rank + 100.0 * r
         rt.barrier()
-        rt.launch(kernel, blocks=BLOCKS, args=(src.ptr, recv.ptr, out.ptr, flags.ptr, rt.device_context, r, bug))
+        rt.launch(kernel, blocks=BLOCKS,
+                  args=(src.ptr, recv.ptr, out.ptr, flags.ptr, rt.device_context, r, bug))
         want = np.arange(BLOCKS * N, dtype=np.float32) + 1000.0 * prev + 100.0 * r + prev
         ok.append(bool(np.array_equal(out[:], want)))
         rt.barrier()

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -56,21 +57,59 @@ enum Op : int32_t {
 
 constexpr uint64_t UB_BYTES = 192 * 1024;  // a block's UB, as on A2/A3
 
+// The instruction a block is at. `pc`: where in the kernel's code an instruction whose file and
+// line name a library's header (pto-isa's public wrappers pass none of their caller's) was
+// called from, resolved to the user's line (DWARF inline info) only when a report needs it;
+// `next_pc`: such an instruction's PC, taken by its next `at`.
 struct Site {
     const char* file;
     int line;
+    const void* pc;
+    const void* next_pc;
 };
 
 // The unwinding of a block whose Python instruction raised: caught by the trampoline.
 struct PythonRaised {};
 
 inline thread_local shmcomm_block* tls_block = nullptr;
-inline thread_local Site tls_site = {"", 0};
+inline thread_local Site tls_site = {"", 0, nullptr, nullptr};
 alignas(64) inline thread_local unsigned char tls_ub[UB_BYTES];
 inline thread_local uint64_t tls_ub_top = UB_BYTES;  // unassigned tiles are placed from the top
 inline thread_local uint64_t tls_flags = 0;          // pending set_flag events (eager)
 
-inline void at(const char* file, int line) { tls_site = {file, line}; }
+inline void at(const char* file, int line) {
+    Site& s = tls_site;
+    if (s.next_pc != nullptr || s.file != file || s.line != line) {  // (the same site again keeps its PC)
+        s.pc = s.next_pc;
+        s.next_pc = nullptr;
+    }
+    s.file = file;
+    s.line = line;
+}
+
+// Called first thing by an instruction that a library's wrapper calls with the wrapper's own
+// file and line (the pto-isa shadow's *_IMPL): the PC here, inlined into the user's code, whose
+// DWARF inline chain names the user's line. One instruction and a store: eager pays nothing more.
+__attribute__((always_inline)) inline void mark_pc() {
+    const void* pc;
+#if defined(__x86_64__)
+    asm volatile("lea 0(%%rip), %0" : "=r"(pc));
+#elif defined(__aarch64__)
+    asm volatile("adr %0, ." : "=r"(pc));
+#else
+    pc = nullptr;
+#endif
+    tls_site.next_pc = pc;
+}
+
+// The `file` the bridge passes for a site with a PC: "\x01<pc hex>\x01<file>" (bridge.py
+// resolves it to the user's file and line, once per site).
+inline const char* site_file(const char* file, char* buf, std::size_t len) {
+    const void* pc = tls_site.pc;
+    if (pc == nullptr || tls_site.file != file) return file;
+    std::snprintf(buf, len, "\x01%llx\x01%s", static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(pc)), file);
+    return buf;
+}
 
 inline bool bridged() { return tls_block != nullptr && tls_block->bridged != 0; }
 
@@ -79,7 +118,8 @@ inline int64_t call(int32_t code, const uint64_t* args, int32_t n, const char* f
     if (tls_block == nullptr || tls_block->op == nullptr) {
         throw std::runtime_error("shmcomm: this instruction runs only inside a kernel launched by rt.launch");
     }
-    int64_t rc = tls_block->op(code, args, n, file, line);
+    char buf[512];
+    int64_t rc = tls_block->op(code, args, n, site_file(file, buf, sizeof buf), line);
     if (rc < 0) {
         throw PythonRaised{};
     }

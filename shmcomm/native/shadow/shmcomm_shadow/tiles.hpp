@@ -67,7 +67,8 @@ struct IssuedCopy final : TileCopy {
     IssuedCopy(TileT& t, Run r) : tile(t), run(std::move(r)) {}
     void land(void* bytes) override {
         TileT t = tile;
-        if (bytes != nullptr) t.assignData(reinterpret_cast<std::remove_reference_t<decltype(t.data())>>(bytes));
+        // (a CPU tile's data() is a reference to its buffer pointer)
+        if (bytes != nullptr) t.data() = reinterpret_cast<std::remove_reference_t<decltype(t.data())>>(bytes);
         run(t);
     }
 };

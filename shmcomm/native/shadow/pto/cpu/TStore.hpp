@@ -20,6 +20,7 @@ namespace shmcomm_detail {
 template <typename TileData, typename GlobalData, AtomicType atomicType, typename Run>
 PTO_INTERNAL void store(GlobalData& dst, TileData& src, Run run, const char* file, int line)
 {
+    shmcomm::native::mark_pc();  // the user's call site, resolved when a report needs it
     using G = std::remove_cv_t<GlobalData>;
     G g = dst;
     shmcomm::pto_isa::tile_copy(

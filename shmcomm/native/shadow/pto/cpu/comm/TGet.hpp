@@ -17,6 +17,7 @@ template <typename GlobalDstData, typename GlobalSrcData, typename TileData>
 PTO_INTERNAL void TGET_IMPL(GlobalDstData& dst, GlobalSrcData& src, TileData& src1,
                             const char* file = __builtin_FILE(), int line = __builtin_LINE())
 {
+    shmcomm::native::mark_pc();  // the user's call site, resolved when a report needs it
     shmcomm::pto_isa::copy<false>(shmcomm::native::OP_GET, dst, src, src1, file, line);
 }
 
@@ -25,6 +26,7 @@ PTO_INTERNAL void TGET_IMPL(GlobalDstData& dst, GlobalSrcData& src, TileData& pi
                             const char* file = __builtin_FILE(), int line = __builtin_LINE())
 {
     (void)pong;
+    shmcomm::native::mark_pc();  // the user's call site, resolved when a report needs it
     shmcomm::pto_isa::copy<false>(shmcomm::native::OP_GET, dst, src, ping, file, line);
 }
 

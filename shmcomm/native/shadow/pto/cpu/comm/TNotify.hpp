@@ -18,6 +18,7 @@ template <typename GlobalSignalData>
 PTO_INTERNAL void TNOTIFY_IMPL(GlobalSignalData& dstSignalData, int32_t value, NotifyOp op,
                                const char* file = __builtin_FILE(), int line = __builtin_LINE())
 {
+    shmcomm::native::mark_pc();  // the user's call site, resolved when a report needs it
     shmcomm::pto_isa::notify(dstSignalData, value, static_cast<int32_t>(op), file, line);
 }
 

@@ -20,6 +20,7 @@ template <typename GlobalDstData, typename GlobalSrcData, typename TileData, Ato
 PTO_INTERNAL void TPUT_IMPL(GlobalDstData& dst, GlobalSrcData& src, TileData& src1,
                             const char* file = __builtin_FILE(), int line = __builtin_LINE())
 {
+    shmcomm::native::mark_pc();  // the user's call site, resolved when a report needs it
     shmcomm::pto_isa::copy<atomicType == AtomicType::AtomicAdd>(shmcomm::native::OP_PUT, dst, src, src1, file, line);
 }
 
@@ -28,6 +29,7 @@ PTO_INTERNAL void TPUT_IMPL(GlobalDstData& dst, GlobalSrcData& src, TileData& pi
                             const char* file = __builtin_FILE(), int line = __builtin_LINE())
 {
     (void)pong;
+    shmcomm::native::mark_pc();  // the user's call site, resolved when a report needs it
     shmcomm::pto_isa::copy<atomicType == AtomicType::AtomicAdd>(shmcomm::native::OP_PUT, dst, src, ping, file, line);
 }
 

@@ -17,6 +17,7 @@ template <typename GlobalSignalData>
 PTO_INTERNAL bool TTEST_IMPL(GlobalSignalData& signalData, int32_t cmpValue, WaitCmp cmp,
                              const char* file = __builtin_FILE(), int line = __builtin_LINE())
 {
+    shmcomm::native::mark_pc();  // the user's call site, resolved when a report needs it
     return shmcomm::pto_isa::test(signalData, cmpValue, static_cast<int32_t>(cmp), file, line);
 }
 

@@ -19,6 +19,7 @@ template <typename GlobalSignalData>
 inline void TWAIT_IMPL(GlobalSignalData& signalData, int32_t cmpValue, comm::WaitCmp cmp,
                        const char* file = __builtin_FILE(), int line = __builtin_LINE())
 {
+    shmcomm::native::mark_pc();  // the user's call site, resolved when a report needs it
     shmcomm::pto_isa::wait(signalData, cmpValue, static_cast<int32_t>(cmp), file, line);
 }
 
