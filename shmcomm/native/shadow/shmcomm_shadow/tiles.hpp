@@ -73,16 +73,18 @@ struct IssuedCopy final : TileCopy {
     }
 };
 
-// Issue a copy between `tile` and the GM tensor `g`; `run(tile)` performs it (pto-isa's
-// implementation). `kind`: COPY_LOAD (MTE2), COPY_STORE (MTE3) or COPY_STORE_NOW (FIX).
+// Whether a copy goes to shmcomm's model (bridged, or an AtomicAdd store, which shmcomm adds
+// under its data lock) rather than running now (eager, or outside a shmcomm launch).
+inline bool modelled(bool atomic) {
+    shmcomm_block* b = n::tls_block;
+    return b != nullptr && b->op != nullptr && (b->bridged != 0 || atomic);
+}
+
+// Issue a copy between `tile` and the GM tensor `g` to shmcomm's model; `run(tile)` performs
+// it (pto-isa's implementation) when the model lands it. `kind`: COPY_LOAD (MTE2), COPY_STORE
+// (MTE3) or COPY_STORE_NOW (FIX).
 template <typename TileT, typename GT, typename Run>
 inline void tile_copy(uint64_t kind, bool atomic, TileT& tile, GT& g, Run run, const char* file, int line) {
-    shmcomm_block* b = n::tls_block;
-    if (b == nullptr || b->op == nullptr || (b->bridged == 0 && !atomic)) {
-        n::at(file, line);
-        run(tile);  // eager (or outside a shmcomm launch): pto-isa's copy, now
-        return;
-    }
     const uint64_t tile_addr = n::addr(tile.data());  // (first: a tile may place itself on first use)
     auto* copy = new IssuedCopy<TileT, Run>(tile, std::move(run));
     uint64_t a[18];

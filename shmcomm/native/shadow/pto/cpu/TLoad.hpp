@@ -18,9 +18,14 @@ template <typename TileData, typename GlobalData>
 PTO_INTERNAL void TLOAD_IMPL(TileData& dst, GlobalData& src, const char* file = __builtin_FILE(),
                              int line = __builtin_LINE())
 {
+    shmcomm::native::mark_pc();  // the user's call site, resolved when a report needs it
+    if (!shmcomm::pto_isa::modelled(false)) {  // eager: pto-isa's copy, now
+        shmcomm::native::at(file, line);
+        pto_isa_cpu_TLOAD_IMPL(dst, src);
+        return;
+    }
     using G = std::remove_cv_t<GlobalData>;
     G g = src;  // the tensor as issued
-    shmcomm::native::mark_pc();  // the user's call site, resolved when a report needs it
     shmcomm::pto_isa::tile_copy(
         shmcomm::pto_isa::COPY_LOAD, false, dst, g, [g](TileData& t) mutable { pto_isa_cpu_TLOAD_IMPL(t, g); },
         file, line);

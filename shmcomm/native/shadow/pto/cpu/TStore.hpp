@@ -21,6 +21,11 @@ template <typename TileData, typename GlobalData, AtomicType atomicType, typenam
 PTO_INTERNAL void store(GlobalData& dst, TileData& src, Run run, const char* file, int line)
 {
     shmcomm::native::mark_pc();  // the user's call site, resolved when a report needs it
+    if (!shmcomm::pto_isa::modelled(atomicType == AtomicType::AtomicAdd)) {  // eager: pto-isa's copy, now
+        shmcomm::native::at(file, line);
+        run(dst, src);
+        return;
+    }
     using G = std::remove_cv_t<GlobalData>;
     G g = dst;
     shmcomm::pto_isa::tile_copy(
@@ -33,9 +38,8 @@ template <typename TileData, typename GlobalData, AtomicType atomicType, STPhase
 PTO_INTERNAL void TSTORE_IMPL(GlobalData& dst, TileData& src, const char* file = __builtin_FILE(),
                               int line = __builtin_LINE())
 {
-    using G = std::remove_cv_t<GlobalData>;
     shmcomm_detail::store<TileData, GlobalData, atomicType>(
-        dst, src, [](G& g, TileData& t) { pto_isa_cpu_TSTORE_IMPL<TileData, G, atomicType, Phase>(g, t); }, file,
+        dst, src, [](auto& g, TileData& t) { pto_isa_cpu_TSTORE_IMPL<TileData, std::remove_reference_t<decltype(g)>, atomicType, Phase>(g, t); }, file,
         line);
 }
 
@@ -44,10 +48,9 @@ template <typename TileData, typename GlobalData, AtomicType atomicType, ReluPre
 PTO_INTERNAL void TSTORE_IMPL(GlobalData& dst, TileData& src, const char* file = __builtin_FILE(),
                               int line = __builtin_LINE())
 {
-    using G = std::remove_cv_t<GlobalData>;
     shmcomm_detail::store<TileData, GlobalData, atomicType>(
         dst, src,
-        [](G& g, TileData& t) { pto_isa_cpu_TSTORE_IMPL<TileData, G, atomicType, reluPreMode, Phase>(g, t); }, file,
+        [](auto& g, TileData& t) { pto_isa_cpu_TSTORE_IMPL<TileData, std::remove_reference_t<decltype(g)>, atomicType, reluPreMode, Phase>(g, t); }, file,
         line);
 }
 
@@ -56,11 +59,10 @@ template <typename TileData, typename GlobalData, AtomicType atomicType, ReluPre
 PTO_INTERNAL void TSTORE_IMPL(GlobalData& dst, TileData& src, uint64_t preQuantScalar,
                               const char* file = __builtin_FILE(), int line = __builtin_LINE())
 {
-    using G = std::remove_cv_t<GlobalData>;
     shmcomm_detail::store<TileData, GlobalData, atomicType>(
         dst, src,
-        [preQuantScalar](G& g, TileData& t) {
-            pto_isa_cpu_TSTORE_IMPL<TileData, G, atomicType, reluPreMode, Phase>(g, t, preQuantScalar);
+        [preQuantScalar](auto& g, TileData& t) {
+            pto_isa_cpu_TSTORE_IMPL<TileData, std::remove_reference_t<decltype(g)>, atomicType, reluPreMode, Phase>(g, t, preQuantScalar);
         },
         file, line);
 }
@@ -74,8 +76,8 @@ PTO_INTERNAL void TSTORE_IMPL(GlobalData& dst, TileData& src, FpTileData& fp, co
     FpTileData f = fp;  // the quant tile as issued (a CPU tile points at its buffer)
     shmcomm_detail::store<TileData, GlobalData, atomicType>(
         dst, src,
-        [f](G& g, TileData& t) mutable {
-            pto_isa_cpu_TSTORE_IMPL<TileData, G, FpTileData, atomicType, reluPreMode, Phase>(g, t, f);
+        [f](auto& g, TileData& t) mutable {
+            pto_isa_cpu_TSTORE_IMPL<TileData, std::remove_reference_t<decltype(g)>, FpTileData, atomicType, reluPreMode, Phase>(g, t, f);
         },
         file, line);
 }

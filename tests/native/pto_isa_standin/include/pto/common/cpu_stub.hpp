@@ -6,8 +6,8 @@
 #define AICORE
 #define __gm__
 #define __global__
-#define PTO_INTERNAL inline
-#define PTO_INST inline
+#define PTO_INTERNAL inline __attribute__((always_inline))  // (as pto-isa: every wrapper inlined)
+#define PTO_INST inline __attribute__((always_inline))
 
 typedef int pipe_t;
 const pipe_t PIPE_S = 0;
