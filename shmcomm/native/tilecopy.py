@@ -174,14 +174,14 @@ def issue(d: Any, a: list[int]) -> None:
     elif kind == COPY_STORE:
         for p in parts:
             pipes.store(p, tile, atomic)
-    else:  # FIX: at once, a write the scalar unit orders
-        if atomic:
-            atomic_add(agent, parts[-1], np.empty(0, np.uint8))
-        else:
-            landing.land()
+    else:  # FIX: at once, a write the scalar unit orders (the models hear of it first)
         hooks = agent.hooks
         if hooks is not None:
             for p in parts:
                 for r in range(p.rows):
                     hooks.gm_access("TSTORE", p.ptr + r * (p.row_stride or p.cols), p.cols * esize, True,
                                     bool(atomic))
+        if atomic:
+            atomic_add(agent, parts[-1], np.empty(0, np.uint8))
+        else:
+            landing.land()
