@@ -85,3 +85,20 @@ def test_a_missing_drain_before_tnotify_is_reported_at_the_kernel_lines(lib, mod
         text = str(err.value)
         assert f"{SRC}:{_line('TILES_STORE_LINE')}" in text, text
         assert f"{SRC}:{_line('TILES_RELOAD_LINE')}" in text, text
+
+
+@pytest.mark.parametrize("shape, strides", [
+    ((1, 1, 1, 4, 16), (64, 64, 64, 16, 1)),      # dense ND: one run
+    ((1, 1, 1, 4, 16), (128, 128, 128, 32, 1)),   # rows strided in GM
+    ((1, 1, 1, 16, 4), (64, 64, 64, 1, 16)),      # DN: columns contiguous
+    ((2, 1, 3, 4, 8), (300, 300, 64, 16, 1)),     # outer dims that do not merge
+    ((1, 2, 2, 16, 16), (1024, 512, 256, 16, 1)),  # NZ-like fractals, all contiguous
+    ((1, 1, 1, 5, 3), (1, 1, 1, 7, 2)),           # no unit stride at all
+])
+def test_a_gm_tensor_becomes_pieces_covering_exactly_its_elements(shape, strides):
+    from shmcomm.native.tilecopy import pieces
+    want = sorted(sum(i * s for i, s in zip(idx, strides, strict=True))
+                  for idx in np.ndindex(*shape))
+    offs, rows, cols, rs = pieces(shape, strides)
+    got = sorted(o + r * rs + c for o in offs for r in range(rows) for c in range(cols))
+    assert got == want
