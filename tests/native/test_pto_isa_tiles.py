@@ -102,3 +102,49 @@ def test_a_gm_tensor_becomes_pieces_covering_exactly_its_elements(shape, strides
     offs, rows, cols, rs = pieces(shape, strides)
     got = sorted(o + r * rs + c for o in offs for r in range(rows) for c in range(cols))
     assert got == want
+
+
+def _atomic_sum(rt, kernel, iters):
+    ones = rt.alloc((N,), np.float32)
+    total = rt.alloc((N,), np.float32)
+    ones[:] = 1.0
+    total[:] = 0.0
+    rt.barrier()
+    rt.launch(kernel, blocks=BLOCKS, args=(ones.ptr, total.ptr, rt.device_context, iters))
+    rt.barrier()
+    return total[:].tolist()
+
+
+@pytest.mark.parametrize("mode", ["eager", "hazard", "schedule"])
+def test_an_atomicadd_tstore_adds_atomically_across_blocks_and_ranks(lib, mode):
+    iters = {"eager": 5000, "hazard": 50, "schedule": 5}[mode]
+    res = shmcomm.run(_atomic_sum, nranks=3, mode=mode, seed=0, timeout=120,
+                      args=(lib.AtomicStoreKernel, iters))
+    assert res[0] == [3.0 * BLOCKS * iters] * N
+
+
+def _acc_store(rt, kernel):
+    src = rt.alloc((BLOCKS * N,), np.float32)
+    out = rt.alloc((BLOCKS * N,), np.float32)
+    seen = rt.alloc((BLOCKS,), np.int32)
+    src[:] = np.arange(BLOCKS * N, dtype=np.float32)
+    rt.launch(kernel, blocks=BLOCKS, args=(src.ptr, out.ptr, seen.ptr))
+    return out[:].tolist(), seen[:].tolist()
+
+
+@pytest.mark.parametrize("mode", ["eager", "hazard", "schedule"])
+def test_an_acc_tile_store_on_fix_runs_at_once_in_every_mode(lib, mode):
+    out, seen = shmcomm.run(_acc_store, nranks=1, mode=mode, seed=0, timeout=120,
+                            args=(lib.AccStoreKernel,))[0]
+    assert out == (np.arange(BLOCKS * N, dtype=np.float32) + 1).tolist()
+    assert seen == [b * N + 2 for b in range(BLOCKS)]
+
+
+def test_schedule_mode_reports_the_same_race_for_the_same_seed(lib):
+    texts = []
+    for _ in range(2):
+        with pytest.raises(shmcomm.RunError) as err:
+            shmcomm.run(_exchange, nranks=2, mode="schedule", seed=5, timeout=120,
+                        args=(lib.TileExchangeKernel, 2, 2))
+        texts.append(str(err.value))
+    assert texts[0] == texts[1]

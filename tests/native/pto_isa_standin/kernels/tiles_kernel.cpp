@@ -47,3 +47,36 @@ __global__ AICORE void TileExchangeKernel(__gm__ float* src, __gm__ float* recv,
     TSTORE(o, w);
     pipe_barrier(PIPE_ALL);
 }
+
+// Every block of every rank adds its ones row into rank 0's sum with TSTORE<AtomicAdd> (the
+// stand-in adds with a plain +=, as pto-isa's CPU back end does: shmcomm must add under its lock).
+__global__ AICORE void AtomicStoreKernel(__gm__ float* ones, __gm__ float* sum, __gm__ CommDeviceContext* ctx,
+                                         int iters)
+{
+    Tile<float, 1, N> t;
+    Row one(ones);
+    TLOAD(t, one);
+    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0);
+    Row total(CommRemotePtr(ctx, sum, 0));
+    for (int i = 0; i < iters; ++i) {
+        TSTORE<Tile<float, 1, N>, Row, AtomicType::AtomicAdd>(total, t);
+    }
+    pipe_barrier(PIPE_ALL);
+}
+
+// An Acc tile's TSTORE (a2a3: FIX) runs at once in every mode: its GM holds the data right after.
+__global__ AICORE void AccStoreKernel(__gm__ float* src, __gm__ float* out, __gm__ int32_t* seen)
+{
+    const uint32_t b = get_block_idx();
+    Tile<float, 1, N> t;
+    Tile<float, 1, N, TileType::Acc> acc;
+    Row s(src + b * N);
+    TLOAD(t, s);
+    set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0);
+    TADDS(acc, t, 1.0f);  // (the stand-in's vector add fills the Acc tile)
+    Row o(out + b * N);
+    TSTORE(o, acc);
+    seen[b] = static_cast<int32_t>(out[b * N + 1]);  // a plain read right after: already there
+}

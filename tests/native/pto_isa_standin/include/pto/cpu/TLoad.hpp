@@ -18,9 +18,9 @@ PTO_INTERNAL void TLOAD_IMPL(TileData& dst, GlobalData& src)
 }
 
 // a vector instruction: native and immediate under shmcomm
-template <typename TileT>
-inline void TADDS(TileT& dst, TileT& src, typename TileT::DType s) {
-    for (int i = 0; i < TileT::Rows * TileT::Cols; ++i) dst.data()[i] = src.data()[i] + s;
+template <typename TileD, typename TileS>
+inline void TADDS(TileD& dst, TileS& src, typename TileS::DType s) {
+    for (int i = 0; i < TileD::Rows * TileD::Cols; ++i) dst.data()[i] = src.data()[i] + s;
 }
 }  // namespace pto
 #endif
