@@ -30,7 +30,7 @@ from typing import Any
 from ..core.agent import FLAGS, current
 from ..core.gm import GMPtr
 from ..errors import ArgumentError, ShmcommError
-from . import bridge, ptoisa
+from . import bridge, ptoisa, sites
 from . import build as B
 from .build import INCLUDE_DIR, NativeBuildError
 from .context import NativeDeviceContext, device_context, window_bases
@@ -101,7 +101,7 @@ class NativeKernel:
                 raise exc
             raise NativeKernelError(f"{self.name}: a bridged instruction failed on {agent.where()}")
         if rc != 0:
-            where = err.value.decode(errors="replace")
+            where = sites.message(err.value)
             raise NativeKernelError(f"{self.name} on {agent.where()}: C++ exception after the "
                                     f"instruction at {where}")
 

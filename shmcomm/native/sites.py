@@ -18,6 +18,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import os
+import re
 import select
 import shutil
 import subprocess
@@ -30,6 +31,7 @@ MAX_SITES = 4096
 RESOLVE_TIMEOUT_S = 10.0
 _SENTINEL = "0xffffffffffffffff"  # an address after each query: its echo ends the query's frames
 _NATIVE_DIR = str(Path(__file__).resolve().parent) + os.sep  # the shadow and shmcomm's headers
+_SITE = re.compile(r".*?:\d+: (.*)\Z", re.S)  # "file:line: what" -> what
 _LIBRARY_HEADERS = os.sep + os.path.join("include", "pto") + os.sep  # pto-isa's (and a stand-in's)
 
 _lock = threading.Lock()
@@ -62,6 +64,19 @@ def site(raw: bytes, line: int) -> tuple[str, int]:
         if len(_sites) < MAX_SITES:
             _sites[raw] = res
     return res
+
+
+def message(raw: bytes) -> str:
+    """A native error's ``file:line: what``, its site resolved when it carries a PC."""
+    if not raw.startswith(MARK):
+        return raw.decode(errors="replace")
+    _, pc_hex, rest = raw.split(MARK, 2)
+    text = rest.decode(errors="replace")
+    found = user_frame(int(pc_hex, 16)) if pc_hex else None
+    m = _SITE.match(text)
+    if found is None or m is None:
+        return text
+    return f"{found[0]}:{found[1]}: {m.group(1)}"
 
 
 def user_frame(pc: int) -> tuple[str, int] | None:

@@ -23,6 +23,7 @@ window (private memory, which no other block can reach through shmcomm) also run
 from __future__ import annotations
 
 import ctypes
+import functools
 from typing import Any
 
 import numpy as np
@@ -97,7 +98,8 @@ class NativeTensor(GlobalTensor):
         return snap
 
 
-def pieces(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[list[int], int, int, int]:
+@functools.lru_cache(maxsize=1024)
+def pieces(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[tuple[int, ...], int, int, int]:
     """The GM elements of pto-isa's 5-D (shape, strides) as 2-D pieces: (element offsets of
     each piece, rows, cols, row stride); dims sorted by stride, contiguous ones merged."""
     dims = sorted(((n, s) for n, s in zip(shape, strides, strict=True) if n > 1), key=lambda d: -d[1])
@@ -122,7 +124,7 @@ def pieces(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[list[int],
     offs = [0]
     for n, s in merged:
         offs = [o + i * s for o in offs for i in range(n)]
-    return offs, rows, cols, max(rs, cols) if rows <= 1 else rs
+    return tuple(offs), rows, cols, max(rs, cols) if rows <= 1 else rs
 
 
 def _piece(ptr: GMPtr, rows: int, cols: int, rs: int, landing: Landing | None,

@@ -148,3 +148,16 @@ def test_schedule_mode_reports_the_same_race_for_the_same_seed(lib):
                         args=(lib.TileExchangeKernel, 2, 2))
         texts.append(str(err.value))
     assert texts[0] == texts[1]
+
+
+def _uneven(rt, kernel):
+    flags = rt.alloc((256,), np.int32)
+    flags[:] = 0
+    rt.launch(kernel, blocks=1, args=(flags.ptr,))
+
+
+def test_a_cpp_error_in_a_pto_isa_instruction_names_the_kernel_line(lib):
+    with pytest.raises(shmcomm.RunError) as err:
+        shmcomm.run(_uneven, nranks=1, mode="eager", timeout=60, args=(lib.UnevenWaitKernel,))
+    text = str(err.value)
+    assert f"{SRC}:{_line('TILES_UNEVEN_LINE')}: TWAIT: the signal's outer dims" in text, text

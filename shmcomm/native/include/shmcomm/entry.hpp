@@ -61,7 +61,8 @@ template <typename... A> const char* signature(void (*)(A...)) {
 }
 
 inline void put_error(char* err, std::size_t len, const char* what) {
-    std::snprintf(err, len, "%s:%d: %s", tls_site.file, tls_site.line, what);
+    char buf[512];  // (a site with a PC: shmcomm.native resolves it to the kernel's line)
+    std::snprintf(err, len, "%s:%d: %s", site_file(tls_site.file, buf, sizeof buf), tls_site.line, what);
 }
 
 // 0: the kernel returned; 1: a C++ exception (text in err); 2: a Python instruction raised
@@ -70,7 +71,7 @@ int run(void (*fn)(A...), shmcomm_block* block, const uint64_t* args, char* err,
     tls_block = block;
     tls_ub_top = UB_BYTES;
     tls_flags = 0;
-    tls_site = {"", 0};
+    tls_site = {"", 0, nullptr, nullptr};
     int rc = 0;
     try {
         invoke(fn, args, std::index_sequence_for<A...>{});

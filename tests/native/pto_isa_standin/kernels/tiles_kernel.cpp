@@ -80,3 +80,10 @@ __global__ AICORE void AccStoreKernel(__gm__ float* src, __gm__ float* out, __gm
     TSTORE(o, acc);
     seen[b] = static_cast<int32_t>(out[b * N + 1]);  // a plain read right after: already there
 }
+
+// A TWAIT on a signal whose outer dims are not evenly strided: shmcomm's C++ error, at this line.
+__global__ AICORE void UnevenWaitKernel(__gm__ int32_t* flags)
+{
+    GlobalTensor<int32_t, Shape<1, 1, 2, 2, 1>, Stride<1, 1, 100, 7, 1>> sig(flags);
+    comm::TWAIT(sig, 1, comm::WaitCmp::EQ);  // TILES_UNEVEN_LINE
+}
