@@ -59,3 +59,45 @@ __global__ AICORE void TileExchangeKernel(__gm__ float* src, __gm__ float* recv,
     TSTORE(o, w);
     pipe_barrier(PIPE_ALL);
 }
+
+// The cube path: A and B into L1 (TLOAD to Mat tiles, MTE2), into L0A / L0B (TMOV, MTE1),
+// TMATMUL into L0C (M), the Acc tile to GM (TSTORE, FIX). `bug` 1 drops the MTE2 -> MTE1 flag.
+constexpr int CM = 16, CK = 16, CN = 16;
+using GmA = GlobalTensor<float, Shape<1, 1, 1, CM, CK>, Stride<CM * CK, CM * CK, CM * CK, CK, 1>>;
+using GmB = GlobalTensor<float, Shape<1, 1, 1, CK, CN>, Stride<CK * CN, CK * CN, CK * CN, CN, 1>>;
+using GmC = GlobalTensor<float, Shape<1, 1, 1, CM, CN>, Stride<CM * CN, CM * CN, CM * CN, CN, 1>>;
+using MatA = Tile<TileType::Mat, float, CM, CK, BLayout::ColMajor, CM, CK, SLayout::RowMajor, 512>;
+using MatB = Tile<TileType::Mat, float, CK, CN, BLayout::ColMajor, CK, CN, SLayout::RowMajor, 512>;
+
+__global__ AICORE void CubeKernel(__gm__ float* a, __gm__ float* b, __gm__ float* c, int bug)
+{
+    const uint32_t blk = get_block_idx();
+    GmA ga(a + blk * CM * CK);
+    GmB gb(b + blk * CK * CN);
+    GmC gc(c + blk * CM * CN);
+    MatA ma;
+    MatB mb;
+    TileLeft<float, CM, CK, CM, CK> l;
+    TileRight<float, CK, CN, CK, CN> r;
+    TileAcc<float, CM, CN, CM, CN> acc;
+    TASSIGN(ma, 0x0);
+    TASSIGN(mb, 0x10000);
+    TASSIGN(l, 0x0);
+    TASSIGN(r, 0x0);
+    TASSIGN(acc, 0x0);
+    TLOAD(ma, ga);
+    TLOAD(mb, gb);
+    if (bug != 1) {
+        set_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+        wait_flag(PIPE_MTE2, PIPE_MTE1, EVENT_ID0);
+    }
+    TMOV(l, ma);
+    TMOV(r, mb);
+    set_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+    wait_flag(PIPE_MTE1, PIPE_M, EVENT_ID0);
+    TMATMUL(acc, l, r);
+    set_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+    wait_flag(PIPE_M, PIPE_FIX, EVENT_ID0);
+    TSTORE(gc, acc);  // REAL_ACC_STORE_LINE
+    pipe_barrier(PIPE_ALL);
+}

@@ -86,3 +86,39 @@ def test_a_missing_drain_before_tnotify_is_reported_at_the_kernel_lines(lib, mod
         assert f"{SRC}:{_line('REAL_STORE_LINE')}" in text, text
         assert f"{SRC}:{_line('REAL_RELOAD_LINE')}" in text, text
         assert f"{SRC}:{_line('REAL_NOTIFY_LINE')}" in text, text
+
+
+CM = CK = CN = 16
+
+
+def _cube(rt, kernel, rounds, bug):
+    """Each block multiplies its own A and B; whether every round's C matched numpy's."""
+    a = rt.alloc((BLOCKS * CM * CK,), np.float32)
+    b = rt.alloc((BLOCKS * CK * CN,), np.float32)
+    c = rt.alloc((BLOCKS * CM * CN,), np.float32)
+    ok = []
+    for r in range(1, rounds + 1):
+        rng = np.random.default_rng(100 * rt.rank + r)
+        a[:] = rng.integers(-4, 5, a.shape).astype(np.float32)
+        b[:] = rng.integers(-4, 5, b.shape).astype(np.float32)
+        rt.launch(kernel, blocks=BLOCKS, args=(a.ptr, b.ptr, c.ptr, bug))
+        want = np.concatenate([a[i * CM * CK:(i + 1) * CM * CK].reshape(CM, CK)
+                               @ b[i * CK * CN:(i + 1) * CK * CN].reshape(CK, CN) for i in range(BLOCKS)])
+        ok.append(bool(np.array_equal(c[:].reshape(BLOCKS * CM, CN), want)))
+    return ok
+
+
+@pytest.mark.parametrize("mode", ["eager", "hazard", "schedule"])
+def test_the_cube_path_with_its_flags_passes_every_mode(lib, mode):
+    for seed in (0, 1, 2):
+        res = shmcomm.run(_cube, nranks=2, mode=mode, seed=seed, timeout=300,
+                          args=(lib.CubeKernel, 2, 0))
+        assert res == [[True] * 2] * 2, (mode, seed, res)
+
+
+@pytest.mark.parametrize("mode", ["hazard", "schedule"])
+def test_a_missing_mte2_to_mte1_flag_moves_the_l1_tile_before_the_load_lands(lib, mode):
+    for seed in (0, 1, 2):
+        res = shmcomm.run(_cube, nranks=2, mode=mode, seed=seed, timeout=300, detect_races=False,
+                          args=(lib.CubeKernel, 2, 1))
+        assert not any(ok for rank in res for ok in rank), (mode, seed, res)
