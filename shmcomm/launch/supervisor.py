@@ -159,7 +159,9 @@ class Launcher:
         self.conns: dict[Connection, int] = {}
         self.results: dict[int, Any] = {}
         self.failures: list[Failure] = []
-        self.advice: list[str] = []  # advisory checkers' findings: printed beside a failure
+        # advisory checkers' findings, per rank: printed beside a failure in rank order (not in
+        # the order they arrived, so a scheduled run's report is the same for the same seed)
+        self.advice: dict[int, list[str]] = {}
         self.secondary = 0
         self.exited: set[int] = set()
         self.ctl: C.Control | None = None
@@ -234,7 +236,8 @@ class Launcher:
             first = self.failures[0].kind
             cls = {"deadlock": DeadlockError, "timeout": RunTimeout,
                    "race": RaceReport}.get(first, RunError)
-            err = cls(self.failures, self.config.seed, self.secondary, self.advice)
+            advice = [a for r in sorted(self.advice) for a in self.advice[r]][:MAX_ADVICE]
+            err = cls(self.failures, self.config.seed, self.secondary, advice)
             err.signum = self.signum  # type: ignore[attr-defined]  # the CLI's exit status 128+n
             err.schedule = self.model.schedule  # type: ignore[attr-defined]
             hint = self.model.hint(self.host, self.args)  # how to replay it (a scheduled run)
@@ -546,9 +549,9 @@ class Launcher:
             return
         kind, payload = msg
         if kind == "advice":  # a passing run drops it; a failing one prints it as likely causes
-            if isinstance(payload, list) and len(self.advice) < MAX_ADVICE:
-                self.advice += [clip(a, MAX_MESSAGE_CHARS // 4) for a in
-                                payload[:MAX_ADVICE - len(self.advice)] if isinstance(a, str)]
+            if isinstance(payload, list):
+                self.advice.setdefault(rank, []).extend(
+                    clip(a, MAX_MESSAGE_CHARS // 4) for a in payload[:MAX_ADVICE] if isinstance(a, str))
             return
         if kind == "ok":
             self.results[rank] = payload

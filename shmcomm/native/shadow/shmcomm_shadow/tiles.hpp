@@ -59,6 +59,24 @@ constexpr uint64_t tile_bytes() {
     }
 }
 
+// The tile bytes a copy touches: from the first to the last element of its valid region (a
+// row-major or column-major tile: a2a3's DMA moves validRow bursts of validCol elements, the
+// rest of each row is a gap it skips, so a view placed inside a bigger buffer does not touch
+// its neighbour); the whole tile for fractal layouts.
+template <typename TileT>
+uint64_t tile_extent(TileT& t) {
+    if constexpr (requires { TileT::isRowMajor; TileT::SFractal; t.GetValidRow(); t.GetValidCol(); }) {
+        if constexpr (TileT::SFractal == std::remove_cv_t<decltype(TileT::SFractal)>::NoneBox) {
+            const uint64_t r = static_cast<uint64_t>(t.GetValidRow()), c = static_cast<uint64_t>(t.GetValidCol());
+            const uint64_t e = sizeof(typename TileT::DType);
+            if (r == 0 || c == 0) return 0;
+            const uint64_t last = TileT::isRowMajor ? (r - 1) * TileT::Cols + c : (c - 1) * TileT::Rows + r;
+            return last * e < tile_bytes<TileT>() ? last * e : tile_bytes<TileT>();
+        }
+    }
+    return tile_bytes<TileT>();
+}
+
 // The tile as issued (a CPU tile is a pointer to its buffer: copies share it) and the call
 // of pto-isa's implementation on a tile; `tile_bytes`, when given, replaces the tile's buffer.
 template <typename TileT, typename Run>
@@ -99,7 +117,7 @@ inline void tile_copy(uint64_t kind, bool atomic, TileT& tile, GT& g, Run run, c
     a[1] = atomic ? 1 : 0;
     a[2] = sizeof(typename GT::DType);
     a[3] = tile_addr;
-    a[4] = tile_bytes<TileT>();
+    a[4] = tile_extent(tile);
     a[5] = n::addr(reinterpret_cast<const void*>(&land_tile_copy));
     a[6] = n::addr(static_cast<TileCopy*>(copy));
     a[7] = n::addr(g.data());
