@@ -10,6 +10,7 @@ COMMANDS = {
     "launch": "run a host program once on N rank processes",
     "stress": "run a program over many seeds and shapes, report failures and how to rerun them",
     "trace": "summarize a Chrome trace file of a run: who waited on whom, the longest waits",
+    "suite": "run one of pto-isa's CPU comm suites unchanged, every rank a process",
     "cleanup": "remove segments of dead runs from /dev/shm",
 }
 
@@ -21,6 +22,8 @@ def _command(name: str) -> Callable[..., int]:
         from .stress.cli import main
     elif name == "trace":
         from .launch.tracecli import main
+    elif name == "suite":
+        from .launch.suite import main
     else:
         from .launch.cleanup import main
     return main

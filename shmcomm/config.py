@@ -39,6 +39,9 @@ MPI_PEERS = ("shared", "rma")  # mpi: map the windows of the host's ranks, or re
 HAZARDS = ("pipes", "visibility", "lines", "cache", "jitter", "checkers")
 # what TNOTIFY(..., NotifyOp.Set) does: a2a3's plain store, or pto-isa's proposed read-then-add
 SET_SEMANTICS = ("store", "read-add")
+# the NPU the kernels are built for: a2a3 (its DMA engine is SDMA only) or a5 (Ascend950,
+# NPU_ARCH 3510, which adds the URMA engine that pto-isa's a5 back end and CPU suites drive)
+TARGETS = ("a2a3", "a5")
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 WEEK_S = 7 * 24 * 3600.0
 
@@ -265,6 +268,9 @@ SETTINGS: tuple[Setting, ...] = (
             choices=MPI_PEERS),
     Setting("set_semantics", str, "store", "TNOTIFY's Set: a2a3's plain store, or pto-isa's "
             "proposed read-then-add", choices=SET_SEMANTICS),
+    Setting("target", str, "a2a3", "the NPU the kernels are built for: a2a3 (asynchronous "
+            "copies on SDMA only) or a5 (Ascend950: TPUT_ASYNC / TGET_ASYNC may also name "
+            "DmaEngine.URMA, as pto-isa's URMA suites do)", choices=TARGETS),
 )
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 # the older view of the table: name -> (type, low, high) for numbers, (str, choices) for strings
@@ -367,6 +373,7 @@ class ConfigShape:
     transport: str
     mpi_peers: str
     set_semantics: str
+    target: str
 
     def __init__(self, **values: Any) -> None: ...
 

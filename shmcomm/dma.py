@@ -26,7 +26,9 @@ __all__ = ["TPUT_ASYNC", "TGET_ASYNC", "AsyncSession", "AsyncEvent", "BuildAsync
 
 class DmaEngine(IntEnum):
     """The engine of an asynchronous copy (PTO's ``DmaEngine``). a2a3 has ``SDMA`` only; URMA and
-    RDMA are Ascend950 (NPU_ARCH 3510) engines, which shmcomm does not emulate."""
+    RDMA are Ascend950 (a5, NPU_ARCH 3510) engines. A run whose ``target`` is ``"a5"`` accepts
+    URMA, whose copies behave as SDMA's here (posted, landed at ``Wait``, seen by ``Test``);
+    RDMA is not emulated."""
 
     SDMA = 0
     URMA = 1
@@ -113,8 +115,8 @@ def BuildAsyncSession(*args: Any, **kw: Any) -> Any:
     fills ``session`` (an ``AsyncSession()``) and returns whether it is valid: as on a2a3 it is
     not for ``sync_id`` outside 0-7, ``queue_num`` outside 1-48, a channel group at or past
     ``48 // queue_num`` or no workspace. ``scratch_tile`` (>= 8 bytes of UB) and ``workspace``
-    (a GM pointer or tensor) are checked and otherwise unused. URMA and RDMA are refused: a2a3
-    has SDMA only.
+    (a GM pointer or tensor) are checked and otherwise unused. URMA is refused unless the run's
+    ``target`` is ``"a5"`` (a2a3 has SDMA only); RDMA always is.
 
     The short form ``session = BuildAsyncSession(ctx[, engine][, block_bytes])`` returns a valid
     SDMA session.
@@ -126,19 +128,25 @@ def BuildAsyncSession(*args: Any, **kw: Any) -> Any:
 
 def _check_engine(engine: Any) -> DmaEngine:
     engine = DmaEngine(check_enum(DmaEngine, engine, "BuildAsyncSession: engine"))
+    if engine is DmaEngine.URMA and _agent.current().rt.config.target == "a5":
+        return engine
+    if engine is DmaEngine.URMA:
+        raise ArgumentError("BuildAsyncSession: DmaEngine.URMA is an Ascend950 (a5, NPU_ARCH 3510) "
+                            "engine; a2a3 has DmaEngine.SDMA only: run with target='a5' "
+                            "(SHMCOMM_TARGET=a5, --target a5) for a kernel built for a5")
     if engine is not DmaEngine.SDMA:
         raise ArgumentError(f"BuildAsyncSession: DmaEngine.{engine.name} is an Ascend950 (NPU_ARCH "
-                            "3510) engine; a2a3 has DmaEngine.SDMA only")
+                            "3510) engine that shmcomm does not emulate; a2a3 has DmaEngine.SDMA only")
     return engine
 
 
 def _short_session(ctx: Any, engine: DmaEngine = DmaEngine.SDMA,
                    block_bytes: int = DEFAULT_SDMA_BLOCK_BYTES) -> AsyncSession:
-    _check_engine(engine)
+    engine = _check_engine(engine)
     if isinstance(block_bytes, bool) or not isinstance(block_bytes, int) or block_bytes < 1:
         raise ArgumentError(f"BuildAsyncSession: block_bytes must be an int >= 1, got {block_bytes!r}")
     s = AsyncSession()
-    _fill(s, None, 0, SdmaBaseConfig(block_bytes), AUTO_CHANNEL_GROUP)
+    _fill(s, None, 0, SdmaBaseConfig(block_bytes), AUTO_CHANNEL_GROUP, engine)
     return s
 
 
@@ -146,7 +154,7 @@ def _build_session(scratch_tile: Tile, workspace: Any, session: AsyncSession, sy
                    base_config: SdmaBaseConfig | None = None,
                    channel_group_idx: int = AUTO_CHANNEL_GROUP,
                    engine: DmaEngine = DmaEngine.SDMA) -> bool:
-    _check_engine(engine)
+    engine = _check_engine(engine)
     if scratch_tile.nbytes < 8:
         raise ArgumentError(f"BuildAsyncSession: scratch_tile needs at least 8 bytes of UB, got "
                             f"{scratch_tile.nbytes}")
@@ -168,13 +176,14 @@ def _build_session(scratch_tile: Tile, workspace: Any, session: AsyncSession, sy
     if workspace is None or sync_id > 7 or not 1 <= cfg.queue_num <= SDMA_MAX_CHANNEL \
             or group >= SDMA_MAX_CHANNEL // cfg.queue_num:
         return False  # pto-isa's BuildSdmaSession: an invalid session
-    _fill(session, workspace, sync_id, cfg, group)
+    _fill(session, workspace, sync_id, cfg, group, engine)
     return True
 
 
-def _fill(s: AsyncSession, workspace: Any, sync_id: int, cfg: SdmaBaseConfig, group: int) -> None:
+def _fill(s: AsyncSession, workspace: Any, sync_id: int, cfg: SdmaBaseConfig, group: int,
+          engine: DmaEngine = DmaEngine.SDMA) -> None:
     agent = _agent.current()
-    s.engine, s.valid, s.rank, s.block = DmaEngine.SDMA, True, agent.rank, agent.block_idx
+    s.engine, s.valid, s.rank, s.block = engine, True, agent.rank, agent.block_idx
     s.workspace, s.sync_id = workspace, sync_id
     s.channel_group_idx = agent.block_idx if group == AUTO_CHANNEL_GROUP else group
     s.block_bytes, s.comm_block_offset, s.queue_num = (

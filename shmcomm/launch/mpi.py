@@ -202,7 +202,7 @@ def _agree(world: Any, config: Config, host: Callable[..., Any], nranks: int | N
 AGREED = ("signal_bytes", "heap_bytes", "ub_bytes", "blocks", "mode", "seed", "hazards",
           "hazard_delay", "strategy", "replay", "record", "schedule_delay", "turn_timeout",
           "detect_races", "race_exitfirst", "timeout", "wait_timeout", "deadlock_grace",
-          "set_semantics", "mpi_peers")
+          "set_semantics", "mpi_peers", "target")
 
 
 def _comparable(value: Any) -> Any:

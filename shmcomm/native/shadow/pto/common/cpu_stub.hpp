@@ -134,4 +134,9 @@ inline void SYNCALL_SOFT_MIX_IMPL(int32_t* gmWorkspace, int32_t usedCores, const
 }  // namespace pto
 #endif  // __CPU_SIM
 
+// a pto-isa CPU comm suite built by shmcomm's suite runner: the harness macros are shmcomm's
+#ifdef SHMCOMM_PTO_ISA_SUITE
+#include "shmcomm_shadow/suite.hpp"
+#endif
+
 #endif
