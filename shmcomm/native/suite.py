@@ -194,7 +194,7 @@ class Case:
             s = f"rank {', '.join(map(str, c.failed))} failed ({c.harness} over {len(c.ranks)} ranks)"
             if passed:
                 s += (f"; rank {passed[0]} passed, so pto-isa's sequential harness "
-                      "(res = res || perRankFn(i)) passes this case")
+                      "(res = res || perRankFn(i)) would pass this case")
             out.append(s)
         return "; ".join(out)
 

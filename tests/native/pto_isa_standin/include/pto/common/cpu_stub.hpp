@@ -2,10 +2,13 @@
 #ifndef STANDIN_CPU_STUB_HPP
 #define STANDIN_CPU_STUB_HPP
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #define AICORE
 #define __gm__
 #define __global__
+#define __ubuf__
 #define PTO_INTERNAL inline __attribute__((always_inline))  // (as pto-isa: every wrapper inlined)
 #define PTO_INST inline __attribute__((always_inline))
 
@@ -29,6 +32,26 @@ inline void dcci(const volatile void*, int, int) {}
 inline void dsb(mem_dsb_t) {}
 inline uint32_t get_block_idx() { return 0; }
 inline uint32_t get_block_num() { return 1; }
+
+// the host side of a CPU comm suite: ACL as plain memory, HCCL's harness macros empty
+typedef void* aclrtStream;
+enum { ACL_MEM_MALLOC_HUGE_FIRST = 0, ACL_MEMCPY_HOST_TO_DEVICE = 0, ACL_MEMCPY_DEVICE_TO_HOST = 1 };
+inline int aclrtMallocHost(void** p, size_t sz) { *p = calloc(1, sz); return *p == nullptr; }
+inline int aclrtMalloc(void** p, size_t sz, int) { return aclrtMallocHost(p, sz); }
+inline int aclrtMemcpy(void* dst, size_t szDst, const void* src, size_t szSrc, int)
+{
+    memcpy(dst, src, szDst < szSrc ? szDst : szSrc);
+    return 0;
+}
+inline int aclrtSynchronizeStream(aclrtStream) { return 0; }
+inline int aclrtFree(void* p) { free(p); return 0; }
+inline int aclrtFreeHost(void* p) { free(p); return 0; }
+#define HcclHostBarrier(x, y)
+#define CommMpiInit(x, y) (true)
+#define CommMpiFinalize()
+#define SKIP_IF_RANKS_LT(n)
+static constexpr uint32_t HCCL_MAX_RANK_NUM = 64;
+struct HcclRootInfo {};
 
 struct CommDeviceContext {
     uint64_t workSpace;
