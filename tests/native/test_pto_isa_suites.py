@@ -126,8 +126,8 @@ def test_the_command_line_prints_gtest_then_the_summary():
     assert out.returncode == 1, out.stderr
     assert "[  FAILED  ] StandinScatter.Root1_SentToItself" in out.stdout
     assert "[shmcomm] ForkAndRunWithHcclRootInfo over 2 ranks: rank(s) 0 failed" in out.stdout
-    assert out.stdout.rstrip().endswith(
-        "tstandin: 1 tests, 0 passed, 1 failed (1 of them pass under pto-isa's sequential harness), 0 skipped")
+    assert out.stdout.rstrip().endswith("tstandin: 1 tests, 0 passed, 1 failed (1 of them pass under "
+                                        "pto-isa's sequential harness), 0 skipped")
     helped = subprocess.run([sys.executable, "-m", "shmcomm", "suite", "--help"], capture_output=True,
                             text=True, env=env, timeout=60)
     assert helped.returncode == 0 and "--target" in helped.stdout and "--window-bytes" in helped.stdout
