@@ -101,8 +101,19 @@ inline void barrier(int nr, const char* file, int line) {
     }
 }
 
-// HcclHostBarrier / CommMpiBarrier: the ranks of the harness call under way (else every rank)
-inline void host_barrier(const char* file, int line) { barrier(g.group > 0 ? g.group : g.nranks, file, line); }
+// HcclHostBarrier / CommMpiBarrier: the ranks of the harness call under way (else every rank).
+// The host runs after its kernels ended (aclrtSynchronizeStream): where a model keeps pipe work
+// queued or remote stores unseen (hazard, schedule), they are drained and published first, as
+// a kernel's end does; eager has nothing pending.
+inline void host_barrier(const char* file, int line) {
+    if (n::bridged()) {
+        uint64_t all[1] = {6};  // PIPE_ALL
+        n::call(n::OP_PIPE_BARRIER, all, 1, file, line);
+        uint64_t ddr[1] = {0};  // DSB_DDR
+        n::call(n::OP_DSB, ddr, 1, file, line);
+    }
+    barrier(g.group > 0 ? g.group : g.nranks, file, line);
+}
 
 // A fresh window for a test (TestContext::Init, UrmaTestContext::Setup): what the last test
 // allocated is zeroed, then the call's ranks meet, so nobody writes into a window not yet cleared.
@@ -145,8 +156,10 @@ inline bool agree(const char* what, int nr, int mine, const char* file, int line
     shmcomm::pto_isa::notify(w, mine, 1, file, line);  // Set
     barrier(g.nranks, file, line);
     int res[MAX_RANKS];
-    for (int r = 0; r < g.nranks; ++r) {
-        res[r] = __atomic_load_n(remote(g.sync + MAX_RANKS + r * LINE_WORDS, r), __ATOMIC_ACQUIRE);
+    for (int r = 0; r < g.nranks; ++r) {  // read through the instructions: what the models show
+        Word other{remote(g.sync + MAX_RANKS + r * LINE_WORDS, r)};
+        res[r] = shmcomm::pto_isa::test(other, 1, 0, file, line) ? 1
+                 : shmcomm::pto_isa::test(other, 0, 0, file, line) ? 0 : NOT_RUN;
     }
     barrier(g.nranks, file, line);
     bool all = nr > 0, any = false;
