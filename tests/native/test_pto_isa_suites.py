@@ -80,6 +80,15 @@ def test_a_hang_ends_with_the_deadlock_report_and_leaves_nothing():
     # (the autouse fixture of tests/conftest.py checks that /dev/shm keeps nothing of the run)
 
 
+def test_a_crash_ends_with_the_rank_and_the_suites_line():
+    with pytest.raises(shmcomm.RunError) as err:
+        run_suite("tstandin", STANDIN, nranks=3,
+                  gtest_args=["--gtest_filter=StandinCrash.*", "--gtest_also_run_disabled_tests"], **SHORT)
+    msg = str(err.value)
+    assert err.value.kind == "crash" and "SIGSEGV in rank 1 block 0" in msg
+    assert "tstandin_kernel.cpp:" in msg and "CrashKernel" in msg
+
+
 def test_urma_is_refused_on_a2a3_naming_the_setting_and_runs_on_a5():
     with pytest.raises(shmcomm.RunError) as err:
         run_suite("tstandin_urma", STANDIN, nranks=3, **SHORT)

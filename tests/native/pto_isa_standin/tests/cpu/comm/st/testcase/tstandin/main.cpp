@@ -29,6 +29,11 @@ TEST(StandinHang, DISABLED_NeverNotified)
     SKIP_IF_RANKS_LT(2);
     ASSERT_TRUE(RunNeverNotified(2));
 }
+TEST(StandinCrash, DISABLED_Rank1Crashes)
+{
+    SKIP_IF_RANKS_LT(2);
+    ASSERT_TRUE(RunCrash(2));
+}
 
 int main(int argc, char** argv)
 {

@@ -47,6 +47,12 @@ __global__ AICORE void WaitFlagKernel(__gm__ int32_t* flag)
     comm::TWAIT(f, 1, comm::WaitCmp::EQ);
 }
 
+// Writes through a pointer that points nowhere.
+__global__ AICORE void CrashKernel(__gm__ int32_t* nowhere)
+{
+    *reinterpret_cast<volatile int32_t*>(nowhere) = 1;
+}
+
 struct Buffers {
     float* src;
     float* dst;
@@ -114,6 +120,23 @@ bool RunNeverNotifiedRank(int rank, int n_ranks)
     if (rank == 1) WaitFlagKernel(b.flag);
     HcclHostBarrier(ctx.comm, ctx.stream);
     return true;
+}
+
+// Rank 1 crashes while the others wait for it at the barrier.
+bool RunCrashRank(int rank, int n_ranks)
+{
+    TestContext<float, 4 * N> ctx;
+    if (!ctx.Init(rank, n_ranks, n_ranks, 0, nullptr)) return false;
+    if (rank == 1) CrashKernel(nullptr);
+    HcclHostBarrier(ctx.comm, ctx.stream);
+    return true;
+}
+
+bool RunCrash(int n_ranks)
+{
+    return ForkAndRunWithHcclRootInfo(n_ranks, 0, 0, [&](int rank, const HcclRootInfo*) {
+        return RunCrashRank(rank, n_ranks);
+    });
 }
 
 bool RunRing(int n_ranks)

@@ -4,3 +4,4 @@
 bool RunRing(int n_ranks);
 bool RunSelfSend(int n_ranks, int root);
 bool RunNeverNotified(int n_ranks);
+bool RunCrash(int n_ranks);
