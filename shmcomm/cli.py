@@ -10,8 +10,8 @@ COMMANDS = {
     "launch": "run a host program once on N rank processes",
     "stress": "run a program over many seeds and shapes, report failures and how to rerun them",
     "trace": "summarize a Chrome trace file of a run: who waited on whom, the longest waits",
-    "suite": "run one of pto-isa's CPU comm suites unchanged, every rank a process",
     "cleanup": "remove segments of dead runs from /dev/shm",
+    "suite": "run one of pto-isa's CPU comm suites unchanged, every rank a process",
 }
 
 
@@ -77,3 +77,8 @@ def trace() -> int:
 def cleanup() -> int:
     """The ``shmcomm-cleanup`` console script."""
     return _command("cleanup")(prog="shmcomm-cleanup")
+
+
+def suite() -> int:
+    """The ``shmcomm-suite`` console script."""
+    return _command("suite")(prog="shmcomm-suite")

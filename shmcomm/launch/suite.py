@@ -9,7 +9,8 @@ per test, naming the ranks that failed and whether pto-isa's sequential harness 
 accepted the case anyway.
 
 Exit status: 0 when every test passed or was skipped, 1 when a test failed or the run failed
-(the report goes to stderr), 2 for a usage error, 124 when the run timed out.
+(the report goes to stderr), 2 for a usage error, 124 when the run timed out, 130 / 143 when
+interrupted.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ DEFAULT_WINDOW = 64 << 20
 SUITE_SETTINGS = ("mode", "seed", "timeout", "wait_timeout", "deadlock_grace", "target",
                   "set_semantics", "hazards", "strategy", "detect_races", "trace")
 DEFAULTS = {"timeout": 3600.0, "wait_timeout": 600.0}
+EXIT_STATUS_HELP = ("exit status: 0 every test passed or was skipped, 1 a test or the run failed (the "
+                    "run's report on stderr), 2 usage error, 124 run timeout, 130 / 143 interrupted by "
+                    "SIGINT / SIGTERM")
 
 
 @dataclass
@@ -106,7 +110,7 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
                    "sequential harness (which stops at the first rank that passes) is reported "
                    "with the failing rank. Arguments starting with --gtest_ go to gtest. The "
                    "URMA suites (tput_async_urma, tget_async_urma) are a5 tests: run them with "
-                   "--target a5.")
+                   "--target a5.", epilog=EXIT_STATUS_HELP)
     p.add_argument("suite", help="a suite name (tscatter, tgather, tput_async_urma, "
                                  "tget_async_urma) of the checkout, or a suite directory")
     p.add_argument("--pto-isa", metavar="PATH", default=None,
@@ -140,7 +144,11 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         return opt.EXIT_TIMEOUT
     except RunError as exc:
         print(exc, file=sys.stderr)
-        return opt.EXIT_FAILED
+        signum = getattr(exc, "signum", None)  # interrupted: the shell's 128 + signal number
+        return 128 + signum if exc.kind == "interrupt" and signum else opt.EXIT_FAILED
+    except KeyboardInterrupt:  # Ctrl-C outside the run (the build): no traceback
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return opt.EXIT_SIGINT
     except ShmcommError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return opt.EXIT_FAILED

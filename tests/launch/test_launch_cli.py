@@ -18,6 +18,7 @@ from _helpers import ROOT, run_cli, run_in_process
 from shmcomm.config import Config
 from shmcomm.errors import ArgumentError, ShmcommWarning
 from shmcomm.launch.cleanup import build_parser as cleanup_parser
+from shmcomm.launch.suite import build_parser as suite_parser
 from shmcomm.launch.cli import build_parser as launch_parser
 from shmcomm.launch.options import _key_value, format_arg
 from shmcomm.launch.programs import format_default
@@ -64,8 +65,8 @@ def assert_every_option_documented(p: argparse.ArgumentParser) -> None:
             assert "default" in action.help, f"{p.prog}: {name} does not show its default"
 
 
-@pytest.mark.parametrize("make", [launch_parser, stress_parser, cleanup_parser, trace_parser],
-                         ids=["launch", "stress", "cleanup", "trace"])
+@pytest.mark.parametrize("make", [launch_parser, stress_parser, cleanup_parser, trace_parser, suite_parser],
+                         ids=["launch", "stress", "cleanup", "trace", "suite"])
 def test_every_option_has_help_and_default(make, capsys):
     p = make()
     capsys.readouterr()
@@ -77,7 +78,8 @@ def test_entry_points_and_version():
     for argv, name in ((["launch", "--help"], "python -m shmcomm launch"),
                        (["stress", "--help"], "python -m shmcomm stress"),
                        (["trace", "--help"], "python -m shmcomm trace"),
-                       (["cleanup", "--help"], "python -m shmcomm cleanup")):
+                       (["cleanup", "--help"], "python -m shmcomm cleanup"),
+                       (["suite", "--help"], "python -m shmcomm suite")):
         p = _run(*argv)
         assert p.returncode == 0 and p.stdout.startswith(f"usage: {name} "), p.stdout
     p = _run("--help", module=("-m", "shmcomm.launch"))
@@ -87,7 +89,8 @@ def test_entry_points_and_version():
     p = _run("lunch")
     assert p.returncode == 2 and "did you mean 'launch'" in p.stderr
     text = (ROOT / "pyproject.toml").read_text()
-    for script in ("shmcomm", "shmcomm-launch", "shmcomm-stress", "shmcomm-trace", "shmcomm-cleanup"):
+    for script in ("shmcomm", "shmcomm-launch", "shmcomm-stress", "shmcomm-trace", "shmcomm-cleanup",
+                   "shmcomm-suite"):
         assert f"\n{script} = " in text
 
 
@@ -289,13 +292,14 @@ def test_stress_hazards_and_exitfirst(prog):
 
 
 GOLDEN_DISPATCHER = """\
-usage: python -m shmcomm {launch,stress,trace,cleanup} [options]   |   python -m shmcomm --version
+usage: python -m shmcomm {launch,stress,trace,cleanup,suite} [options]   |   python -m shmcomm --version
 
 commands (`python -m shmcomm COMMAND --help` lists a command's options):
   launch   run a host program once on N rank processes
   stress   run a program over many seeds and shapes, report failures and how to rerun them
   trace    summarize a Chrome trace file of a run: who waited on whom, the longest waits
   cleanup  remove segments of dead runs from /dev/shm
+  suite    run one of pto-isa's CPU comm suites unchanged, every rank a process
 """
 
 
