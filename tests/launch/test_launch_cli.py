@@ -18,10 +18,10 @@ from _helpers import ROOT, run_cli, run_in_process
 from shmcomm.config import Config
 from shmcomm.errors import ArgumentError, ShmcommWarning
 from shmcomm.launch.cleanup import build_parser as cleanup_parser
-from shmcomm.launch.suite import build_parser as suite_parser
 from shmcomm.launch.cli import build_parser as launch_parser
 from shmcomm.launch.options import _key_value, format_arg
 from shmcomm.launch.programs import format_default
+from shmcomm.launch.suite import build_parser as suite_parser
 from shmcomm.launch.tracecli import build_parser as trace_parser
 from shmcomm.stress.cli import build_parser as stress_parser
 from shmcomm.stress.harness import Outcome, Report, RunSpec, Settings
