@@ -261,3 +261,36 @@ def test_async_issue_and_complete_hooks(monkeypatch):
 
     out = shmcomm.run(host, nranks=1, mode="hazard", seed=1, timeout=60, hazards="all")[0]
     assert out == [1, ("issue", 1), ("complete", 1)]
+
+
+def k_urma(ctx, ws, a, b, log):
+    scratch = ctx.tile((1, 256), np.uint8)
+    s = AsyncSession()
+    log.append(BuildAsyncSession(scratch, ws, s, engine=DmaEngine.URMA))
+    log.append(s.engine.name)
+    peer = (ctx.rank + 1) % ctx.nranks
+    ev = TPUT_ASYNC(GlobalTensor(GetRemotePtr(ctx, b, peer), (8,)), GlobalTensor(a, (8,)), s)
+    log.append(ev.Wait(s))
+    try:
+        BuildAsyncSession(scratch, ws, AsyncSession(), engine=DmaEngine.RDMA)
+    except ArgumentError as exc:
+        log.append(str(exc).split(":")[0])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_urma_exists_on_an_a5_target_only(mode):
+    def host(rt):
+        ws = rt.alloc((64,), np.uint8)
+        a, b = rt.alloc((8,), np.float32), rt.alloc((8,), np.float32)
+        a[:] = rt.rank + 1
+        log: list = []
+        rt.launch(k_urma, blocks=1, args=(ws.ptr, a.ptr, b.ptr, log))
+        rt.barrier()
+        return log, np.array(b)
+
+    res = shmcomm.run(host, nranks=2, mode=mode, target="a5", timeout=120)
+    for rank, (log, b) in enumerate(res):
+        assert log == [True, "URMA", True, "BuildAsyncSession"]
+        assert b.tolist() == [float((rank + 1) % 2 + 1)] * 8  # the previous rank's vector
+    with pytest.raises(shmcomm.RunError, match=r"DmaEngine.URMA is an Ascend950 .*target='a5'"):
+        shmcomm.run(host, nranks=2, mode=mode, timeout=120)
