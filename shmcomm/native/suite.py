@@ -185,16 +185,23 @@ class Case:
         return self.verdict == "failed" and bool(bad) and all(c.sequential_passes for c in bad)
 
     def note(self) -> str:
-        """What failed, per call, for the summary line."""
+        """What failed, per call, and what pto-isa's sequential harness would have made of it."""
         out = []
         for c in self.calls:
             if not c.failed:
                 continue
-            passed = [r for r, ok in enumerate(c.ranks) if ok]
             s = f"rank {', '.join(map(str, c.failed))} failed ({c.harness} over {len(c.ranks)} ranks)"
-            if passed:
-                s += (f"; rank {passed[0]} passed, so pto-isa's sequential harness "
-                      "(res = res || perRankFn(i)) would pass this case")
+            if c.sequential_passes:
+                first = c.ranks.index(True)
+                before = [r for r in c.failed if r < first]
+                after = [r for r in c.failed if r > first]
+                why = []
+                if before:
+                    why.append(f"ignores the failure of rank {', '.join(map(str, before))}")
+                if after:
+                    why.append(f"never runs rank {', '.join(map(str, after))}")
+                s += (f"; pto-isa's sequential harness (res = res || perRankFn(i)) passes this case: it "
+                      f"returns true at rank {first}, and {' and '.join(why)}")
             out.append(s)
         return "; ".join(out)
 

@@ -49,7 +49,8 @@ def test_every_rank_counts_and_a_case_only_a_sequential_harness_passes_names_its
     bad = cases["StandinScatter.Root1_SentToItself"]
     [call] = bad.calls
     assert call.ranks == [False, True] and call.failed == [0] and call.sequential_passes
-    assert bad.only_sequential and "rank 0 failed" in bad.note() and "rank 1 passed" in bad.note()
+    assert bad.only_sequential and "rank 0 failed" in bad.note()
+    assert "returns true at rank 1, and ignores the failure of rank 0" in bad.note()
     assert "tstandin_kernel.cpp" in call.line
     assert res.exit_code == 1 and res.failed == [bad]
     text = res.summary()
@@ -118,6 +119,16 @@ def test_the_files_are_compiled_as_they_are_with_their_harness_swapped():
     assert '#include "shmcomm_shadow/cpu_suite_urma.hpp"' in body and "../common.hpp" not in body
     main = S.treated(d / "main.cpp", True)
     assert "int shmcomm_suite_user_main(int argc" in main and "int main(" not in main
+
+
+def test_the_summary_says_which_ranks_pto_isas_harness_ignores_or_never_runs():
+    c = S.Case("T.x", "failed", [S.Call("ForkAndRunWithHcclRootInfo", [False, True, False, True], "k.cpp:9")])
+    assert c.only_sequential and c.note() == (
+        "rank 0, 2 failed (ForkAndRunWithHcclRootInfo over 4 ranks); pto-isa's sequential harness "
+        "(res = res || perRankFn(i)) passes this case: it returns true at rank 1, and ignores the "
+        "failure of rank 0 and never runs rank 2")
+    none = S.Case("T.y", "failed", [S.Call("RunUrmaTestMpiLaunch", [False, False], "k.cpp:9")])
+    assert not none.only_sequential and none.note() == "rank 0, 1 failed (RunUrmaTestMpiLaunch over 2 ranks)"
 
 
 def test_a_suite_that_is_not_there_is_named():
