@@ -78,9 +78,14 @@ def run_suite(suite: str, pto_isa: str | Path | None = None, nranks: int = DEFAU
     go to gtest (``--gtest_filter=...``), ``settings`` to the run (``target="a5"`` for the
     URMA suites, ``mode``, ``timeout``...). Raises :class:`~shmcomm.RunError` when the run
     fails (a hang, a crash, an exception), with shmcomm's report."""
+    if isinstance(window_bytes, bool) or not isinstance(window_bytes, int) or window_bytes < 1:
+        raise ArgumentError(f"suite: window_bytes must be an int >= 1, got {window_bytes!r}")
+    if isinstance(gtest_args, str) or not all(isinstance(a, str) for a in gtest_args):
+        raise ArgumentError(f"suite: gtest_args must be a list of str, got {gtest_args!r}")
     pto = pto_isa if pto_isa is not None else os.environ.get(ptoisa.ENV)
     if not pto:
         raise ArgumentError(f"suite: name the pto-isa checkout (pto_isa=, --pto-isa or ${ptoisa.ENV})")
+    ptoisa.check(pto)  # a checkout first: then its suites
     d = S.locate(suite, pto)
     path = S.build(str(d), pto)
     for k, v in DEFAULTS.items():

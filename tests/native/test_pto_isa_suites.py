@@ -57,6 +57,17 @@ def test_every_rank_counts_and_a_case_only_a_sequential_harness_passes_names_its
     assert "1 failed (1 of them pass under pto-isa's sequential harness)" in text and "1 skipped" in text
 
 
+@pytest.mark.parametrize("mode", ["hazard", "schedule"])
+def test_the_observed_modes_agree_with_eager(mode):
+    # the harness drains and publishes a block's pending work at a host barrier, and reads the
+    # ranks' results through the instructions: no stale value decides a verdict
+    res = run_suite("tstandin", STANDIN, nranks=2, mode=mode, seed=1, **SHORT)
+    assert [(c.name, c.verdict) for c in res.cases] == [
+        ("StandinRing.TwoRanks", "passed"), ("StandinRing.FourRanks", "skipped"),
+        ("StandinRing.EightRanks", "skipped"), ("StandinScatter.Root1_SentToItself", "failed")]
+    assert res.cases[3].calls[0].failed == [0]
+
+
 def test_the_same_case_passes_under_the_suites_own_sequential_harness(tmp_path):
     # built as pto-isa's CMake builds a CPU suite, with the stand-in's own harness (../common.hpp:
     # the ranks in turn, scratch buffers for remote pointers, the first passing rank decides)
@@ -136,6 +147,10 @@ def test_a_suite_that_is_not_there_is_named():
         S.locate("tnope", STANDIN)
     with pytest.raises(ArgumentError, match="--pto-isa"):
         S.locate("tnope", None)
+    with pytest.raises(ArgumentError, match="window_bytes must be an int >= 1"):
+        run_suite("tstandin", STANDIN, window_bytes=0)
+    with pytest.raises(ArgumentError, match="gtest_args must be a list of str"):
+        run_suite("tstandin", STANDIN, gtest_args="--gtest_filter=x")
 
 
 def test_the_command_line_prints_gtest_then_the_summary():
