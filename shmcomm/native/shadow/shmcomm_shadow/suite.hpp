@@ -137,6 +137,17 @@ inline void use(uint64_t base, uint64_t offset, uint64_t bytes, const char* what
     if (end > g.used) g.used = end;
 }
 
+// a JSON string
+inline std::string quoted(const std::string& s) {
+    std::string out = "\"";
+    for (char c : s) {
+        if (c == '"' || c == '\\') out += '\\';
+        if (static_cast<unsigned char>(c) < 0x20) continue;
+        out += c;
+    }
+    return out + "\"";
+}
+
 inline std::string rank_list(const int* res, int nr, int want) {
     std::string s;
     for (int r = 0; r < nr; ++r) {
@@ -178,7 +189,7 @@ inline bool agree(const char* what, int nr, int mine, const char* file, int line
         for (int r = 0; r < nr; ++r) ranks += (r ? "," : "") + std::to_string(res[r]);
         g.calls += std::string(g.calls.empty() ? "" : ",") + "{\"harness\":\"" + what + "\",\"nranks\":" +
                    std::to_string(nr) + ",\"ranks\":[" + ranks + "],\"sequential_passes\":" +
-                   (any ? "true" : "false") + ",\"line\":\"" + file + ":" + std::to_string(line) + "\"}";
+                   (any ? "true" : "false") + ",\"line\":" + quoted(std::string(file) + ":" + std::to_string(line)) + "}";
         if (!all) {
             std::printf("[shmcomm] %s over %d ranks: rank(s) %s failed", what, nr, rank_list(res, nr, 0).c_str());
             if (any) std::printf(", rank(s) %s passed", rank_list(res, nr, 1).c_str());

@@ -22,16 +22,6 @@ inline std::string args_text = "suite";  // argv, one per line (set by the runne
 inline std::string report;                // rank 0: one JSON object per test, one per line
 inline int exit_code = -1;
 
-inline std::string quoted(const std::string& s) {
-    std::string out = "\"";
-    for (char c : s) {
-        if (c == '"' || c == '\\') out += '\\';
-        if (static_cast<unsigned char>(c) < 0x20) continue;
-        out += c;
-    }
-    return out + "\"";
-}
-
 // rank 0's record of every test: its gtest verdict and the outcome of its harness calls
 struct Recorder : public ::testing::EmptyTestEventListener {
     void OnTestStart(const ::testing::TestInfo&) override { g.calls.clear(); }
