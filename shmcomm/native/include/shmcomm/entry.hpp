@@ -70,7 +70,7 @@ template <typename... A>
 int run(void (*fn)(A...), shmcomm_block* block, const uint64_t* args, char* err, std::size_t len) {
     tls_block = block;
     tls_ub_top = UB_BYTES;
-    tls_flags = 0;
+    for (uint64_t& w : tls_flags) w = 0;
     tls_site = {"", 0, nullptr, nullptr};
     int rc = 0;
     try {

@@ -75,7 +75,9 @@ inline thread_local shmcomm_block* tls_block = nullptr;
 inline thread_local Site tls_site = {"", 0, nullptr, nullptr};
 alignas(64) inline thread_local unsigned char tls_ub[UB_BYTES];
 inline thread_local uint64_t tls_ub_top = UB_BYTES;  // unassigned tiles are placed from the top
-inline thread_local uint64_t tls_flags = 0;          // pending set_flag events (eager)
+// pending set_flag events (eager): word = source pipe, bit = destination pipe * 8 + event, so
+// (PIPE_M -> PIPE_MTE1, EVENT_ID0) and (PIPE_MTE2 -> PIPE_MTE1, EVENT_ID0) are two events, as on a2a3
+inline thread_local uint64_t tls_flags[8] = {};
 
 inline void at(const char* file, int line) {
     Site& s = tls_site;
@@ -138,6 +140,9 @@ template <typename T> constexpr int32_t dtype_code() {
     else if constexpr (std::is_same_v<T, uint16_t>) return 8;
     else if constexpr (std::is_same_v<T, uint32_t>) return 9;
     else if constexpr (std::is_same_v<T, uint64_t>) return 10;
+#ifdef __FLT16_MAX__
+    else if constexpr (std::is_same_v<T, _Float16>) return 11;  // pto-isa's CPU `half`
+#endif
     else return 0;
 }
 
@@ -344,9 +349,9 @@ inline void bridge_or_fence(int32_t code, const uint64_t* a, int32_t n_args, con
 
 // set_flag / wait_flag of both APIs (shmcomm's own and the pto-isa shadow): the bridged
 // instruction when a model sees the block's instructions, else the block's pending-event bits
-inline uint64_t flag_bit(int src, int dst, int ev) {
-    return uint64_t{1} << ((src * 8 + dst) % 8 * 8 + ev % 8);
-}
+inline uint64_t flag_bit(int dst, int ev) { return uint64_t{1} << (dst % 8 * 8 + ev % 8); }
+
+inline uint64_t& flag_word(int src) { return tls_flags[static_cast<unsigned>(src) % 8]; }
 
 inline void set_flag_at(int src, int dst, int ev, const char* file, int line) {
     if (bridged()) {
@@ -355,7 +360,7 @@ inline void set_flag_at(int src, int dst, int ev, const char* file, int line) {
         return;
     }
     at(file, line);
-    tls_flags |= flag_bit(src, dst, ev);
+    flag_word(src) |= flag_bit(dst, ev);
 }
 
 inline void wait_flag_at(int src, int dst, int ev, const char* file, int line) {
@@ -365,12 +370,12 @@ inline void wait_flag_at(int src, int dst, int ev, const char* file, int line) {
         return;
     }
     at(file, line);
-    uint64_t bit = flag_bit(src, dst, ev);
-    if (tls_block != nullptr && !(tls_flags & bit)) {  // (outside a shmcomm launch: nothing to check)
+    uint64_t bit = flag_bit(dst, ev);
+    if (tls_block != nullptr && !(flag_word(src) & bit)) {  // (outside a shmcomm launch: nothing to check)
         fail("wait_flag: no set_flag is pending for this event (pipes " + std::to_string(src) + " -> " +
              std::to_string(dst) + ", EVENT_ID" + std::to_string(ev) + "); on hardware the pipe would stall forever");
     }
-    tls_flags &= ~bit;
+    flag_word(src) &= ~bit;
 }
 }  // namespace native
 }  // namespace shmcomm
