@@ -38,7 +38,7 @@ OP_TILE_COPY = 25  # pto-isa's own TLOAD / TSTORE, performed when the model land
 DTYPES: dict[int, np.dtype] = {1: np.dtype(np.float32), 2: np.dtype(np.float64), 3: np.dtype(np.int8),
           4: np.dtype(np.int16), 5: np.dtype(np.int32), 6: np.dtype(np.int64),
           7: np.dtype(np.uint8), 8: np.dtype(np.uint16), 9: np.dtype(np.uint32),
-          10: np.dtype(np.uint64)}
+          10: np.dtype(np.uint64), 11: np.dtype(np.float16)}
 
 _tls = threading.local()  # the exception a bridged instruction raised, until the kernel unwinds
 _codes: dict[tuple[str, int], Any] = {}
