@@ -17,7 +17,10 @@ unchanged, treated mechanically in the generated unit (the file itself is never 
   the file stays);
 * ``#include "...common.hpp"`` (the suite's host harness) becomes shmcomm's shim, which gives
   the device side of it (``CommRemotePtr`` over the rank's windows);
-* ``#line`` keeps the file's own name, so diagnostics and reports name the user's file and line.
+* ``#line`` keeps the file's own name, so diagnostics and reports name the user's file and line;
+* ahead of it, ``<pto/pto-inst.hpp>`` and then ``__CCE_AICORE__`` (a2a3's value, 220) are
+  defined as for bisheng's device pass, so a file's ``#ifdef __CCE_AICORE__`` device code is
+  compiled and its ``#ifndef PIPE_FIX``-style fallbacks see pto-isa's pipes (:data:`PRELUDE`).
 """
 
 from __future__ import annotations
@@ -87,6 +90,12 @@ GOOD_COMPILERS = ("clang++-21", "clang++-20", "clang++-19", "clang++-18", "clang
 _WS = re.compile(r"\s+")
 _COMMENTS = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 _NAME = re.compile(r"([A-Za-z_]\w*)\s*\(")  # a function's name: the first one before a '('
+# Ahead of the kernel file: <cstdint> and <cstddef> (pto-isa's kernel CMake files pre-include
+# stdint.h and stddef.h), pto-isa's CPU build of the kernel API (so the file may use its names
+# and pipes before including anything), then `__CCE_AICORE__` as a2a3's device pass defines it,
+# so code guarded by `#ifdef __CCE_AICORE__` (the device side of a kernel file) is compiled;
+# pto-isa's headers, already read, keep their CPU-simulation branches.
+PRELUDE = "#include <cstddef>\n#include <cstdint>\n#include <pto/pto-inst.hpp>\n#define __CCE_AICORE__ 220\n"
 
 
 class PtoIsaMismatch(ShmcommError):
@@ -240,4 +249,4 @@ def kernel_text(source: Path) -> str:
     out = "".join(chars)
     out = re.sub(r'^(\s*#\s*include\s*)"(?:[^"]*/)?common\.hpp"', r'\1"shmcomm_shadow/a2a3_common.hpp"', out,
                  flags=re.M)
-    return f'#line 1 "{source}"\n{out}\n'
+    return f'{PRELUDE}#line 1 "{source}"\n{out}\n'

@@ -84,6 +84,8 @@ def test_a_wait_never_gives_up_silently(lib):
 
 def test_host_code_is_blanked_keeping_every_line():
     text = ptoisa.kernel_text(KERNELS)
+    assert text.startswith(ptoisa.PRELUDE)  # pto-isa's headers and the device pass's macro first
+    text = text[len(ptoisa.PRELUDE):]
     src = KERNELS.read_text()
     body = text.split("\n", 1)[1]  # after the #line naming the user's file
     assert text.startswith(f'#line 1 "{KERNELS}"')
@@ -167,7 +169,7 @@ def test_host_code_in_namespaces_and_comments_is_found(tmp_path):
         "}\n"
         "bool RunAll() { return Run(g); }\n"
         "}  // namespace demo\n")
-    out = ptoisa.kernel_text(src).split("\n", 1)[1].splitlines()
+    out = ptoisa.kernel_text(src)[len(ptoisa.PRELUDE):].split("\n", 1)[1].splitlines()
     assert out[0] == '#include "shmcomm_shadow/a2a3_common.hpp"'
     assert out[2].startswith("__global__ AICORE void K") and out[3].startswith("static int Helper")
     assert all(not ln.strip() for ln in out[4:9]) and out[9] == "}  // namespace demo"

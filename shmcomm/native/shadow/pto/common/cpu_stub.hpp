@@ -38,6 +38,18 @@
 
 #include <string>
 
+// pto-isa's CPU pipes are constants; a2a3 kernel files test for them with the preprocessor
+// (`#ifndef PIPE_FIX` / `#define PIPE_FIX static_cast<pipe_t>(10)`, bisheng's numbering): as
+// macros of themselves they are found, and every pipe keeps the CPU back end's number
+#define PIPE_S PIPE_S
+#define PIPE_V PIPE_V
+#define PIPE_MTE1 PIPE_MTE1
+#define PIPE_MTE2 PIPE_MTE2
+#define PIPE_MTE3 PIPE_MTE3
+#define PIPE_M PIPE_M
+#define PIPE_ALL PIPE_ALL
+#define PIPE_FIX PIPE_FIX
+
 #include "shmcomm/runtime.hpp"
 
 namespace shmcomm {
