@@ -10,7 +10,9 @@ window); ``MAX_RANKS = 64``, ``MAX_BLOCKS = 64``; the default ``signal_bytes`` o
                                                                 intra-rank counter 65 + phase (phase <= 190)
     epoch_barrier    [256, 352)      EpochBarrier               cross-rank arrivals +0..+63, intra-rank
                                                                 arrivals +64, release count +80 (own lines)
-    (reserved)       [352, 512)
+    native_atomic    [352, 368)      pto-isa's CPU AtomicAdd    rank 0's: the process-shared mutex behind
+                                     (shadow pto/cpu/atomic.hpp) AtomicAddMutex() (state +0, mutex +2)
+    (reserved)       [368, 512)
     central_barrier  [512, 544)      CentralBarrier             rank 0's arrival counter +0 and release
                                                                 round +16 (own lines; other ranks' unused)
     (reserved)       [544, 1024)
@@ -96,6 +98,9 @@ SEED_BARRIER = Region(
 EPOCH_BARRIER = Region(
     "epoch_barrier", 256, EPOCH_BARRIER_WORDS, "EpochBarrier",
     "cross-rank arrivals +0..+63, intra-rank arrivals +64, release count +80")
+NATIVE_ATOMIC = Region(
+    "native_atomic", 352, 16, "pto-isa's CPU AtomicAdd (native, shmcomm/native/shadow/pto/cpu/atomic.hpp)",
+    "rank 0's process-shared mutex behind pto-isa's AtomicAddMutex(): state word +0, the mutex at +2")
 CENTRAL_BARRIER = Region(
     "central_barrier", 512, CENTRAL_BARRIER_WORDS, "CentralBarrier",
     "rank 0's arrival counter +0 and release round +16")
@@ -103,7 +108,7 @@ COLLECTIVES = Region(
     "collectives", 1024, COLL_WORDS, "reduce_scatter / all_gather / all_reduce",
     "per block b a row of 128 words: READY[b][q] at +q, DONE[b][q] at +64+q")
 
-REGIONS: tuple[Region, ...] = (SEED_BARRIER, EPOCH_BARRIER, CENTRAL_BARRIER, COLLECTIVES)
+REGIONS: tuple[Region, ...] = (SEED_BARRIER, EPOCH_BARRIER, NATIVE_ATOMIC, CENTRAL_BARRIER, COLLECTIVES)
 
 # the users' free range: from the end of the last library region (64-byte aligned) to the end of
 # the signal matrix, whatever signal_bytes is

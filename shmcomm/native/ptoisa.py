@@ -2,10 +2,12 @@
 
 The kernel is compiled with ``-D__CPU_SIM``, with ``shadow/`` (shmcomm's own files at pto-isa's
 include paths) ahead of the checkout's ``include/``: pto-isa's tile library runs natively, and
-its comm instructions (``pto/cpu/comm/{TNotify,TWait,TTest,TPut,TGet}.hpp``) and the sync part
-of ``pto/common/cpu_stub.hpp`` are shmcomm's. Each shadow file includes pto-isa's own file with
-the replaced names renamed away (``#include_next``), so nothing of pto-isa is copied; it
-therefore depends on the checkout's declarations, which :func:`check` verifies before a build.
+its comm instructions (``pto/cpu/comm/{TNotify,TWait,TTest,TPut,TGet}.hpp``), the sync part
+of ``pto/common/cpu_stub.hpp`` and the AtomicAdd lock of ``pto/cpu/atomic.hpp`` (one per run,
+shared by the rank processes, not one per process) are shmcomm's. Each shadow file includes
+pto-isa's own file with the replaced names renamed away (``#include_next``), so nothing of
+pto-isa is copied; it therefore depends on the checkout's declarations, which :func:`check`
+verifies before a build.
 
 A kernel file of pto-isa's a2a3 suites mixes kernels with host code (ACL / HCCL calls,
 ``<<<>>>`` launches) and includes its suite's ``common.hpp``. shmcomm compiles such a file
@@ -49,6 +51,7 @@ EXPECTED: dict[str, tuple[str, ...]] = {
         "inline void SYNCALL_SOFT_AIC_IMPL(int32_t* gmWorkspace, int32_t usedCores)",
         "inline void SYNCALL_SOFT_MIX_IMPL(int32_t* gmWorkspace, int32_t usedCores)",
         "struct CommDeviceContext {"),
+    "pto/cpu/atomic.hpp": ("PTO_INTERNAL std::mutex& AtomicAddMutex()",),
     "pto/cpu/comm/TNotify.hpp": (
         "template <typename GlobalSignalData> PTO_INTERNAL void TNOTIFY_IMPL("
         "GlobalSignalData& dstSignalData, int32_t value, NotifyOp op)",),

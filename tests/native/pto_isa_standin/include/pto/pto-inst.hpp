@@ -6,6 +6,7 @@
 #if defined(__CPU_SIM)
 #include "pto/common/cpu_stub.hpp"
 #endif
+#include <pto/cpu/atomic.hpp>
 #include "pto/common/pto_tile.hpp"
 #include "pto/common/pto_instr.hpp"
 #include "pto/comm/pto_comm_inst.hpp"
