@@ -15,9 +15,12 @@
 typedef int pipe_t;
 const pipe_t PIPE_S = 0;
 const pipe_t PIPE_V = 1;
+const pipe_t PIPE_MTE1 = 2;
 const pipe_t PIPE_MTE2 = 3;
 const pipe_t PIPE_MTE3 = 4;
+const pipe_t PIPE_M = 5;
 const pipe_t PIPE_ALL = 6;
+const pipe_t PIPE_FIX = 7;
 using mem_dsb_t = int;
 inline constexpr mem_dsb_t DSB_DDR = 0;
 #define EVENT_ID0 0
