@@ -137,6 +137,12 @@ class BlockObserver:
     def dcci(self, ptr: Any, mode: int) -> None:
         """``dcci(ptr, mode)`` returned."""
 
+    def native_dcci(self, word: Any, mode: int) -> None:
+        """A native kernel's ``dcci`` of the line holding ``word`` (an int32 GMPtr) returned:
+        the only trace of the plain loads and stores native code makes of that line (a2a3's
+        idiom: write back after a plain store, invalidate before a plain load), which no model
+        sees (called by the native bridge, not by the model)."""
+
 
 # the hooks called before the model acts, and after it; every other BlockModel method (mark,
 # completed, retire_due, idle, the DMA engine's) goes to the model alone

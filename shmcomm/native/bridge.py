@@ -116,6 +116,13 @@ class _Decoder:
         raise ArgumentError(f"native: address {addr:#x} lies in no rank's window (a GM pointer "
                             "must point into rt.alloc'd memory or the signal matrix)")
 
+    def word(self, addr: int) -> GMPtr | None:
+        """The int32 word holding byte ``addr`` of a window (``None``: no window's)."""
+        for r, b in enumerate(self.bases):
+            if b <= addr < b + self.size:
+                return GMPtr(self.windows, r, (addr - b) & ~3, DTYPES[5])
+        return None
+
     def signal(self, a: Any) -> Any:
         ptr = self.ptr(a[0], 5)
         rows, cols, stride = a[1], a[2], a[3]
@@ -179,7 +186,7 @@ def _call(code: int, a: list[int], d: _Decoder) -> tuple[Callable[..., Any], tup
     if code == OP_DSB:
         return pipe.dsb, (a[0],)
     if code == OP_DCCI:
-        return pipe.dcci, (None, a[0], a[1])
+        return _dcci, (d.word(a[2]) if len(a) > 2 else None, a[0], a[1])
     if code == OP_LOAD:
         return pipe.TLOAD, (d.tile(a, 0), d.tensor(a, 6))
     if code == OP_STORE:
@@ -199,6 +206,16 @@ def _call(code: int, a: list[int], d: _Decoder) -> tuple[Callable[..., Any], tup
                       if ptr.dtype.kind == "f" else _signed(raw))
         return comm.st_atomic, (ptr.dtype.type(value), ptr)
     raise ArgumentError(f"native: unknown instruction code {code}")
+
+
+def _dcci(word: GMPtr | None, mode: int, dst: int) -> None:
+    """A native kernel's ``dcci``: shmcomm's (of the whole cache, as before: the models keep no
+    line of a native kernel's plain loads), then the observers learn the line's word, the only
+    trace of the plain loads and stores that native code makes of it."""
+    pipe.dcci(None, mode, dst)
+    if word is not None:
+        for o in getattr(current().pipes, "obs", ()):
+            o.native_dcci(word, mode)
 
 
 # instructions whose Python call is a pure function of their argument words (no tile whose

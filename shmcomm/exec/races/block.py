@@ -380,6 +380,22 @@ class RaceBlockModel(BlockObserver):
         self.vs[self.cs] += 1
         self._s_changed()
 
+    def native_dcci(self, word: Any, mode: int) -> None:
+        # a native kernel reads and writes a flag with plain loads and stores that no model sees;
+        # the dcci of its line is where they show, ordered as a scalar int32 access of the word
+        # is (gm_access): what the block knows is released into the word (a plain store, then
+        # its write-back) and the word's clock acquired at the next step (an invalidate, then a
+        # plain load): an over-approximation that may hide a race, never invent one
+        if mode != 0:
+            return
+        if self.tested:
+            self._settle()
+        slot = self.clocks.slot(word.rank, word.offset)
+        self.clocks.release(slot, self.vs, False)
+        self.vs[self.cs] += 1
+        self._s_changed()
+        self.tested.append(slot)
+
     def _slots(self, sig: Any) -> list[int]:
         """The slots of ``sig``'s words (a Signal2D's: kept by the table)."""
         p = sig.ptr

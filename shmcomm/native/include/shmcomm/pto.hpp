@@ -65,9 +65,10 @@ inline void dsb(mem_dsb_t mode = DSB_DDR, const char* file = __builtin_FILE(), i
 template <typename T = void>
 inline void dcci(const volatile T* ptr = nullptr, cache_line_t mode = SINGLE_CACHE_LINE, dcci_dst_t dst = CACHELINE_OUT,
                  const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
-    (void)ptr;
-    const uint64_t a[2] = {static_cast<uint64_t>(mode), static_cast<uint64_t>(dst)};
-    shmcomm::native::bridge_or_fence(shmcomm::native::OP_DCCI, a, 2, file, line);
+    // the line's address too: the models see this kernel's plain accesses of it only here
+    const uint64_t a[3] = {static_cast<uint64_t>(mode), static_cast<uint64_t>(dst),
+                           shmcomm::native::addr(const_cast<const T*>(ptr))};
+    shmcomm::native::bridge_or_fence(shmcomm::native::OP_DCCI, a, 3, file, line);
 }
 
 inline int64_t get_block_idx() {

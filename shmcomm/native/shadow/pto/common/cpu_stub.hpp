@@ -95,9 +95,10 @@ inline void dsb(mem_dsb_t mode, const char* file = __builtin_FILE(), int line = 
 inline void dcci(const volatile void* ptr, int mode, int dst = 0, const char* file = __builtin_FILE(),
                  int line = __builtin_LINE())
 {
-    (void)ptr;
-    uint64_t a[2] = {static_cast<uint64_t>(mode), static_cast<uint64_t>(dst)};
-    shmcomm::native::bridge_or_fence(shmcomm::native::OP_DCCI, a, 2, file, line);
+    // the line's address too: the models see this kernel's plain accesses of it only here
+    uint64_t a[3] = {static_cast<uint64_t>(mode), static_cast<uint64_t>(dst),
+                     shmcomm::native::addr(const_cast<const void*>(ptr))};
+    shmcomm::native::bridge_or_fence(shmcomm::native::OP_DCCI, a, 3, file, line);
 }
 
 // the shmcomm block running the kernel; pto-isa's own answer outside a shmcomm launch
