@@ -72,6 +72,29 @@ def test_a_comm_and_a_compute_kernel_of_one_rank_run_at_the_same_time(lib, mode)
     assert res[0][0] == nranks * blocks * reps
 
 
+def _plain_flag_host(rt, kernel, by_notify):
+    data, inbox, out = (rt.alloc((N,), np.float32) for _ in range(3))
+    flag = rt.alloc((16,), np.int32)
+    data[:] = np.arange(N) + 7
+    inbox[:] = 0
+    out[:] = 0
+    flag[:] = 0
+    rt.barrier()
+    rt.launch(kernel, blocks=1, args=(data.ptr, inbox.ptr, out.ptr, flag.ptr, rt.device_context, by_notify))
+    rt.barrier()
+    return out[:].copy()
+
+
+@pytest.mark.parametrize("mode", ["eager", "hazard", "schedule"])
+@pytest.mark.parametrize("by_notify", [1, 0])
+def test_a_flag_read_or_written_by_plain_accesses_with_dcci_orders_the_data(lib, mode, by_notify):
+    # the plain loads and stores are invisible; their dcci is what the race detector orders by
+    for seed in (0, 1):
+        res = shmcomm.run(_plain_flag_host, nranks=2, mode=mode, seed=seed, detect_races=mode != "eager",
+                          args=(lib.PlainFlagKernel, by_notify))
+        np.testing.assert_array_equal(res[1], np.arange(N) + 7)
+
+
 def test_atomic_add_lock_is_one_per_run_at_the_layout_table_place():
     text = (ptoisa.SHADOW_DIR / "pto" / "cpu" / "atomic.hpp").read_text()
     word = int(re.search(r"NATIVE_ATOMIC_WORD = (\d+);", text).group(1))

@@ -74,6 +74,56 @@ __global__ AICORE void ConsumerKernel(__gm__ int32_t* ready, __gm__ int32_t* out
 #endif
 }
 
+// Rank 0 puts `data` into rank 1's `inbox`, drains, and publishes it to rank 1: by TNOTIFY of
+// `flag[0]` (byNotify), or as the manual kernels' ready queues do, by plain stores each written
+// back with dcci: the slot `flag[8]`, then the count `flag[0]`. Rank 1 polls: by plain loads
+// after dcci (byNotify), or by TTEST of the count, then dcci and a plain load of the slot; then
+// it copies the inbox to `out` (a TPUT reads it). Correct on a2a3: no report.
+__global__ AICORE void PlainFlagKernel(__gm__ float* data, __gm__ float* inbox, __gm__ float* out,
+                                       __gm__ int32_t* flag, __gm__ CommDeviceContext* ctx, int byNotify)
+{
+#ifdef __CCE_AICORE__
+    using Vec = GlobalTensor<float, Shape<1, 1, 1, 1, N>, Stride<N, N, N, N, 1>>;
+    Tile<float, 1, N> t;
+    if (ctx->rankId == 0) {
+        Vec src(data);
+        Vec dst(HcclRemotePtr(ctx, inbox, 1));
+        comm::TPUT(dst, src, t);
+        pipe_barrier(PIPE_ALL);
+        dsb(DSB_DDR);
+        volatile __gm__ int32_t* count = HcclRemotePtr(ctx, flag, 1);
+        if (byNotify != 0) {
+            comm::Signal s(const_cast<__gm__ int32_t*>(count));
+            comm::TNOTIFY(s, 1, comm::NotifyOp::Set);
+        } else {
+            count[8] = 5;
+            dcci((__gm__ void*)(count + 8), 0);
+            count[0] = 1;
+            dcci((__gm__ void*)count, 0);
+        }
+    } else if (ctx->rankId == 1) {
+        volatile __gm__ int32_t* count = flag;
+        if (byNotify != 0) {
+            do {
+                dcci((__gm__ void*)count, 0);
+            } while (count[0] == 0);
+        } else {
+            comm::Signal s(flag);
+            while (!comm::TTEST(s, 1, comm::WaitCmp::GE)) {
+            }
+            dcci((__gm__ void*)(count + 8), 0);
+            if (count[8] != 5) {
+                return;  // (out stays zero: the test sees it)
+            }
+        }
+        Vec src(inbox);
+        Vec dst(out);
+        comm::TPUT(dst, src, t);
+        pipe_barrier(PIPE_ALL);
+    }
+#endif
+}
+
 // -- host code (the example's launchers): blanked by shmcomm --------------------------------
 void LaunchProducer(int64_t* counter, int32_t* arrived, _Float16* src, _Float16* dst, int32_t* ready, void* ctx,
                     void* stream)
