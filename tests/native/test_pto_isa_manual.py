@@ -197,10 +197,10 @@ def _gemm_ar_host(rt, comm, compute, a_all, b):
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_gemm_ar(gemm_ar, mode):
+@pytest.mark.parametrize("nranks", [2, 4])
+def test_gemm_ar(gemm_ar, mode, nranks):
     comm, compute = gemm_ar
     m, k, n = AR["CONFIG_G_M"], AR["CONFIG_G_K"], AR["CONFIG_G_N"]
-    nranks = 2
     rng = np.random.default_rng(11)
     # integers in [-1, 1]: every partial product, sum and fp16 result is exact
     a_all = rng.integers(-1, 2, (nranks, m, k)).astype(np.float16)
