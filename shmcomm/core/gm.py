@@ -118,8 +118,11 @@ class Windows:
         """The one :class:`PtrKind` of ``(dtype, rank)``: every such pointer shares it."""
         kinds = self._kinds.get(dtype)
         if kinds is None:
-            kinds = self._kinds[dtype] = []
-            kinds.extend(PtrKind(self, dtype, r, kinds) for r in range(self.nranks))
+            # made whole, then published: another block thread making its first pointer of this
+            # dtype at the same time must never see a list still being filled
+            made: list[PtrKind] = []
+            made.extend(PtrKind(self, dtype, r, made) for r in range(self.nranks))
+            kinds = self._kinds.setdefault(dtype, made)
         return kinds[rank]
 
     def check_rank(self, rank: Any, what: str = "rank") -> int:
