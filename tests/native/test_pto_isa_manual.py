@@ -64,9 +64,13 @@ def _chunk_layout(nranks: int) -> tuple[int, int, int, int]:
     return tiles, chunk, chunks, (chunks + 15) // 16 * 16
 
 
-def _allgather_gemm_host(rt, comm, compute, a_full, b):
-    """main.cpp's PrepareStreamingState + the pipelined run + VerifyOutput's read-back: the comm
-    kernel on the comm stream and the compute kernel on the compute stream, both in flight."""
+def _allgather_gemm_host(rt, comm, compute, a_full, b, run="pipelined"):
+    """main.cpp's runs and VerifyOutput's read-back. ``pipelined`` (PrepareStreamingState, then
+    RunPipelinedBenchmark's launches): the comm kernel on the comm stream and the compute kernel
+    on the compute stream, both in flight; ``sequential`` (RunSequentialBenchmark): the comm
+    stream synchronized before the compute kernel is launched; ``compute_only``
+    (PrepareComputeOnlyState, RunComputeOnlyBenchmark): every rank's A rows and every chunk
+    marked ready by the host, the compute kernel alone."""
     m, k = a_full.shape
     n = b.shape[1]
     tiles, chunk, chunks, stride = _chunk_layout(rt.nranks)
@@ -82,12 +86,20 @@ def _allgather_gemm_host(rt, comm, compute, a_full, b):
     output[:] = 0
     flags[:] = 0  # ChunkFlagMatrixInit, ChunkFlagMatrixSummaryInit, my_rank, epoch 1
     flags[:7] = [rt.nranks, chunks, tiles, chunk, stride, rt.rank, 1]
+    if run == "compute_only":  # MarkAllChunksReadyHost: every flag at the epoch, every summary full
+        shmem_input[:] = a_full
+        grid = flags[AG_HEADER_WORDS:AG_HEADER_WORDS + rt.nranks * stride].reshape(rt.nranks, stride)
+        grid[:, :chunks] = 1
+        flags[AG_HEADER_WORDS + rt.nranks * stride:] = chunks
     rt.barrier()
     comm_stream, compute_stream = rt.stream(), rt.stream()
-    remote = rt.nranks - 1  # launchRingCommStreaming's block count
-    comm_blocks = remote * max(1, AG["CONFIG_COMM_BLOCK_NUM"] // remote)
-    rt.launch(comm, blocks=comm_blocks, stream=comm_stream,
-              args=(shmem_input.ptr, flags.ptr, rt.device_context, comm_blocks))
+    if run != "compute_only":
+        remote = rt.nranks - 1  # launchRingCommStreaming's block count
+        comm_blocks = remote * max(1, AG["CONFIG_COMM_BLOCK_NUM"] // remote)
+        rt.launch(comm, blocks=comm_blocks, stream=comm_stream,
+                  args=(shmem_input.ptr, flags.ptr, rt.device_context, comm_blocks))
+    if run == "sequential":
+        comm_stream.synchronize()
     nblocks = AG["CONFIG_COMPUTE_BLOCK_NUM"]
     rt.launch(compute, blocks=nblocks, stream=compute_stream,
               args=(output.ptr, shmem_input.ptr, src1.ptr, flags.ptr, nblocks))
@@ -98,14 +110,16 @@ def _allgather_gemm_host(rt, comm, compute, a_full, b):
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_allgather_gemm(allgather_gemm, mode):
+@pytest.mark.parametrize("run", ["pipelined", "sequential", "compute_only"])
+def test_allgather_gemm(allgather_gemm, mode, run):
     comm, compute = allgather_gemm
     m, k, n = AG["CONFIG_G_M"], AG["CONFIG_G_K"], AG["CONFIG_G_N"]
     a, b = _inputs(np.random.default_rng(7), m, k, n)
     golden = a.astype(np.float32) @ b.astype(np.float32)
     nranks = 2
     res = shmcomm.run(_allgather_gemm_host, nranks=nranks, mode=mode, seed=0, heap_bytes=8 << 20,
-                      args=(comm.RingCommStreamingKernel, compute.AllGatherGemmComputeStreamingKernel, a, b))
+                      args=(comm.RingCommStreamingKernel, compute.AllGatherGemmComputeStreamingKernel, a, b,
+                            run))
     _, _, chunks, stride = _chunk_layout(nranks)
     for rank, (out, flags) in enumerate(res):
         np.testing.assert_array_equal(out, golden, err_msg=f"rank {rank}")
@@ -164,9 +178,10 @@ def _queue_set(blocks: int, total_tiles: int) -> np.ndarray:
     return words
 
 
-def _gemm_ar_host(rt, comm, compute, a_all, b):
-    """main.cpp's ResetDeviceState, then the pipelined launch (compute kernel on the compute
-    stream, comm kernel on the comm stream, both in flight), then the read-back."""
+def _gemm_ar_host(rt, comm, compute, a_all, b, run="pipelined"):
+    """main.cpp's ResetDeviceState, then its launches, then the read-back: ``pipelined`` (the
+    compute kernel on the compute stream and the comm kernel on the comm stream, both in flight)
+    or ``sequential`` (RunSequentialBenchmark: the compute stream synchronized first)."""
     m, k = a_all.shape[1:]
     n = b.shape[1]
     gemm_output = rt.alloc((m, n), np.float16)
@@ -187,6 +202,8 @@ def _gemm_ar_host(rt, comm, compute, a_all, b):
     compute_stream, comm_stream = rt.stream(), rt.stream()
     rt.launch(compute, blocks=nblocks, stream=compute_stream,
               args=(gemm_output.ptr, src0.ptr, src1.ptr, queue_set.ptr, rt.rank, nblocks, k))
+    if run == "sequential":
+        compute_stream.synchronize()
     rt.launch(comm, blocks=AR["CONFIG_COMM_BLOCK_NUM"], stream=comm_stream,
               args=(gemm_output.ptr, reduced_output.ptr, signal_matrix.ptr, queue_set.ptr, rt.device_context,
                     rt.rank, rt.nranks, nblocks, AR["CONFIG_COMM_BLOCK_NUM"]))
@@ -197,8 +214,8 @@ def _gemm_ar_host(rt, comm, compute, a_all, b):
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("nranks", [2, 4])
-def test_gemm_ar(gemm_ar, mode, nranks):
+@pytest.mark.parametrize(("nranks", "run"), [(2, "pipelined"), (4, "pipelined"), (2, "sequential")])
+def test_gemm_ar(gemm_ar, mode, nranks, run):
     comm, compute = gemm_ar
     m, k, n = AR["CONFIG_G_M"], AR["CONFIG_G_K"], AR["CONFIG_G_N"]
     rng = np.random.default_rng(11)
@@ -207,6 +224,6 @@ def test_gemm_ar(gemm_ar, mode, nranks):
     b = rng.integers(-1, 2, (k, n)).astype(np.float16)
     golden = sum(a.astype(np.float32) @ b.astype(np.float32) for a in a_all)
     res = shmcomm.run(_gemm_ar_host, nranks=nranks, mode=mode, seed=0, heap_bytes=8 << 20,
-                      args=(comm.GemmCommAllKernel, compute.GemmComputeKernel, a_all, b))
+                      args=(comm.GemmCommAllKernel, compute.GemmComputeKernel, a_all, b, run))
     for rank, out in enumerate(res):
         np.testing.assert_array_equal(out.astype(np.float32), golden, err_msg=f"rank {rank}")
