@@ -8,7 +8,6 @@ Only a pool's rank processes run this code; the launcher's side is :mod:`.pool`.
 from __future__ import annotations
 
 import ctypes
-import faulthandler
 import functools
 import itertools
 import operator
@@ -26,7 +25,7 @@ from ..core.threads import IDLE_NAME
 from ..transports.shm import ShmTransport
 from .descendants import RunProcesses
 from .rank import collect_after_run, rank_process_setup, serve_run
-from .stuck import STACK_SIGNAL
+from .stuck import dump_stacks_on_signal
 
 
 def serve_pool_rank(rank: int, parent: int, transport: ShmTransport, ctl: C.Control, jobs: Connection,
@@ -37,7 +36,7 @@ def serve_pool_rank(rank: int, parent: int, transport: ShmTransport, ctl: C.Cont
     if not rank_process_setup(parent):
         return 1
     if stacks is not None:
-        faulthandler.register(STACK_SIGNAL, file=stacks, all_threads=True, chain=False)
+        dump_stacks_on_signal(stacks)
     modules = ModuleState()
     observers = list(SymmetricArray.observers)
     read_observers = list(SymmetricArray.read_observers)

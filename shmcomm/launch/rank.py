@@ -8,7 +8,6 @@ launcher's side is :mod:`.supervisor`.
 
 from __future__ import annotations
 
-import faulthandler
 import gc
 import os
 import signal
@@ -33,7 +32,7 @@ from ..kernels.host import RankRuntime
 from ..native import sites
 from ..transports.shm import ShmTransport
 from ..transports.shm import atomics as at
-from .stuck import STACK_SIGNAL
+from .stuck import dump_stacks_on_signal
 from .wire import PICKLE_ERROR, failure_msg, pickled
 
 
@@ -71,7 +70,7 @@ def rank_main(rank: int, parent: int, config: Config, transport: ShmTransport, c
     """Body of one rank process. Returns its exit status."""
     if not rank_process_setup(parent):
         return 1
-    faulthandler.register(STACK_SIGNAL, file=stacks, all_threads=True, chain=False)
+    dump_stacks_on_signal(stacks)
     # a process the kernel or host forks must not hold the report pipe open (the launcher would
     # wait for its EOF) nor report in the rank's name; the launcher kills it with the rank
     os.register_at_fork(after_in_child=conn.close)

@@ -17,6 +17,7 @@ import sysconfig
 from collections.abc import Iterable, Mapping
 
 from ..core import control as C
+from ..native import sites
 from .deadlock import CorruptControl, agent_lines, is_waiting
 
 FULL_ENV = "SHMCOMM_FULL_STACKS"  # "1": every frame of every stack
@@ -30,6 +31,8 @@ _RUNNER_PARTS = (f"{os.sep}_pytest{os.sep}", f"{os.sep}pluggy{os.sep}", f"{os.se
                  f"{os.sep}execnet{os.sep}", f"{os.sep}pytest_timeout.py", f"{os.sep}pytest.py")
 
 Frame = tuple[str, int, str]  # (file, line, function)
+# a native kernel's block in a registered wait, as entry.hpp's handler writes it into the dump
+_NATIVE_RE = re.compile(r"^shmcomm native wait: block (\d+) at (.*):(\d+)(?: pc (/.*)\+0x([0-9a-f]+))?\s*$")
 
 
 def is_user_frame(path: str) -> bool:
@@ -55,6 +58,21 @@ def parse_dump(text: str) -> dict[int, tuple[bool, list[Frame]]]:
         f = _FRAME_RE.match(line)
         if f and frames is not None:
             frames.append((f.group(1), int(f.group(2)), f.group(3)))
+    return out
+
+
+def native_waits(text: str) -> dict[int, str]:
+    """Where each native kernel's block waits, from a rank's dump: block -> ``file:line``
+    (a site in a library's header resolved to the user's line when its PC can be)."""
+    out: dict[int, str] = {}
+    for line in text.splitlines():
+        m = _NATIVE_RE.match(line)
+        if m is None:
+            continue
+        where = (m.group(2), int(m.group(3)))
+        if m.group(4):
+            where = sites.library_frame(m.group(4), int(m.group(5), 16)) or where
+        out[int(m.group(1))] = f"{show_path(where[0])}:{where[1]} (native)"
     return out
 
 
@@ -110,6 +128,7 @@ def wait_sites(ctl: C.Control, agents: Iterable[tuple[int, int | None]],
     running = set(running)
     out = []
     parsed = {r: parse_dump(t) for r, t in dumps.items() if t}
+    native = {r: native_waits(t) for r, t in dumps.items() if t}
     by_rank: dict[int, dict[int | None, int]] = {}
     for rank, block in agents:
         threads = parsed.get(rank)
@@ -119,7 +138,7 @@ def wait_sites(ctl: C.Control, agents: Iterable[tuple[int, int | None]],
         mine = threads.get(ids.get(block, -1))
         if mine is None:
             continue
-        where = site(mine[1])
+        where = site(mine[1]) or native.get(rank, {}).get(block if block is not None else -1, "")
         verb = "runs" if (rank, block) in running else "waits"
         if block is None:
             if where:

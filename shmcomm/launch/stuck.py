@@ -14,12 +14,14 @@ When a wait times out or the run timeout passes, the launcher prints, before it 
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import signal
 import time
 from typing import IO
 
 from ..core import control as C
+from ..native.library import dump_stacks_to
 from ..transports import Transport
 from .deadlock import CorruptControl, Wait, agent_lines, is_waiting, wait_table
 from .stacks import trim, wait_sites, waiting_agents
@@ -186,6 +188,13 @@ def stuck_report(ctl: C.Control, transport: Transport, live: dict[int, int],
                       + spinning, dumps, spinning)
     out.append(format_dumps(live, dumps, set(stopped)))
     return "\n".join(out)
+
+
+def dump_stacks_on_signal(stacks: IO) -> None:
+    """In a rank process: dump every thread's Python stack into ``stacks`` on the launcher's
+    signal, with where each native kernel's block waits ahead of them."""
+    faulthandler.register(STACK_SIGNAL, file=stacks, all_threads=True, chain=False)
+    dump_stacks_to(STACK_SIGNAL, stacks.fileno())
 
 
 def collect_dumps(live: dict[int, int], stacks: dict[int, IO[bytes]], stopped: set[int]

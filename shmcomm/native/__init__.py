@@ -48,8 +48,9 @@ class NativeKernelError(ShmcommError):
 class NativeKernel:
     """One kernel of a loaded library (``lib.K``): pass it to ``rt.launch``."""
 
-    def __init__(self, lib: NativeLibrary, name: str, entry: Any, kinds: str) -> None:
+    def __init__(self, lib: NativeLibrary, name: str, entry: Any, kinds: str, loaded: Loaded) -> None:
         self.lib, self.name, self._entry, self.kinds = lib, name, entry, kinds
+        self._loaded = loaded
         self.__name__ = name  # reports and reprs name the launch's kernel
 
     def _words(self, args: tuple) -> Any:
@@ -91,6 +92,7 @@ class NativeKernel:
 
     def __call__(self, ctx: Any, *args: Any) -> None:
         agent = current()
+        self._loaded.note_waits()
         words = self._words(args)
         block = _block_of(agent)
         err = ctypes.create_string_buffer(_ERRLEN)
@@ -181,7 +183,7 @@ class NativeLibrary:
             if "?" in kinds:
                 raise ArgumentError(f"native: kernel {name} has a parameter type shmcomm cannot pass "
                                     f"(kinds {kinds!r}: pointers, integers and floats only)")
-            self._kernels[name] = NativeKernel(self, name, entry, kinds)
+            self._kernels[name] = NativeKernel(self, name, entry, kinds, loaded)
         self._names = names
 
     @property

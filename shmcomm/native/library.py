@@ -12,6 +12,7 @@ arguments before any C++ runs.
 from __future__ import annotations
 
 import ctypes
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -62,11 +63,22 @@ def parse_instance(spec: str) -> tuple[str, str]:
     return m.group("name"), " ".join((m.group("targs") or "").split())
 
 
+_dump: tuple[int, int] | None = None  # (signal, fd): where the rank process dumps its stacks
+
+
+def dump_stacks_to(sig: int, fd: int) -> None:
+    """Tell native kernels that this process dumps its stacks into ``fd`` on ``sig``: the
+    libraries launched from here on add where each of their blocks waits to that dump."""
+    global _dump
+    _dump = (sig, fd)
+
+
 class Loaded:
     """One built shared library and its trampolines, by kernel spelling."""
 
     def __init__(self, path: Path, names: list[str]) -> None:
         self.path = path
+        self._noted = 0  # the process that put this library's wait notes in its stack dumps
         self.dll = ctypes.CDLL(str(path))  # CDLL: the GIL is released during every call
         self.entries: dict[str, tuple[Any, str]] = {}
         for i, name in enumerate(names):
@@ -77,3 +89,11 @@ class Loaded:
             sig.restype = ctypes.c_char_p
             self.entries[name] = (run, sig().decode())
         self.dll.shmcomm_install_crash_handlers(crash_note_prefix().encode())
+
+    def note_waits(self) -> None:
+        """Once per process that dumps its stacks: this library's waiting blocks are named in
+        the dump (a native block has no Python frame of the user's)."""
+        pid = os.getpid()
+        if self._noted != pid and _dump is not None:
+            self._noted = pid
+            self.dll.shmcomm_install_stack_notes(ctypes.c_int(_dump[0]), ctypes.c_int(_dump[1]))

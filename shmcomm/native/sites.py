@@ -84,7 +84,12 @@ def user_frame(pc: int) -> tuple[str, int] | None:
     info = _DlInfo()
     if pc == 0 or _dladdr(ctypes.c_void_p(pc), ctypes.byref(info)) == 0 or not info.dli_fname:
         return None
-    lib = info.dli_fname.decode(errors="replace")
+    return library_frame(info.dli_fname.decode(errors="replace"), pc - (info.dli_fbase or 0))
+
+
+def library_frame(lib: str, off: int) -> tuple[str, int] | None:
+    """The first frame of the inline chain at offset ``off`` of library ``lib`` (a PC there)
+    outside shmcomm's and pto-isa's headers."""
     with _lock:
         if lib in _symbolizers:
             sym = _symbolizers[lib]
@@ -92,7 +97,7 @@ def user_frame(pc: int) -> tuple[str, int] | None:
             sym = _symbolizers[lib] = _Addr2line.start(lib)
         if sym is None:
             return None
-        frames = sym.frames(pc - (info.dli_fbase or 0) - 1)  # (-1: inside the instruction)
+        frames = sym.frames(off - 1)  # (-1: inside the instruction)
     for f, ln in frames:
         if not f.startswith(_NATIVE_DIR) and _LIBRARY_HEADERS not in f and ln > 0:
             return f, ln

@@ -136,7 +136,7 @@ def rank_host(rt: Any, path: str, window_bytes: int, args: list[str]) -> tuple[i
 
     loaded = Loaded(Path(path), [ENTRY])
     entry, kinds = loaded.entries[ENTRY]
-    kernel = NativeKernel(_Source(Path(path)), ENTRY, entry, kinds)  # type: ignore[arg-type]
+    kernel = NativeKernel(_Source(Path(path)), ENTRY, entry, kinds, loaded)  # type: ignore[arg-type]
     dll = loaded.dll
     dll.shmcomm_suite_set_args.argtypes = [ctypes.c_char_p]
     dll.shmcomm_suite_report.restype = ctypes.c_char_p

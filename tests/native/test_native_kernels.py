@@ -15,6 +15,7 @@ import pytest
 import shmcomm
 from shmcomm import native
 from shmcomm.comm import TNOTIFY, TWAIT, GetRemotePtr, NotifyOp, Signal, WaitCmp
+from shmcomm.launch.stacks import show_path
 
 HERE = Path(__file__).resolve().parent  # (the C++ kernels beside these tests)
 pytestmark = [pytest.mark.timeout(300),
@@ -204,6 +205,11 @@ def test_a_native_wait_nobody_answers_is_reported_as_a_deadlock(coll, mode):
     with pytest.raises(shmcomm.DeadlockError) as err:
         shmcomm.run(_stuck, nranks=2, mode=mode, args=(coll.StuckKernel,))
     assert "signal rank 1 offset" in str(err.value)
+    if mode == "eager":  # where each native block waits: the kernel's line
+        src = HERE / "collectives.cpp"
+        where = f"{show_path(str(src))}:{_line(src, 'STUCK_LINE')} (native)"
+        for rank in (0, 1):
+            assert f"rank {rank} block 0 waits at {where}" in str(err.value), str(err.value)
 
 
 def _set_twice(rt, kernel):

@@ -16,6 +16,7 @@ import pytest
 import shmcomm
 from shmcomm import native
 from shmcomm.errors import ArgumentError
+from shmcomm.launch.stacks import show_path
 from shmcomm.native import ptoisa
 
 HERE = Path(__file__).resolve().parent
@@ -77,9 +78,15 @@ def test_a_wait_never_gives_up_silently(lib):
 
     with pytest.raises(shmcomm.RunError) as err:
         shmcomm.run(host, nranks=2, mode="eager", wait_timeout=2, timeout=60)
-    # the native wait is registered: the deadlock watch sees both ranks waiting on their word
+    # the native wait is registered: the deadlock watch sees both ranks waiting on their word,
+    # and the report names the kernel's TWAIT line (pto-isa's wrapper passes none: its PC's)
     msg = str(err.value)
     assert "deadlock" in msg and "signal rank 0" in msg and "signal rank 1" in msg
+    src = KERNELS.read_text().splitlines()
+    line = next(i for i, ln in enumerate(src, 1) if "WaitForeverKernel" in ln)
+    line = next(i for i, ln in enumerate(src[line:], line + 1) if "comm::TWAIT" in ln)
+    for rank in (0, 1):
+        assert f"rank {rank} block 0 waits at {show_path(str(KERNELS))}:{line} (native)" in msg, msg
 
 
 def test_host_code_is_blanked_keeping_every_line():

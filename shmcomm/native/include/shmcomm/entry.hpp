@@ -4,6 +4,7 @@
 // the generated translation unit only.
 #pragma once
 
+#include <cerrno>
 #include <csignal>
 #include <fcntl.h>
 #include <cstdio>
@@ -94,17 +95,19 @@ inline struct sigaction saved_actions[32];
 inline char crash_prefix[512] = "";  // + the pid: the crash note the launcher adds to its report
 inline int crash_fds[2] = {2, -1};
 
+inline void write_fd(int fd, const char* s) {  // async-signal-safe
+    ssize_t n = static_cast<ssize_t>(std::strlen(s));
+    while (n > 0) {
+        ssize_t w = ::write(fd, s, static_cast<std::size_t>(n));
+        if (w <= 0) break;
+        s += w;
+        n -= w;
+    }
+}
+
 inline void put_str(const char* s) {
     for (int fd : crash_fds) {
-        if (fd < 0) continue;
-        const char* p = s;
-        ssize_t n = static_cast<ssize_t>(std::strlen(p));
-        while (n > 0) {
-            ssize_t w = ::write(fd, p, static_cast<std::size_t>(n));
-            if (w <= 0) break;
-            p += w;
-            n -= w;
-        }
+        if (fd >= 0) write_fd(fd, s);
     }
 }
 
@@ -123,15 +126,19 @@ inline void format_int(char* buf, long v) {  // async-signal-safe: no printf in 
     buf[k] = '\0';
 }
 
-inline void put_hex(uintptr_t v) {
-    char buf[20];
+inline const char* format_hex(char (&buf)[20], uintptr_t v) {  // async-signal-safe
     int i = 19;
     buf[i] = '\0';
     do {
         buf[--i] = "0123456789abcdef"[v & 15];
         v >>= 4;
     } while (v != 0 && i > 0);
-    put_str(buf + i);
+    return buf + i;
+}
+
+inline void put_hex(uintptr_t v) {
+    char buf[20];
+    put_str(format_hex(buf, v));
 }
 
 inline void put_int(long v) {
@@ -213,8 +220,70 @@ inline void install_crash_handlers() {
     }
 }
 
+// -- the stack-dump signal: where each native block waits, then Python's dump ---------------
+
+inline struct sigaction saved_dump_action;
+inline int dump_fd = -1;
+inline char library_path[512] = "";
+inline uintptr_t library_base = 0;
+
+// One line per block of this library in a registered wait ("shmcomm native wait: block B at
+// FILE:LINE", plus " pc LIBRARY+0xOFFSET" when the file is a library header's: the launcher
+// resolves it to the user's line), then the handler this one replaced (faulthandler's dump).
+inline void on_stack_dump(int sig, siginfo_t* info, void* uc) {
+    const int saved_errno = errno;
+    for (const WaitNote& w : wait_notes) {
+        if (__atomic_load_n(&w.used, __ATOMIC_ACQUIRE) != 1) continue;
+        char num[24];
+        write_fd(dump_fd, "shmcomm native wait: block ");
+        format_int(num, w.block);
+        write_fd(dump_fd, num);
+        write_fd(dump_fd, " at ");
+        write_fd(dump_fd, w.file != nullptr ? w.file : "?");
+        write_fd(dump_fd, ":");
+        format_int(num, w.line);
+        write_fd(dump_fd, num);
+        const uintptr_t pc = reinterpret_cast<uintptr_t>(w.pc);
+        if (pc != 0 && library_base != 0 && pc > library_base) {
+            char hex[20];
+            write_fd(dump_fd, " pc ");
+            write_fd(dump_fd, library_path);
+            write_fd(dump_fd, "+0x");
+            write_fd(dump_fd, format_hex(hex, pc - library_base));
+        }
+        write_fd(dump_fd, "\n");
+    }
+    errno = saved_errno;
+    const struct sigaction& prev = saved_dump_action;
+    if (prev.sa_flags & SA_SIGINFO) {
+        if (prev.sa_sigaction != nullptr) prev.sa_sigaction(sig, info, uc);
+    } else if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN && prev.sa_handler != nullptr) {
+        prev.sa_handler(sig);
+    }
+}
+
 }  // namespace native
 }  // namespace shmcomm
+
+// Put this library's wait notes ahead of the handler of `sig` (the rank's faulthandler dump
+// into `fd`); once per process (a forked rank installs its own).
+extern "C" void shmcomm_install_stack_notes(int sig, int fd) {
+    namespace n = shmcomm::native;
+    static pid_t installed = 0;
+    if (installed == getpid()) return;
+    installed = getpid();
+    n::dump_fd = fd;
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<void*>(&shmcomm_install_stack_notes), &info) != 0 && info.dli_fname != nullptr) {
+        std::snprintf(n::library_path, sizeof n::library_path, "%s", info.dli_fname);
+        n::library_base = reinterpret_cast<uintptr_t>(info.dli_fbase);
+    }
+    struct sigaction sa{};
+    sa.sa_sigaction = n::on_stack_dump;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigaction(sig, &sa, &n::saved_dump_action);
+}
 
 extern "C" void shmcomm_install_crash_handlers(const char* prefix) {
     std::snprintf(shmcomm::native::crash_prefix, sizeof shmcomm::native::crash_prefix, "%s", prefix);

@@ -230,6 +230,42 @@ inline bool sweep(const S& sig, int32_t value, int32_t cmp) {
     return true;
 }
 
+// -- where each native block waits: the stuck report's "waits at" line ----------------------
+//
+// A process-wide table (one per kernel library) the registered wait fills while it waits, and
+// the stack-dump signal's handler (entry.hpp) prints into the rank's dump beside Python's
+// stacks, where a native block has no frame of the user's. `pc`: the instruction's PC when its
+// file is a library's header (resolved by the report, not here).
+struct WaitNote {
+    int32_t used;  // 0 free, 2 being filled, 1 a block waits at this site
+    int32_t block;
+    int32_t line;
+    const char* file;
+    const void* pc;
+};
+constexpr int WAIT_NOTES = 256;
+inline WaitNote wait_notes[WAIT_NOTES];
+
+inline WaitNote* note_wait(const shmcomm_block* b) {
+    for (WaitNote& w : wait_notes) {
+        int32_t free_ = 0;
+        if (__atomic_load_n(&w.used, __ATOMIC_RELAXED) == 0 &&
+            __atomic_compare_exchange_n(&w.used, &free_, 2, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+            w.block = static_cast<int32_t>(b->block_idx);
+            w.line = tls_site.line;
+            w.file = tls_site.file;
+            w.pc = tls_site.pc;
+            __atomic_store_n(&w.used, 1, __ATOMIC_RELEASE);
+            return &w;
+        }
+    }
+    return nullptr;  // (more waiters than notes: the report names fewer lines)
+}
+
+inline void end_wait_note(WaitNote* w) {
+    if (w != nullptr) __atomic_store_n(&w->used, 0, __ATOMIC_RELEASE);
+}
+
 // shmcomm's registered wait, natively: publish the wait on the agent's control line (the
 // deadlock watch and the stuck report read it), yield for a while, then sleep on the word's
 // futex, counted in its sleeper bucket so TNOTIFY wakes it; re-check the abort word and the
@@ -251,6 +287,7 @@ inline int registered_wait(const S& sig, int32_t value, int32_t cmp, const uint6
     for (int i = 0; i < 11; ++i) __atomic_store_n(&line[1 + i], fields[i], __ATOMIC_RELAXED);
     __atomic_store_n(&line[0], 2, __ATOMIC_SEQ_CST);  // WAITING, after the fields
     int32_t* active = reinterpret_cast<int32_t*>(b->active_word);
+    WaitNote* note = note_wait(b);
     bool asleep = false;
     int result = 0;
     int64_t sleep_ns = 500000, last = start;
@@ -294,6 +331,7 @@ inline int registered_wait(const S& sig, int32_t value, int32_t cmp, const uint6
         sleep_ns = std::min<int64_t>(sleep_ns * 2, 20000000);
     }
     if (asleep) __atomic_fetch_add(active, 1, __ATOMIC_SEQ_CST);
+    end_wait_note(note);
     __atomic_store_n(&line[13], now_ms(), __ATOMIC_RELAXED);  // A_SINCE
     __atomic_store_n(&line[0], 1, __ATOMIC_SEQ_CST);          // RUNNING
     return result;
