@@ -22,7 +22,13 @@ unchanged, treated mechanically in the generated unit (the file itself is never 
 * ``#line`` keeps the file's own name, so diagnostics and reports name the user's file and line;
 * ahead of it, ``<pto/pto-inst.hpp>`` and then ``__CCE_AICORE__`` (a2a3's value, 220) are
   defined as for bisheng's device pass, so a file's ``#ifdef __CCE_AICORE__`` device code is
-  compiled and its ``#ifndef PIPE_FIX``-style fallbacks see pto-isa's pipes (:data:`PRELUDE`).
+  compiled and its ``#ifndef PIPE_FIX``-style fallbacks see pto-isa's pipes (:data:`PRELUDE`);
+* a device-side HCCL name that pto-isa's CPU stub declares as a stand-in (``CommDeviceContext``,
+  ``HCCL_MAX_RANK_NUM``: :data:`KERNEL_OWNED`) and that the kernel file, or a header it includes
+  from its own directory, defines itself (as an NPU kernel must: the NPU toolchain has none) is
+  the kernel's: the unit defines ``SHMCOMM_KERNEL_OWNS_<name>`` first of all (before the prelude
+  includes the stub) and the shadow ``cpu_stub.hpp`` renames pto-isa's stand-in away, so the
+  two definitions do not clash.
 """
 
 from __future__ import annotations
@@ -50,7 +56,7 @@ EXPECTED: dict[str, tuple[str, ...]] = {
         "inline void SYNCALL_SOFT_IMPL(int32_t* gmWorkspace, int32_t usedCores)",
         "inline void SYNCALL_SOFT_AIC_IMPL(int32_t* gmWorkspace, int32_t usedCores)",
         "inline void SYNCALL_SOFT_MIX_IMPL(int32_t* gmWorkspace, int32_t usedCores)",
-        "struct CommDeviceContext {"),
+        "static constexpr uint32_t HCCL_MAX_RANK_NUM = 64;", "struct CommDeviceContext {"),
     "pto/cpu/atomic.hpp": ("PTO_INTERNAL std::mutex& AtomicAddMutex()",),
     "pto/cpu/comm/TNotify.hpp": (
         "template <typename GlobalSignalData> PTO_INTERNAL void TNOTIFY_IMPL("
@@ -99,6 +105,13 @@ _NAME = re.compile(r"([A-Za-z_]\w*)\s*\(")  # a function's name: the first one b
 # so code guarded by `#ifdef __CCE_AICORE__` (the device side of a kernel file) is compiled;
 # pto-isa's headers, already read, keep their CPU-simulation branches.
 PRELUDE = "#include <cstddef>\n#include <cstdint>\n#include <pto/pto-inst.hpp>\n#define __CCE_AICORE__ 220\n"
+# device-side HCCL names pto-isa's CPU stub declares in place of the NPU host's, which an NPU
+# kernel's own headers define: name -> how a definition of it reads (comments removed)
+KERNEL_OWNED: dict[str, re.Pattern[str]] = {
+    "CommDeviceContext": re.compile(r"\b(?:struct|class)\s+CommDeviceContext\b[^;{}()]*\{"),
+    "HCCL_MAX_RANK_NUM": re.compile(r"\bconst(?:expr)?\b[^;{}()]*\bHCCL_MAX_RANK_NUM\s*(?:=(?!=)|\{)"),
+}
+_QUOTED = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 
 
 class PtoIsaMismatch(ShmcommError):
@@ -223,6 +236,33 @@ def _blocks(text: str, start: int, end: int,
     return out
 
 
+def _own_sources(source: Path) -> list[str]:
+    """The kernel file and the headers it includes with quotes from its own directory tree
+    (recursively; the suite's ``common.hpp`` is shmcomm's shim), comments removed."""
+    out: list[str] = []
+    seen: set[Path] = set()
+    todo = [source.resolve()]
+    top = source.resolve().parent
+    while todo:
+        f = todo.pop()
+        if f in seen or not f.is_file():
+            continue
+        seen.add(f)
+        text = _COMMENTS.sub(" ", f.read_text(errors="replace"))
+        out.append(text)
+        for inc in _QUOTED.findall(text):
+            dep = (f.parent / inc).resolve()
+            if dep.name != "common.hpp" and dep.is_relative_to(top):
+                todo.append(dep)
+    return out
+
+
+def kernel_owned(source: Path) -> list[str]:
+    """The names of :data:`KERNEL_OWNED` the kernel's own sources define."""
+    texts = _own_sources(source)
+    return [name for name, pat in KERNEL_OWNED.items() if any(pat.search(t) for t in texts)]
+
+
 def kernel_text(source: Path) -> str:
     """The user's kernel file as the generated unit compiles it (see the module's docstring)."""
     text = source.read_text()
@@ -252,4 +292,6 @@ def kernel_text(source: Path) -> str:
     out = "".join(chars)
     out = re.sub(r'^(\s*#\s*include\s*)"(?:[^"]*/)?common\.hpp"', r'\1"shmcomm_shadow/a2a3_common.hpp"', out,
                  flags=re.M)
-    return f'{PRELUDE}#line 1 "{source}"\n{out}\n'
+    # the kernel-owned names first: the prelude includes pto-isa's CPU stub, which reads them
+    owns = "".join(f"#define SHMCOMM_KERNEL_OWNS_{name} 1\n" for name in kernel_owned(source))
+    return f'{owns}{PRELUDE}#line 1 "{source}"\n{out}\n'

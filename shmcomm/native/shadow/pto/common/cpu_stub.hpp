@@ -6,7 +6,9 @@
 //   get_block_idx / get_block_num: the shmcomm block running the kernel;
 //   SYNCALL_IMPL (and the soft SYNCALLs over every block): shmcomm's SYNCALL of the launch.
 // Everything else of pto-isa's CPU back end (the ACL stubs, CommDeviceContext, the tile
-// library's runtime) stays the checkout's own.
+// library's runtime) stays the checkout's own, except the device-side HCCL stand-ins
+// (CommDeviceContext, HCCL_MAX_RANK_NUM) a kernel defines itself: shmcomm's build then defines
+// SHMCOMM_KERNEL_OWNS_<name>, and pto-isa's stand-in is renamed away so the kernel's is the one.
 #ifndef SHMCOMM_SHADOW_CPU_STUB_HPP
 #define SHMCOMM_SHADOW_CPU_STUB_HPP
 
@@ -23,7 +25,15 @@
 #define SYNCALL_SOFT_IMPL pto_isa_cpu_SYNCALL_SOFT_IMPL
 #define SYNCALL_SOFT_AIC_IMPL pto_isa_cpu_SYNCALL_SOFT_AIC_IMPL
 #define SYNCALL_SOFT_MIX_IMPL pto_isa_cpu_SYNCALL_SOFT_MIX_IMPL
+#ifdef SHMCOMM_KERNEL_OWNS_CommDeviceContext
+#define CommDeviceContext pto_isa_cpu_CommDeviceContext
+#endif
+#ifdef SHMCOMM_KERNEL_OWNS_HCCL_MAX_RANK_NUM
+#define HCCL_MAX_RANK_NUM pto_isa_cpu_HCCL_MAX_RANK_NUM
+#endif
 #include_next <pto/common/cpu_stub.hpp>
+#undef CommDeviceContext
+#undef HCCL_MAX_RANK_NUM
 #undef pipe_barrier
 #undef set_flag
 #undef wait_flag
@@ -59,7 +69,9 @@ inline void syncall(const char* file, int line) { native::call(native::OP_SYNCAL
 
 inline void soft_syncall(int32_t used_cores, const char* file, int line) {
     shmcomm_block* b = native::tls_block;
-    if (b != nullptr && used_cores != static_cast<int32_t>(b->block_num)) {
+    // 0: every block of the launch (pto/common/syncall_soft.hpp: `usedCores != 0 ? usedCores :
+    // get_block_num()`)
+    if (b != nullptr && used_cores != 0 && used_cores != static_cast<int32_t>(b->block_num)) {
         native::at(file, line);
         native::fail("SYNCALL: a soft SYNCALL over " + std::to_string(used_cores) + " of the launch's " +
                      std::to_string(b->block_num) + " blocks is not supported yet (shmcomm's SYNCALL spans every block)");

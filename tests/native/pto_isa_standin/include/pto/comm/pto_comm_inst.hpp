@@ -25,5 +25,11 @@ PTO_INST void TGET(GD& dst, GS& src, TileData& tile) { ::pto::comm::TGET_IMPL(ds
 
 template <SyncCoreType CoreType = SyncCoreType::AIVOnly>
 PTO_INST void SYNCALL() { SYNCALL_IMPL<CoreType>(); }
+// the soft form over a GM workspace: usedCores 0 means every block of the launch
+enum class SyncAllMode { Hard, Soft };
+template <SyncAllMode Mode, SyncCoreType CoreType = SyncCoreType::AIVOnly, typename GlobalData>
+PTO_INST void SYNCALL(GlobalData& gmWorkspace, int32_t usedCores = 0) {
+    SYNCALL_SOFT_IMPL<CoreType>(gmWorkspace.data(), usedCores);
+}
 }  // namespace pto
 #endif

@@ -62,8 +62,8 @@ struct CommDeviceContext {
     uint32_t rankId;
     uint32_t rankNum;
     uint64_t winSize;
-    uint64_t windowsIn[64];
-    uint64_t windowsOut[64];
+    uint64_t windowsIn[HCCL_MAX_RANK_NUM];
+    uint64_t windowsOut[HCCL_MAX_RANK_NUM];
 };
 
 namespace pto {
