@@ -11,11 +11,13 @@
 Each ``__global__ AICORE void K(...)`` of the source is ``lib.K``; a template kernel is
 ``lib.kernel("K<float, 256>")``. A launch calls the kernel on every block thread through its C
 entry point with the GIL released, so the blocks of a native kernel run truly in parallel.
-Arguments: ``rt.device_context`` for a ``DeviceContext*`` / ``CommDeviceContext*``, ``GMPtr`` s
-(``x.ptr``, ``rt.signal_base``) for other pointers, Python numbers for scalars; a wrong count or
-kind raises ``ArgumentError`` naming the parameter. The kernel API (``shmcomm/pto.hpp``, also
-reachable as ``<pto/pto-inst.hpp>`` and ``"pto/comm/pto_comm_inst.hpp"``) is found by the
-loader. See the documentation page "Native kernels" for what each mode sees.
+Arguments: ``rt.device_context`` for a pointer to a device context (any struct laid out as
+pto-isa's ``CommDeviceContext``, whatever its name), ``GMPtr`` s (``x.ptr``, ``rt.signal_base``)
+for other pointers (a struct of another layout: build it in a window with :func:`place`), Python
+numbers for scalars; a wrong count or kind raises ``ArgumentError`` naming the parameter.
+The kernel API (``shmcomm/pto.hpp``, also reachable as ``<pto/pto-inst.hpp>`` and
+``"pto/comm/pto_comm_inst.hpp"``) is found by the loader. See the documentation page "Native
+kernels" for what each mode sees.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from ..errors import ArgumentError, ShmcommError
 from . import bridge, ptoisa, sites
 from . import build as B
 from .build import INCLUDE_DIR, NativeBuildError
-from .context import NativeDeviceContext, device_context, window_bases
+from .context import NativeDeviceContext, device_context, place, window_bases
 from .library import KINDS, Loaded, discover, parse_instance, unit
 
 SPIN = 64  # polls of a failed native TWAIT before it registers its wait and yields, then sleeps
@@ -70,6 +72,12 @@ class NativeKernel:
                 raise ArgumentError(f"{where} is a DeviceContext*: pass rt.device_context, "
                                     f"got {type(v).__name__}")
             return v.address
+        if kind == "s":
+            if isinstance(v, NativeDeviceContext):
+                raise ArgumentError(f"{where} points to a struct of the kernel's own, not laid out as "
+                                    "rt.device_context (pto-isa's CommDeviceContext): build it in a window "
+                                    "(shmcomm.native.place) and pass its GMPtr")
+            kind = "p"
         if kind == "p":
             if isinstance(v, NativeDeviceContext):
                 return v.address
@@ -113,6 +121,16 @@ class NativeKernel:
 
 def _address(ptr: GMPtr) -> int:
     return _bases_of(ptr.kind.windows)[ptr.rank] + ptr.offset
+
+
+def address(ptr: Any) -> int:
+    """The address in this rank process of a GM pointer (``x.ptr``, or ``x`` itself): what a
+    native kernel sees for it, e.g. to fill a pointer member of a struct built with
+    :func:`place`."""
+    p = getattr(ptr, "ptr", ptr) if not isinstance(ptr, GMPtr) else ptr
+    if not isinstance(p, GMPtr):
+        raise ArgumentError(f"native.address: pass a GMPtr (x.ptr), got {type(ptr).__name__}")
+    return _address(p)
 
 
 _bases: dict[int, tuple[Any, list[int]]] = {}
@@ -281,4 +299,4 @@ def load(source: str | os.PathLike, include_dirs: Any = None, defines: Any = Non
 PtoIsaMismatch = ptoisa.PtoIsaMismatch
 
 __all__ = ["load", "NativeLibrary", "NativeKernel", "NativeKernelError", "NativeBuildError", "PtoIsaMismatch",
-           "NativeDeviceContext", "device_context", "INCLUDE_DIR"]
+           "NativeDeviceContext", "device_context", "place", "address", "INCLUDE_DIR"]

@@ -1,5 +1,6 @@
 """The C++ ``DeviceContext`` of a rank (``rt.device_context``): pto-isa's ``CommDeviceContext``
-layout, with every window's base address in this process."""
+layout, with every window's base address in this process; and :func:`place`, which puts a
+struct of a kernel's own (another layout) into a window for the kernel to take by pointer."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..config import MAX_RANKS
+from ..errors import ArgumentError
 
 _STATE_KEY = "shmcomm.native.device_context"
 
@@ -55,3 +57,22 @@ def device_context(rt: Any) -> NativeDeviceContext:
     if ctx is None or ctx.windows is not rt.windows:
         ctx = rt.kernel_state[_STATE_KEY] = NativeDeviceContext(rt)
     return ctx
+
+
+def place(rt: Any, value: Any) -> Any:
+    """``value`` (a ``ctypes`` structure, or bytes) copied into a new allocation of this rank's
+    window: pass the result's ``.ptr`` where a kernel takes a pointer to a struct of its own.
+
+    Collective like ``rt.alloc``: every rank places a value of the same size, in the same order.
+    The struct is read by this rank's blocks; addresses in it are this process's (window bases:
+    ``rt.device_context.bases``; a GM pointer: ``shmcomm.native.address(x.ptr)``), so a peer
+    must not read it through a remote pointer."""
+    if isinstance(value, ctypes.Structure | ctypes.Array):
+        data = ctypes.string_at(ctypes.addressof(value), ctypes.sizeof(value))
+    elif isinstance(value, bytes | bytearray | memoryview):
+        data = bytes(value)
+    else:
+        raise ArgumentError(f"native.place: pass a ctypes Structure or bytes, got {type(value).__name__}")
+    arr = rt.alloc((max(len(data), 1),), np.uint8)
+    arr[:len(data)] = np.frombuffer(data, np.uint8)
+    return arr

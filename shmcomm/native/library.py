@@ -25,6 +25,7 @@ _KERNEL = re.compile(r"(?P<tpl>template\s*<[^;{}]*>\s*)?__global__\s+(?:(?:AICOR
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _INST = re.compile(r"^\s*(?P<name>[A-Za-z_]\w*)\s*(?P<targs><.*>)?\s*$", re.S)
 KINDS = {"c": "a device context (rt.device_context)", "p": "a GM pointer (GMPtr)",
+         "s": "a struct of the kernel's own in a window (GMPtr; see shmcomm.native.place)",
          "i": "an int", "f": "a float"}
 
 

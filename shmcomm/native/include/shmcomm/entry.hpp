@@ -6,6 +6,8 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstddef>
+#include <type_traits>
 #include <fcntl.h>
 #include <cstdio>
 #include <dlfcn.h>
@@ -23,12 +25,42 @@
 namespace shmcomm {
 namespace native {
 
-// The kind of each parameter, for Python's argument check: 'c' a device context pointer, 'p'
-// another pointer, 'i' an integer (or enum, or bool), 'f' a floating-point number.
+// pto-isa's CommDeviceContext, the layout rt.device_context builds (shmcomm/native/context.py)
+struct DeviceContextLayout {
+    uint64_t workSpace;
+    uint64_t workSpaceSize;
+    uint32_t rankId;
+    uint32_t rankNum;
+    uint64_t winSize;
+    uint64_t windowsIn[64];
+    uint64_t windowsOut[64];
+};
+
+template <typename P, typename = void> struct has_context_members : std::false_type {};
+template <typename P>
+struct has_context_members<P, std::void_t<decltype(P::rankId), decltype(P::rankNum), decltype(P::winSize),
+                                          decltype(P::windowsIn), decltype(P::windowsOut)>> : std::true_type {};
+
+// Whatever a kernel calls its device context (shmcomm's, pto-isa's CPU stub's, or its own header's
+// struct), it takes rt.device_context when its members sit where rt.device_context has them.
+template <typename P> constexpr bool is_device_context() {
+    if constexpr (has_context_members<P>::value && std::is_standard_layout_v<P>) {
+        using L = DeviceContextLayout;
+        return sizeof(P) == sizeof(L) && offsetof(P, rankId) == offsetof(L, rankId) &&
+               offsetof(P, rankNum) == offsetof(L, rankNum) && offsetof(P, winSize) == offsetof(L, winSize) &&
+               offsetof(P, windowsIn) == offsetof(L, windowsIn) && offsetof(P, windowsOut) == offsetof(L, windowsOut);
+    } else {
+        return false;
+    }
+}
+
+// The kind of each parameter, for Python's argument check: 'c' a device context pointer, 's' a
+// pointer to another struct (the host builds it in a window), 'p' another pointer, 'i' an
+// integer (or enum, or bool), 'f' a floating-point number.
 template <typename T> constexpr char kind() {
     if constexpr (std::is_pointer_v<T>) {
         using P = std::remove_cv_t<std::remove_pointer_t<T>>;
-        return std::is_same_v<P, CommDeviceContext> ? 'c' : 'p';
+        return is_device_context<P>() ? 'c' : std::is_class_v<P> ? 's' : 'p';
     } else if constexpr (std::is_integral_v<T> || std::is_enum_v<T>) {
         return 'i';
     } else if constexpr (std::is_floating_point_v<T>) {
