@@ -10,9 +10,9 @@ size at run time and fixes the hidden size (128) in its ``_K128`` entry points, 
 built once, with no ``-D``. The kernel file keeps its host launchers (``<<<>>>``) and includes
 ``acl/acl.h`` and its own ``comm_context.h``, which defines ``CommDeviceContext`` as pto-isa's
 CPU stub does: shmcomm's build blanks the launchers, serves ``acl/acl.h`` from pto-isa's CPU
-back end and lets the kernel's own ``CommDeviceContext`` stand (see the documentation page "Native kernels"). The
-vector instructions of the WithSync path (``TADDS``, ``TADD``) and every ``TLOAD`` / ``TSTORE``
-are pto-isa's own CPU tile library.
+back end and lets the kernel's own ``CommDeviceContext`` stand (see the documentation page
+"Native kernels"). The vector instructions of the WithSync path (``TADDS``, ``TADD``) and every
+``TLOAD`` / ``TSTORE`` are pto-isa's own CPU tile library.
 """
 
 from __future__ import annotations
