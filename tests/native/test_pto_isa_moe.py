@@ -46,8 +46,9 @@ def padded_expert_num(ep: int, epr: int) -> int:
 
 @dataclass(frozen=True)
 class Case:
-    """main.cpp's parameters: EP ranks (and blocks), experts per rank, max tokens per source
-    rank, max output rows; ``path`` is main.cpp's DISPATCH_MODE."""
+    """main.cpp's parameters: EP ranks, experts per rank, max tokens per source rank, max
+    output rows; ``path`` is main.cpp's DISPATCH_MODE. ``blocks`` is EP in main.cpp (0); fewer
+    blocks take the kernel's strided path (a block serves several ranks)."""
 
     path: str
     ep: int = 2
@@ -55,6 +56,7 @@ class Case:
     max_tokens: int = 64
     max_output: int = 512
     seed: int = 42
+    blocks: int = 0
 
 
 def routing(case: Case, me: int):
@@ -127,7 +129,8 @@ def golden(case: Case, me: int):
 
 
 def moe_host(rt, lib, case: Case):
-    """RunMoeDispatch: every buffer main.cpp allocates, one launch on EP blocks, then main.cpp's
+    """RunMoeDispatch: every buffer main.cpp allocates, one launch on EP blocks (or
+    ``case.blocks``), then main.cpp's
     check (the first min(totalDstTokens, maxOutputSize) rows of tokens and scales) and, beyond
     it, that nothing else of either output was written."""
     ep, epr, me = case.ep, case.epr, rt.rank
@@ -157,19 +160,19 @@ def moe_host(rt, lib, case: Case):
         d_cumsum, d_tpe, d_psbr = (rt.alloc(x.shape, np.int32) for x in (cumsum, tpe, psbr))
         d_cumsum[:], d_tpe[:], d_psbr[:] = cumsum, tpe, psbr
     rt.barrier()                                                       # HcclHostBarrier
-    ctx, n = rt.device_context, case.max_output
+    ctx, n, blocks = rt.device_context, case.max_output, case.blocks or ep
     if case.path == "direct":
-        rt.launch(lib.MoeDispatchDirect_K128, blocks=ep,
+        rt.launch(lib.MoeDispatchDirect_K128, blocks=blocks,
                   args=(gm_a.ptr, gm_scale.ptr, d_cumsum.ptr, d_tpe.ptr, d_psbr.ptr, shmem.ptr, ctx,
                         sync_ws.ptr, ep, epr, n, 0))
     elif case.path == "viagm":
         temp = rt.alloc((n * ROW,), np.int8)
         temp[:] = 0
-        rt.launch(lib.MoeDispatchViaGM_K128, blocks=ep,
+        rt.launch(lib.MoeDispatchViaGM_K128, blocks=blocks,
                   args=(gm_a.ptr, gm_scale.ptr, temp.ptr, d_cumsum.ptr, d_tpe.ptr, d_psbr.ptr, shmem.ptr, ctx,
                         sync_ws.ptr, ep, epr, n, 0))
     else:
-        rt.launch(lib.MoeDispatchWithSync_K128, blocks=ep,
+        rt.launch(lib.MoeDispatchWithSync_K128, blocks=blocks,
                   args=(gm_a.ptr, gm_scale.ptr, shmem.ptr, ctx, routing_ws.ptr, sync_ws.ptr, ep, epr, n, 0,
                         uniform))
     rt.barrier()
@@ -198,6 +201,9 @@ CASES = {
     "direct_4ranks": Case("direct", ep=4, seed=3),
     "viagm_4ranks": Case("viagm", ep=4, seed=3),
     "sync_4ranks": Case("sync", ep=4, seed=3),
+    # four ranks on two blocks: each block serves two ranks (dstEpIdx += coreNum)
+    "direct_4ranks_2blocks": Case("direct", ep=4, seed=3, blocks=2),
+    "sync_4ranks_2blocks": Case("sync", ep=4, seed=3, blocks=2),
 }
 
 
