@@ -130,9 +130,8 @@ def golden(case: Case, me: int):
 
 def moe_host(rt, lib, case: Case):
     """RunMoeDispatch: every buffer main.cpp allocates, one launch on EP blocks (or
-    ``case.blocks``), then main.cpp's
-    check (the first min(totalDstTokens, maxOutputSize) rows of tokens and scales) and, beyond
-    it, that nothing else of either output was written."""
+    ``case.blocks``), then main.cpp's check (the first min(totalDstTokens, maxOutputSize) rows
+    of tokens and scales) and, beyond it, that nothing else of either output was written."""
     ep, epr, me = case.ep, case.epr, rt.rank
     assert rt.nranks == ep
     tpe, cumsum, psbr = routing(case, me)
