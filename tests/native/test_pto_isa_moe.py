@@ -31,8 +31,7 @@ from shmcomm.native import ptoisa
 
 ROOT = os.environ.get("SHMCOMM_PTO_ISA")
 MODES = ["eager", "hazard", "schedule"]
-pytestmark = [pytest.mark.pto_isa, pytest.mark.timeout(600),
-              pytest.mark.skipif(not ROOT, reason="set SHMCOMM_PTO_ISA to a pto-isa checkout to run these")]
+pytestmark = [pytest.mark.timeout(600)]
 
 # moe_dispatch_config.h and the kernel's `_K128` entry points
 HIDDEN = 128                  # CONFIG_HIDDEN_SIZE, fixed by MoeDispatch*_K128
@@ -216,7 +215,8 @@ def moe():
 
 
 def test_the_host_generates_what_main_cpp_checks():
-    """The golden rows come from the source ranks' windows in the order the kernel pulls them."""
+    """The host's own tables and golden rows (no checkout needed): bounded per source rank,
+    clipped at the output size, zero beyond."""
     case = Case("direct", epr=2, max_output=40, seed=7)
     tpe, _, _ = routing(case, 0)
     assert all(tpe[s * 4:(s + 1) * 4].sum() <= case.max_tokens for s in range(2))
@@ -258,6 +258,8 @@ _RACE = re.compile(r"data race on rank \d+'s window, bytes \[\d+, \d+\): "
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.pto_isa
+@pytest.mark.skipif(not ROOT, reason="set SHMCOMM_PTO_ISA to a pto-isa checkout to run these")
 def test_moe_dispatch(moe, name, mode, request):
     case = CASES[name]
     observed = mode != "eager"
