@@ -37,7 +37,6 @@ pytestmark = [pytest.mark.timeout(600)]
 HIDDEN = 128                  # CONFIG_HIDDEN_SIZE, fixed by MoeDispatch*_K128
 UB_ALIGN = 32
 ROW = HIDDEN + UB_ALIGN       # ShmemRowStride: int8 token, then the float scale padded to 32 bytes
-DATA_AS_FLAG_OFFSET = 0x800000
 SYNCALL_SOFT_WORKSPACE_INT32 = 16
 
 
