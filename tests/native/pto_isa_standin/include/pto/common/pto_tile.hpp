@@ -8,6 +8,7 @@
 namespace pto {
 enum class AtomicType { AtomicNone = 0, AtomicAdd = 1 };
 enum class TileType { Vec, Mat, Left, Right, Acc };
+enum class SLayout { NoneBox, RowMajor, ColMajor };
 enum class STPhase : uint8_t { Unspecified = 0x0, Partial = 0x2, Final = 0x3 };
 enum class ReluPreMode : uint8_t { NoRelu = 0, NormalRelu = 1 };
 
@@ -31,13 +32,16 @@ struct GlobalTensor {
 inline thread_local unsigned char standin_local[64 * 1024];
 inline thread_local size_t standin_top = 0;
 
-template <typename T, int R, int C, TileType L = TileType::Vec>
+// VR x VC: the valid region (what a copy moves), row-major, at the tile's Cols stride
+template <typename T, int R, int C, TileType L = TileType::Vec, int VR = R, int VC = C>
 struct Tile {
     using DType = T;
     using TileDType = T*;
     static constexpr TileType Loc = L;
     static constexpr int Rows = R;
     static constexpr int Cols = C;
+    static constexpr bool isRowMajor = true;
+    static constexpr SLayout SFractal = SLayout::NoneBox;
     T* data_ = nullptr;
     TileDType& data() {
         if (data_ == nullptr) {  // (the arena wraps: a kernel's tiles fit in it)
@@ -49,8 +53,8 @@ struct Tile {
     }
     void assignData(TileDType d) { data_ = d; }
     static constexpr size_t GetSizeInBytes() { return sizeof(T) * R * C; }
-    static constexpr unsigned GetValidRow() { return R; }
-    static constexpr unsigned GetValidCol() { return C; }
+    static constexpr unsigned GetValidRow() { return VR; }
+    static constexpr unsigned GetValidCol() { return VC; }
 };
 
 namespace comm {
