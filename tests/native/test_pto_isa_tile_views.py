@@ -1,6 +1,6 @@
 """Overlaid tile views behind shmcomm's shadow (stand-in tree): a copy of a tile touches, for
-the models, the bytes a2a3 moves (its valid region), not the whole declared tile, so views that move disjoint bytes of one buffer are no race, and views
-that overlap still are."""
+the models, the bytes a2a3 moves (its valid region), not the whole declared tile, so views that
+move disjoint bytes of one buffer are no race, and views that overlap still are."""
 
 from __future__ import annotations
 
