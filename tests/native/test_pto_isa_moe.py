@@ -12,7 +12,10 @@ built once, with no ``-D``. The kernel file keeps its host launchers (``<<<>>>``
 CPU stub does: shmcomm's build blanks the launchers, serves ``acl/acl.h`` from pto-isa's CPU
 back end and lets the kernel's own ``CommDeviceContext`` stand (see the documentation page
 "Native kernels"). The vector instructions of the WithSync path (``TADDS``, ``TADD``) and every
-``TLOAD`` / ``TSTORE`` are pto-isa's own CPU tile library.
+``TLOAD`` / ``TSTORE`` are pto-isa's own CPU tile library (the copies queued on shmcomm's pipes
+in hazard and schedule mode). In those modes the race detector reports WithSync's "DataAsFlag"
+exchange, rightly (docs/pto-parity.md); the test requires exactly that report, then checks the
+data with the race accepted.
 """
 
 from __future__ import annotations
