@@ -71,7 +71,7 @@ def native_waits(text: str) -> dict[int, str]:
             continue
         where = (m.group(2), int(m.group(3)))
         if m.group(4):
-            where = sites.library_frame(m.group(4), int(m.group(5), 16)) or where
+            where = sites.library_frame(m.group(4), int(m.group(5), 16), keep=False) or where
         out[int(m.group(1))] = f"{show_path(where[0])}:{where[1]} (native)"
     return out
 

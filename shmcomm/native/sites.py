@@ -87,17 +87,25 @@ def user_frame(pc: int) -> tuple[str, int] | None:
     return library_frame(info.dli_fname.decode(errors="replace"), pc - (info.dli_fbase or 0))
 
 
-def library_frame(lib: str, off: int) -> tuple[str, int] | None:
+def library_frame(lib: str, off: int, keep: bool = True) -> tuple[str, int] | None:
     """The first frame of the inline chain at offset ``off`` of library ``lib`` (a PC there)
-    outside shmcomm's and pto-isa's headers."""
+    outside shmcomm's and pto-isa's headers. ``keep``: leave the library's ``addr2line``
+    running for the next query (a rank process, which reaps it at exit); else one process for
+    this query only (the launcher: no helper process outlives its report)."""
     with _lock:
-        if lib in _symbolizers:
-            sym = _symbolizers[lib]
+        if not keep:
+            sym = _symbolizers.get(lib) or _Addr2line.start(lib)
+            frames = [] if sym is None else sym.frames(off - 1)
+            if sym is not None and sym is not _symbolizers.get(lib):
+                sym.close()
         else:
-            sym = _symbolizers[lib] = _Addr2line.start(lib)
-        if sym is None:
-            return None
-        frames = sym.frames(off - 1)  # (-1: inside the instruction)
+            if lib in _symbolizers:
+                sym = _symbolizers[lib]
+            else:
+                sym = _symbolizers[lib] = _Addr2line.start(lib)
+            if sym is None:
+                return None
+            frames = sym.frames(off - 1)  # (-1: inside the instruction)
     for f, ln in frames:
         if not f.startswith(_NATIVE_DIR) and _LIBRARY_HEADERS not in f and ln > 0:
             return f, ln

@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 
 import shmcomm
@@ -87,6 +88,8 @@ def test_a_wait_never_gives_up_silently(lib):
     line = next(i for i, ln in enumerate(src[line:], line + 1) if "comm::TWAIT" in ln)
     for rank in (0, 1):
         assert f"rank {rank} block 0 waits at {show_path(str(KERNELS))}:{line} (native)" in msg, msg
+    # the launcher resolved the PC with a helper process of its own, which is gone
+    assert [p.name() for p in psutil.Process().children(recursive=True)] == []
 
 
 def test_host_code_is_blanked_keeping_every_line():
