@@ -60,6 +60,9 @@ def _op_name(copy_op: str, what: str) -> str:
 _U8 = np.dtype(np.uint8)
 
 
+_LATE = -1  # a store's digest still to take (never sent: settled to a digest or 0 first)
+
+
 def _digest(data: np.ndarray) -> int:
     """What a store writes, as a number (crc32 + 1: never 0, which means not known)."""
     return zlib.crc32(np.ascontiguousarray(data).data) + 1
@@ -143,6 +146,11 @@ class RaceBlockModel(BlockObserver):
         self.marks: dict[tuple[int, int, int], np.ndarray] = {}
         self.snaps: dict[int, np.ndarray] = {}
         self.records: list[list] = []
+        # a store's bytes are known once its data is final: a tile a TLOAD still queued ahead
+        # of the store may fill (``loading``: tiles loaded since MTE2's last drain) is read for
+        # the store's digest when MTE3 drains, after the model landed both ("late")
+        self.loading: set[int] = set()
+        self.late: list[tuple[list, np.ndarray]] = []
         self.ub_wins: dict[int, tuple] = {}  # tile uid -> its record window (one object each)
         self.sites = SiteCache()  # the last access's site (holds a frame: cleared at the end)
         self.copy_op = ""
@@ -207,6 +215,8 @@ class RaceBlockModel(BlockObserver):
     def flush(self, defer: bool = False) -> None:
         """Send this block's records (and the clock snapshots they use) to the launcher
         (``defer``: with the rank's next message: the launch's end sends every block's in one)."""
+        if self.late:
+            self._settle_digests(False)
         recs, self.records = self.records, []
         snaps, self.snaps = self.snaps, {}
         # sent again when used
@@ -243,14 +253,23 @@ class RaceBlockModel(BlockObserver):
         gwin = gm_win(p.rank)
         gflags = 0 if load else WRITE | PIPE3 | (ATOMIC if atomic else 0)
         known = not (load or g.native)  # a native copy's bytes move later, natively: unknown
+        late = known and tile.uid in self.loading
+        if load:
+            self.loading.add(tile.uid)
         if g.rows <= 1 or g.row_stride == g.cols:
             off = p.offset
+            view = tile.array[:g.rows, :g.cols]
             self._add(gwin, off, off + g.extent_bytes, gflags, comp, epoch, snap, issue, name,
-                      op, site, _digest(tile.array[:g.rows, :g.cols]) if known else 0)
+                      op, site, (_LATE if late else _digest(view)) if known else 0)
+            if late:
+                self._late(view)
         else:
             for r, (lo, hi) in enumerate(self._ranges(g)):
+                view = tile.array[r, :g.cols]
                 self._add(gwin, lo, hi, gflags, comp, epoch, snap, issue, name, op, site,
-                          _digest(tile.array[r, :g.cols]) if known else 0)
+                          (_LATE if late else _digest(view)) if known else 0)
+                if late:
+                    self._late(view)
         nbytes = min(g.rows, tile.rows) * tile.cols * tile.array.itemsize
         off = tile.uoff  # (a view's bytes in its tile's)
         uwin = self.ub_wins.get(tile.uid)
@@ -261,8 +280,25 @@ class RaceBlockModel(BlockObserver):
         if len(self.records) >= _FLUSH_RECORDS:
             self.flush()
 
+    def _late(self, view: np.ndarray) -> None:
+        """The last record's digest is taken when MTE3 drains (see ``late``)."""
+        rec = self.records[-1]
+        if len(rec) > 14 and rec[14] == _LATE:
+            self.late.append((rec, view))
+
+    def _settle_digests(self, landed: bool) -> None:
+        """The late digests: the tiles' bytes once the stores landed, else not known."""
+        for rec, view in self.late:
+            if len(rec) > 14 and rec[14] == _LATE:
+                rec[14] = _digest(view) if landed else 0
+        self.late.clear()
+
     def _drain(self, pc: _PipeClock) -> None:
         """The scalar unit waited for the pipe's work so far."""
+        if pc is self.p2:
+            self.loading.clear()
+        elif pc is self.p3 and self.late:
+            self._settle_digests(True)
         if not pc.busy:
             return
         np.maximum(self.vs, pc.v, out=self.vs)

@@ -18,6 +18,7 @@ from shmcomm.pipe import (
     PIPE_ALL,
     PIPE_MTE2,
     PIPE_MTE3,
+    PIPE_V,
     TLOAD,
     TSTORE,
     pipe_barrier,
@@ -34,10 +35,15 @@ def k_every_core_copies(ctx, src, dst, differ):
     """Every block copies ``src`` to ``dst`` (``differ``: block b adds b first)."""
     t = ctx.tile((1, N), np.float32)
     TLOAD(t, GlobalTensor(src, (1, N)))
-    set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0)
-    wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0)
-    if differ:
+    if differ:  # (the tile is written once the load landed: MTE2 -> V, then V -> MTE3)
+        set_flag(PIPE_MTE2, PIPE_V, EVENT_ID0)
+        wait_flag(PIPE_MTE2, PIPE_V, EVENT_ID0)
         t.array[:] += ctx.block_idx
+        set_flag(PIPE_V, PIPE_MTE3, EVENT_ID0)
+        wait_flag(PIPE_V, PIPE_MTE3, EVENT_ID0)
+    else:  # (the store follows the load in the queue: its bytes are known once it landed)
+        set_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0)
+        wait_flag(PIPE_MTE2, PIPE_MTE3, EVENT_ID0)
     TSTORE(GlobalTensor(dst, (1, N)), t)  # STORE_LINE
     pipe_barrier(PIPE_ALL)
 
