@@ -27,13 +27,16 @@ from ..core.agent import current
 from ..core.gm import GlobalTensor, GMPtr
 from ..core.tile import Tile
 from ..core.waiting import first_unsatisfied
+from ..dma import AUTO_CHANNEL_GROUP
 from ..errors import ArgumentError, WaitTimeout
-from ..types import CMP_FUNCS, CMP_SYMBOLS, AtomicType, NotifyOp, WaitCmp
+from ..types import CMP_FUNCS, CMP_SYMBOLS, AtomicType, NotifyOp, ReduceOp, WaitCmp
 from . import sites, tilecopy
 
 OP_NOTIFY, OP_WAIT, OP_TEST, OP_PIPE_BARRIER, OP_SET_FLAG, OP_WAIT_FLAG, OP_DSB, OP_DCCI = range(1, 9)
 OP_LOAD, OP_STORE, OP_PUT, OP_GET, OP_SYNCALL, OP_ST_ATOMIC, OP_WAIT_EXPIRED = range(9, 16)
 OP_ASYNC, OP_ASYNC_WAIT, OP_ASYNC_TEST = range(16, 19)
+OP_ASYNC_SESSION, OP_COLLECTIVE = 19, 20  # the pto-isa shadow's BuildAsyncSession and root collectives
+_COLLECTIVES = (comm.TBROADCAST, comm.TSCATTER, comm.TGATHER, comm.TREDUCE)  # by the shadow's kind word
 OP_TILE_COPY = 25  # pto-isa's own TLOAD / TSTORE, performed when the model lands them (tilecopy)
 DTYPES: dict[int, np.dtype] = {1: np.dtype(np.float32), 2: np.dtype(np.float64), 3: np.dtype(np.int8),
           4: np.dtype(np.int16), 5: np.dtype(np.int32), 6: np.dtype(np.int64),
@@ -98,6 +101,27 @@ class _Decoder:
         if s is None:
             s = self.sessions[addr] = comm.BuildAsyncSession(None)
         return s
+
+    def build_session(self, a: Any) -> bool:
+        """pto-isa's ``BuildAsyncSession`` (SDMA form): shmcomm's, kept under the C++ session's
+        address for the copies posted in it."""
+        session = comm.AsyncSession()
+        workspace = self.ptr(a[1], 7) if a[1] else None
+        group = AUTO_CHANNEL_GROUP if a[6] == (1 << 64) - 1 else a[6]
+        ok = comm.BuildAsyncSession(self.tile(a, 7), workspace, session, a[2],
+                                    comm.SdmaBaseConfig(a[3], a[4], a[5]), group)
+        self.sessions[a[0]] = session
+        return bool(ok)
+
+    def collective(self, a: Any) -> Any:
+        """A root collective of the pto-isa shadow: shmcomm's on a ParallelGroup over the same
+        bytes (the members' tensor words are read from the C++ caller's array)."""
+        kind, op, n, root = a[0], a[1], a[2], a[3]
+        words = (ctypes.c_uint64 * (12 * n)).from_address(a[4])
+        group = comm.ParallelGroup([self.tensor(words, 12 * i) for i in range(n)], n, root)
+        tiles = [self.tile(a, 18 + 6 * k) for k in range(a[17])]
+        extra = (ReduceOp(op),) if kind == 3 else ()
+        return _COLLECTIVES[kind](group, self.tensor(a, 5), *tiles, *extra)
 
     def post(self, fn: Callable[..., Any], dst: GlobalTensor, src: GlobalTensor, session: Any) -> int:
         """Issue an asynchronous copy; its id for the C++ AsyncEvent."""
@@ -174,6 +198,10 @@ def _call(code: int, a: list[int], d: _Decoder) -> tuple[Callable[..., Any], tup
         dst = GlobalTensor(flat_dst.ptr, (flat_dst.rows * flat_dst.cols,))
         src = GlobalTensor(flat_src.ptr, (flat_src.rows * flat_src.cols,))
         return d.post, (fn, dst, src, d.session(a[24]))
+    if code == OP_ASYNC_SESSION:
+        return d.build_session, (a,)
+    if code == OP_COLLECTIVE:
+        return d.collective, (a,)
     if code in (OP_ASYNC_WAIT, OP_ASYNC_TEST):
         ev = d.events[a[0]]
         return (ev.Wait if code == OP_ASYNC_WAIT else ev.Test), (ev.session,)

@@ -2,12 +2,14 @@
 
 The kernel is compiled with ``-D__CPU_SIM``, with ``shadow/`` (shmcomm's own files at pto-isa's
 include paths) ahead of the checkout's ``include/``: pto-isa's tile library runs natively, and
-its comm instructions (``pto/cpu/comm/{TNotify,TWait,TTest,TPut,TGet}.hpp``), the sync part
-of ``pto/common/cpu_stub.hpp`` and the AtomicAdd lock of ``pto/cpu/atomic.hpp`` (one per run,
-shared by the rank processes, not one per process) are shmcomm's. Each shadow file includes
-pto-isa's own file with the replaced names renamed away (``#include_next``), so nothing of
-pto-isa is copied; it therefore depends on the checkout's declarations, which :func:`check`
-verifies before a build.
+its comm instructions are shmcomm's: ``pto/cpu/comm/{TNotify,TWait,TTest,TPut,TGet}.hpp`` (the
+asynchronous SDMA copies too), the root collectives ``pto/cpu/comm/{TBroadcast,TScatter,
+TGather,TReduce}.hpp``, ``AsyncEvent::Wait`` / ``Test`` (``pto/cpu/TPrefetchAsync.hpp``, which
+also gains a2a3's ``BuildAsyncSession``), the sync part of ``pto/common/cpu_stub.hpp`` and the
+AtomicAdd lock of ``pto/cpu/atomic.hpp`` (one per run, shared by the rank processes, not one per
+process). Each shadow file includes pto-isa's own file with the replaced names renamed away
+(``#include_next``), so nothing of pto-isa is copied; it therefore depends on the checkout's
+declarations, which :func:`check` verifies before a build.
 
 A kernel file of pto-isa's a2a3 suites mixes kernels with host code (ACL / HCCL calls,
 ``<<<>>>`` launches) and includes its suite's ``common.hpp``. shmcomm compiles such a file
@@ -45,6 +47,23 @@ SHADOW_DIR = Path(__file__).resolve().parent / "shadow"
 CHECKED_AGAINST = "3186c381"  # the pto-isa commit the shadow's declarations were written for
 ENV = "SHMCOMM_PTO_ISA"
 
+
+
+def _async(op: str) -> tuple[str, ...]:
+    """pto-isa's CPU ``TPUT_ASYNC_IMPL`` / ``TGET_ASYNC_IMPL``, without and with a peer."""
+    head = (f"template <DmaEngine engine{{}}, typename GlobalDstData, typename GlobalSrcData> PTO_INTERNAL "
+            f"AsyncEvent {op}_ASYNC_IMPL(GlobalDstData& dst, GlobalSrcData& src, const AsyncSession& session")
+    return head.format(" = DmaEngine::SDMA") + ")", head.format("") + ", uint32_t peer)"
+
+
+def _collective(op: str, data: str) -> tuple[str, ...]:
+    """pto-isa's CPU ``<op>_IMPL`` of a root collective: the staging-tile and the ping-pong form."""
+    g = data.split("&")[0]
+    head = (f"template <typename ParallelGroupType, typename {g}, typename TileData> PTO_INTERNAL void "
+            f"{op}_IMPL(ParallelGroupType& parallelGroup, {data}, ")
+    return head + "TileData& stagingTileData)", head + "TileData& pingTile, TileData& pongTile)"
+
+
 # file (under include/) -> the declarations the shadow renames and replaces, whitespace-free
 EXPECTED: dict[str, tuple[str, ...]] = {
     "pto/common/cpu_stub.hpp": (
@@ -72,7 +91,8 @@ EXPECTED: dict[str, tuple[str, ...]] = {
         "PTO_INTERNAL void TPUT_IMPL(GlobalDstData& dst, GlobalSrcData& src, TileData& src1)",
         "template <typename GlobalDstData, typename GlobalSrcData, typename TileData, AtomicType atomicType> "
         "PTO_INTERNAL void TPUT_IMPL(GlobalDstData& dst, GlobalSrcData& src, "
-        "TileData& ping, TileData& pong)"),
+        "TileData& ping, TileData& pong)",
+        *_async("TPUT")),
     "pto/cpu/TLoad.hpp": (
         "template <typename TileData, typename GlobalData> PTO_INTERNAL void TLOAD_IMPL("
         "TileData& dst, GlobalData& src)",),
@@ -90,7 +110,21 @@ EXPECTED: dict[str, tuple[str, ...]] = {
         "PTO_INTERNAL void TGET_IMPL(GlobalDstData& dst, GlobalSrcData& src, TileData& src1)",
         "template <typename GlobalDstData, typename GlobalSrcData, typename TileData> "
         "PTO_INTERNAL void TGET_IMPL(GlobalDstData& dst, GlobalSrcData& src, "
-        "TileData& ping, TileData& pong)"),
+        "TileData& ping, TileData& pong)",
+        *_async("TGET")),
+    "pto/cpu/TPrefetchAsync.hpp": (
+        "PTO_INTERNAL bool AsyncEvent::Wait(const AsyncSession& /*session*/) const",
+        "PTO_INTERNAL bool AsyncEvent::Test(const AsyncSession& /*session*/) const"),
+    "pto/cpu/comm/TBroadcast.hpp": _collective("TBROADCAST", "GlobalSrcData& srcGlobalData"),
+    "pto/cpu/comm/TScatter.hpp": _collective("TSCATTER", "GlobalSrcData& srcGlobalData"),
+    "pto/cpu/comm/TGather.hpp": _collective("TGATHER", "GlobalDstData& dstGlobalData"),
+    "pto/cpu/comm/TReduce.hpp": (
+        "template <typename ParallelGroupType, typename GlobalDstData, typename TileData> "
+        "PTO_INTERNAL void TREDUCE_IMPL(ParallelGroupType& parallelGroup, GlobalDstData& dstGlobalData, "
+        "TileData& accTileData, TileData& recvTileData, pto::comm::ReduceOp op)",
+        "template <typename ParallelGroupType, typename GlobalDstData, typename TileData> "
+        "PTO_INTERNAL void TREDUCE_IMPL(ParallelGroupType& parallelGroup, GlobalDstData& dstGlobalData, "
+        "TileData& accTileData, TileData& pingTile, TileData& pongTile, pto::comm::ReduceOp op)"),
 }
 # compilers that accept `static_assert(false)` in a template (P2593), which pto-isa's
 # include/pto/cpu/TReduceIdx.hpp uses: tried in this order when $CXX is not set
@@ -263,29 +297,78 @@ def kernel_owned(source: Path) -> list[str]:
     return [name for name, pat in KERNEL_OWNED.items() if any(pat.search(t) for t in texts)]
 
 
+_HARNESS = re.compile(r'^\s*#\s*include\s*"((?:[^"]*/)?common\.hpp)"', re.M)
+# declarations a harness header makes: macros, types, aliases, constants, functions (by the
+# name before their parameter list)
+_DECLS = re.compile(r"^\s*#\s*define\s+(\w+)|\b(?:struct|class|union|enum(?:\s+class)?)\s+(\w+)\s*[{:;]"
+                    r"|\busing\s+(\w+)\s*=|\b(\w+)\s*=|\b(\w+)\s*\(", re.M)
+_ACL = re.compile(r"\b(?:acl[a-z]*[A-Z]\w*|ACL_\w+)\b")  # the ACL runtime: host-only by definition
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+_ITEM = re.compile(r"\b(?:struct|class|union)\s+(\w+)|\busing\s+(\w+)\s*=")
+
+
+def _harness_names(source: Path, text: str) -> set[str]:
+    """What the suite's host harness declares at top level: its ``common.hpp`` and the headers it
+    includes from its own directory (ACL / HCCL contexts, MPI shims)."""
+    names: set[str] = set()
+    for m in _HARNESS.finditer(text):
+        first = (source.parent / m.group(1)).resolve()
+        files, seen = [first], set()
+        while files:
+            f = files.pop()
+            if f in seen or not f.is_file():
+                continue
+            seen.add(f)
+            body = _COMMENTS.sub(" ", f.read_text(errors="replace"))
+            files += [(f.parent / q).resolve() for q in _QUOTED.findall(body)]
+            stmts: list[tuple[int, int]] = []
+            heads = [body[d:o] for d, o, _ in _blocks(body, 0, len(body), stmts)]
+            heads += [body[a:b] for a, b in stmts]
+            heads += re.findall(r"^\s*#\s*define\s+\w+", body, re.M)
+            for h in heads:
+                m2 = _DECLS.search(h)
+                if m2 is not None:
+                    names.add(next(g for g in m2.groups() if g))
+    return names
+
+
 def kernel_text(source: Path) -> str:
     """The user's kernel file as the generated unit compiles it (see the module's docstring)."""
     text = source.read_text()
-    funcs = []  # top-level functions that are not kernels: (name, declaration start, end, body)
+    # top-level items that are not kernels: (name, declaration start, end, text without comments)
+    items: list[tuple[str, int, int, str]] = []
+    kernels = []
     stmts: list[tuple[int, int]] = []
     for decl, open_at, close in _blocks(text, 0, len(text), stmts):
         head = _COMMENTS.sub(" ", text[decl:open_at])
-        m = _NAME.search(head)
-        if m is not None and "__global__" not in head:
-            funcs.append((m.group(1), decl, close, _COMMENTS.sub(" ", text[open_at:close])))
-    host = {name for name, _, _, body in funcs if "<<<" in body}
-    while True:  # and every function that calls host code
-        more = {name for name, _, _, body in funcs if name not in host
-                and any(re.search(rf"\b{re.escape(h)}\b", body) for h in host)}
+        body = _COMMENTS.sub(" ", text[decl:close + 1])
+        if "__global__" in head:
+            kernels.append(body)
+            continue
+        m = _ITEM.search(head) if "(" not in head else None
+        f = _NAME.search(head) if m is None else None
+        name = (m.group(1) or m.group(2)) if m is not None else (f.group(1) if f is not None else "")
+        items.append((name, decl, close, body))
+    for a, b in stmts:
+        body = _COMMENTS.sub(" ", text[a:b + 1])
+        m = _ITEM.search(body)
+        items.append(((m.group(1) or m.group(2)) if m is not None else "", a, b, body))
+    # host code: what launches a kernel (<<<), what names the host harness (what the harness
+    # declares that no kernel uses, and the ACL runtime), and what names host code, to a fixpoint
+    used = {w for k in kernels for w in _IDENT.findall(k)}
+    harness = _harness_names(source, text) - used
+    words = [set(_IDENT.findall(body)) - {name} for name, _, _, body in items]
+    host = {i for i, (_, _, _, body) in enumerate(items)
+            if "<<<" in body or words[i] & harness or _ACL.search(body)}
+    while True:
+        names = {items[i][0] for i in host if items[i][0]}
+        more = {i for i in range(len(items)) if i not in host and words[i] & names}
         if not more:
             break
         host |= more
-    # the host functions, and top-level statements naming them (explicit instantiations)
-    spans = [(decl, close) for name, decl, close, _ in funcs if name in host]
-    spans += [(a, b) for a, b in stmts if any(re.search(rf"\b{re.escape(h)}\b", _COMMENTS.sub(" ", text[a:b]))
-                                              for h in host)]
     chars = list(text)
-    for a, b in spans:
+    for i in host:
+        _, a, b, _ = items[i]
         for k in range(a, b + 1):
             if chars[k] != "\n":
                 chars[k] = " "

@@ -105,9 +105,11 @@ int run(void (*fn)(A...), shmcomm_block* block, const uint64_t* args, char* err,
     tls_ub_top = UB_BYTES;
     for (uint64_t& w : tls_flags) w = 0;
     tls_site = {"", 0, nullptr, nullptr};
+    tls_dma_n = 0;
     int rc = 0;
     try {
         invoke(fn, args, std::index_sequence_for<A...>{});
+        dma_land(nullptr, UINT64_MAX);  // the engine finishes what the kernel never waited for
     } catch (const PythonRaised&) {
         rc = 2;
     } catch (const std::exception& e) {

@@ -52,7 +52,8 @@ namespace native {
 // instruction codes of the bridge (shmcomm/native/bridge.py keeps the same table)
 enum Op : int32_t {
     OP_NOTIFY = 1, OP_WAIT, OP_TEST, OP_PIPE_BARRIER, OP_SET_FLAG, OP_WAIT_FLAG, OP_DSB, OP_DCCI,
-    OP_LOAD, OP_STORE, OP_PUT, OP_GET, OP_SYNCALL, OP_ST_ATOMIC, OP_WAIT_EXPIRED, OP_ASYNC, OP_ASYNC_WAIT, OP_ASYNC_TEST
+    OP_LOAD, OP_STORE, OP_PUT, OP_GET, OP_SYNCALL, OP_ST_ATOMIC, OP_WAIT_EXPIRED, OP_ASYNC, OP_ASYNC_WAIT, OP_ASYNC_TEST,
+    OP_ASYNC_SESSION = 19, OP_COLLECTIVE = 20
 };
 
 constexpr uint64_t UB_BYTES = 192 * 1024;  // a block's UB, as on A2/A3
@@ -111,6 +112,37 @@ inline const char* site_file(const char* file, char* buf, std::size_t len) {
     if (pc == nullptr || tls_site.file != file) return file;
     std::snprintf(buf, len, "\x01%llx\x01%s", static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(pc)), file);
     return buf;
+}
+
+// -- the eager DMA engine: asynchronous copies posted and not yet landed (per block) --------
+//
+// A copy lands when its event's Wait (or a true Test) asks, every earlier one of its session
+// with it, and at the kernel's end at the latest; never at issue. Its source is read then.
+struct PendingCopy {
+    void* dst;
+    const void* src;
+    uint64_t bytes;
+    const void* session;
+    uint64_t seq;
+};
+
+constexpr int MAX_PENDING_COPIES = 256;
+inline thread_local PendingCopy tls_dma[MAX_PENDING_COPIES];
+inline thread_local int tls_dma_n = 0;
+
+// land the pending copies of `session` up to post `seq` (every session's: session nullptr)
+inline void dma_land(const void* session, uint64_t seq) {
+    int k = 0;
+    for (int i = 0; i < tls_dma_n; ++i) {
+        PendingCopy& c = tls_dma[i];
+        if ((session == nullptr || c.session == session) && c.seq <= seq) {
+            std::memcpy(c.dst, c.src, c.bytes);
+        } else {
+            tls_dma[k++] = c;
+        }
+    }
+    tls_dma_n = k;
+    std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
 inline bool bridged() { return tls_block != nullptr && tls_block->bridged != 0; }
@@ -203,6 +235,16 @@ inline void locate(const void* word, int32_t* rank, uint64_t* offset) {
 }
 
 [[noreturn]] inline void fail(const std::string& what) { throw std::runtime_error(what); }
+
+// post a copy to the eager DMA engine; with its queue full, the oldest one lands first (the
+// engine may finish a copy at any time after its issue)
+inline void dma_post(void* dst, const void* src, uint64_t bytes, const void* session, uint64_t seq) {
+    if (tls_dma_n == MAX_PENDING_COPIES) {
+        const PendingCopy& c = tls_dma[0];
+        dma_land(c.session, c.seq);
+    }
+    tls_dma[tls_dma_n++] = {dst, src, bytes, session, seq};
+}
 
 // -- signal words: what the eager TNOTIFY / TWAIT / TTEST share -----------------------------
 //

@@ -1,14 +1,16 @@
 // shmcomm's shadow of pto-isa's pto/cpu/comm/TGet.hpp (written by shmcomm, no pto-isa code).
 // The synchronous TGET_IMPLs are shmcomm's (bridged: shmcomm's TGET through the staging tile);
-// pto-isa's TGET_ASYNC_IMPL stays as the checkout has it.
+// so is TGET_ASYNC_IMPL on SDMA: in flight until its event's Wait / Test (shmcomm_shadow/async.hpp).
 #ifndef SHMCOMM_SHADOW_TGET_HPP
 #define SHMCOMM_SHADOW_TGET_HPP
 
 #define TGET_IMPL pto_isa_cpu_TGET_IMPL
+#define TGET_ASYNC_IMPL pto_isa_cpu_TGET_ASYNC_IMPL
 #include_next <pto/cpu/comm/TGet.hpp>
+#undef TGET_ASYNC_IMPL
 #undef TGET_IMPL
 
-#include "shmcomm_shadow/comm.hpp"
+#include "shmcomm_shadow/async.hpp"
 
 namespace pto {
 namespace comm {
@@ -28,6 +30,33 @@ PTO_INTERNAL void TGET_IMPL(GlobalDstData& dst, GlobalSrcData& src, TileData& pi
     (void)pong;
     shmcomm::native::mark_pc();  // the user's call site, resolved when a report needs it
     shmcomm::pto_isa::copy<false>(shmcomm::native::OP_GET, dst, src, ping, file, line);
+}
+
+// SDMA (a2a3's engine): posted to the block's DMA queue, landing at the event's Wait / Test.
+// Another engine (not a2a3's) keeps pto-isa's CPU copy.
+template <DmaEngine engine = DmaEngine::SDMA, typename GlobalDstData, typename GlobalSrcData>
+PTO_INTERNAL AsyncEvent TGET_ASYNC_IMPL(GlobalDstData& dst, GlobalSrcData& src, const AsyncSession& session,
+                                       const char* file = __builtin_FILE(), int line = __builtin_LINE())
+{
+    if constexpr (engine == DmaEngine::SDMA) {
+        return AsyncEvent(shmcomm::pto_isa::async_copy<1>(dst, src, session, file, line), engine);
+    } else {
+        return pto_isa_cpu_TGET_ASYNC_IMPL<engine>(dst, src, session);
+    }
+}
+
+// the explicit-peer form (pto-isa's A5 / CPU overload): SDMA ignores the peer, as pto-isa says
+template <DmaEngine engine, typename GlobalDstData, typename GlobalSrcData>
+PTO_INTERNAL AsyncEvent TGET_ASYNC_IMPL(GlobalDstData& dst, GlobalSrcData& src, const AsyncSession& session,
+                                       uint32_t peer, const char* file = __builtin_FILE(),
+                                       int line = __builtin_LINE())
+{
+    if constexpr (engine == DmaEngine::SDMA) {
+        (void)peer;
+        return AsyncEvent(shmcomm::pto_isa::async_copy<1>(dst, src, session, file, line), engine);
+    } else {
+        return pto_isa_cpu_TGET_ASYNC_IMPL<engine>(dst, src, session, peer);
+    }
 }
 
 }  // namespace comm

@@ -1,0 +1,34 @@
+// shmcomm's shadow of pto-isa's pto/cpu/comm/TBroadcast.hpp (written by shmcomm, no pto-isa code).
+// TBROADCAST_IMPL is shmcomm's: src stored into every member of the group, the root's own included,
+// as a2a3's AIV path (shmcomm_shadow/collectives.hpp): natively in eager mode, shmcomm's TBROADCAST
+// when the block's execution model observes instructions. The CCU forms stay pto-isa's.
+#ifndef SHMCOMM_SHADOW_TBROADCAST_HPP
+#define SHMCOMM_SHADOW_TBROADCAST_HPP
+
+#define TBROADCAST_IMPL pto_isa_cpu_TBROADCAST_IMPL
+#include_next <pto/cpu/comm/TBroadcast.hpp>
+#undef TBROADCAST_IMPL
+
+#include "shmcomm_shadow/collectives.hpp"
+
+namespace pto {
+namespace comm {
+
+template <typename ParallelGroupType, typename GlobalSrcData, typename TileData>
+PTO_INTERNAL void TBROADCAST_IMPL(ParallelGroupType& parallelGroup, GlobalSrcData& srcGlobalData, TileData& stagingTileData,
+                             const char* file = __builtin_FILE(), int line = __builtin_LINE())
+{
+    shmcomm::pto_isa::move(shmcomm::pto_isa::BROADCAST, parallelGroup, srcGlobalData, file, line, stagingTileData);
+}
+
+template <typename ParallelGroupType, typename GlobalSrcData, typename TileData>
+PTO_INTERNAL void TBROADCAST_IMPL(ParallelGroupType& parallelGroup, GlobalSrcData& srcGlobalData, TileData& pingTile,
+                             TileData& pongTile, const char* file = __builtin_FILE(), int line = __builtin_LINE())
+{
+    shmcomm::pto_isa::move(shmcomm::pto_isa::BROADCAST, parallelGroup, srcGlobalData, file, line, pingTile, pongTile);
+}
+
+}  // namespace comm
+}  // namespace pto
+
+#endif

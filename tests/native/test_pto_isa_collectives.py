@@ -1,0 +1,239 @@
+"""pto-isa's own a2a3 collective and asynchronous-copy kernels (treduce, tbroadcast, tscatter,
+tgather, tput_async, tget_async, and the tput / tget cases the checkout test leaves), compiled
+unchanged from their files in a real pto-isa checkout (never part of this project) and driven by
+Python hosts equivalent to their ``main.cpp`` tests, in every mode, seed 0. Skipped unless
+``SHMCOMM_PTO_ISA`` names the checkout:
+
+    SHMCOMM_PTO_ISA=PATH python -m pytest -m pto_isa tests/native/test_pto_isa_collectives.py
+
+Each host plays its suite's host code: the window buffers its ``WindowAlloc`` carves (the
+sync prefix is left out: no kernel reads it), the values its ``aclrtMemcpy`` / ``WindowMemCopyIn``
+put there (numpy here), ``HcclHostBarrier`` (``rt.barrier``), the launch and the check.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import shmcomm
+from shmcomm import native
+
+ROOT = os.environ.get("SHMCOMM_PTO_ISA")
+MODES = ["eager", "hazard", "schedule"]
+pytestmark = [pytest.mark.pto_isa, pytest.mark.timeout(1800),
+              pytest.mark.skipif(not ROOT, reason="set SHMCOMM_PTO_ISA to a pto-isa checkout to run these")]
+
+SUM, MAX, MIN = "pto::comm::ReduceOp::Sum", "pto::comm::ReduceOp::Max", "pto::comm::ReduceOp::Min"
+CT = {np.float32: "float", np.int32: "int32_t", np.uint8: "uint8_t"}
+
+
+def _suite(name: str) -> Path:
+    assert ROOT is not None
+    return Path(ROOT) / "tests" / "npu" / "a2a3" / "comm" / "st" / "testcase" / name / f"{name}_kernel.cpp"
+
+
+def _run(host, n, mode, *args):
+    return shmcomm.run(host, nranks=n, mode=mode, seed=0, args=args)
+
+
+def _values(count, dtype, base):
+    """``static_cast<T>(i + base)`` for i < count (uint8 wraps, as the cast does)."""
+    return (np.arange(count, dtype=np.int64) + base).astype(dtype)
+
+
+# --- TBROADCAST -------------------------------------------------------------------------------
+
+# (case, template, dtype, elements, ranks, root)
+BROADCAST = (
+    ("FloatSmallRoot0_4Ranks", "TBroadCastKernelImpl<float, 256>", np.float32, 256, 4, 0),
+    ("Int32LargeRoot1", "TBroadCastKernelImpl<int32_t, 4096>", np.int32, 4096, 2, 1),
+    *((f"LargeShape_{name}", f"TBroadCastLargeShapeKernelImpl<{CT[dt]}, {r}, {c}, {t}>", dt, r * c, n, root)
+      for name, dt, r, c, t, n, root in (
+          ("Int32_128x32_tile16_Root0", np.int32, 128, 32, 16, 2, 0),
+          ("Int32_128x32_tile16_Root0_4Ranks", np.int32, 128, 32, 16, 4, 0),
+          ("Float_256x64_tile32_Root0", np.float32, 256, 64, 32, 2, 0),
+          ("Int32_512x32_tile64_Root0", np.int32, 512, 32, 64, 2, 0),
+          ("Int32_512x32_tile64_Root0_8Ranks", np.int32, 512, 32, 64, 8, 0),
+          ("Int32_128x32_tile16_Root1", np.int32, 128, 32, 16, 2, 1))),
+    *((f"PingPong_{name}", f"TBroadCastPingPongKernelImpl<{CT[dt]}, {r}, {c}, {t}>", dt, r * c, n, root)
+      for name, dt, r, c, t, n, root in (
+          ("Int32_128x32_tile16_Root0", np.int32, 128, 32, 16, 2, 0),
+          ("Int32_128x32_tile16_Root0_4Ranks", np.int32, 128, 32, 16, 4, 0),
+          ("Float_256x64_tile32_Root0", np.float32, 256, 64, 32, 2, 0),
+          ("Int32_128x32_tile16_Root1", np.int32, 128, 32, 16, 2, 1),
+          ("Float_256x64_tile32_Root0_8Ranks", np.float32, 256, 64, 32, 8, 0))),
+)
+
+
+def _broadcast_host(rt, kernel, dtype, count, root):
+    inp, out = rt.alloc((count,), dtype), rt.alloc((count,), dtype)
+    inp[:] = _values(count, dtype, rt.rank * 100) if rt.rank == root else 0
+    out[:] = 0
+    rt.barrier()
+    rt.launch(kernel, blocks=1, args=(inp.ptr, out.ptr, rt.device_context, rt.nranks, root))
+    rt.barrier()
+    return bool(np.array_equal(out, _values(count, dtype, root * 100)))
+
+
+@pytest.fixture(scope="module")
+def tbroadcast():
+    return native.load(_suite("tbroadcast"), pto_isa=True, kernels=sorted({c[1] for c in BROADCAST}))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_tbroadcast(tbroadcast, mode):
+    for case, spec, dtype, count, n, root in BROADCAST:
+        res = _run(_broadcast_host, n, mode, tbroadcast.kernel(spec), dtype, count, root)
+        assert res == [True] * n, (case, res)
+
+
+# --- TSCATTER / TGATHER -----------------------------------------------------------------------
+
+# (case, kind, template, dtype, elements per rank, ranks, root, per-rank base)
+SCATTER_GATHER = (
+    ("FloatSmall_4Ranks", "", "<float, 256>", np.float32, 256, 4, 0, 10000),
+    ("Int32Large", "", "<int32_t, 4096>", np.int32, 4096, 2, 0, 10000),
+    ("Uint8Small", "", "<uint8_t, 512>", np.uint8, 512, 2, 0, 10000),
+    ("Root1_FloatSmall", "", "<float, 256>", np.float32, 256, 2, 1, 10000),
+    ("EmptyRows_FloatSmall", "Empty", "<float, 256>", np.float32, 256, 2, 0, 10000),
+    *((f"LargeShape {name}", "LargeShape", f"<{CT[dt]}, {r}, {c}, {t}>", dt, r * c, n, 0, 100)
+      for name, dt, r, c, t, n in (("Int32_128x32_tile16_2ranks", np.int32, 128, 32, 16, 2),
+                                   ("Int32_128x32_tile16_4ranks", np.int32, 128, 32, 16, 4),
+                                   ("Float_256x64_tile32_2ranks", np.float32, 256, 64, 32, 2),
+                                   ("Int32_512x32_tile64_2ranks", np.int32, 512, 32, 64, 2))),
+    *((f"PingPong {name}", "PingPong", f"<{CT[dt]}, {r}, {c}, {t}>", dt, r * c, n, 0, 100)
+      for name, dt, r, c, t, n in (("Int32_128x32_tile16_2ranks", np.int32, 128, 32, 16, 2),
+                                   ("Int32_128x32_tile16_4ranks", np.int32, 128, 32, 16, 4),
+                                   ("Float_256x64_tile32_2ranks", np.float32, 256, 64, 32, 2))),
+)
+
+
+def _scatter_host(rt, kernel, kind, dtype, count, root, base):
+    n = rt.nranks
+    src, dst = rt.alloc((n * count,), dtype), rt.alloc((count,), dtype)
+    if kind == "Empty":  # RunScatterEmpty: src i everywhere, then the root's parts
+        src[:] = _values(n * count, dtype, 0)
+    if rt.rank == root:
+        for r in range(n):
+            src[r * count:(r + 1) * count] = _values(count, dtype, r * base)
+    dst[:] = np.array(-1).astype(dtype)
+    rt.barrier()
+    extra = (root,) if kind in ("", "Empty") else ()
+    rt.launch(kernel, blocks=1, args=(src.ptr, dst.ptr, n, *extra, rt.device_context))
+    rt.barrier()
+    want = np.full(count, -1).astype(dtype) if kind == "Empty" else _values(count, dtype, rt.rank * base)
+    return bool(np.array_equal(dst, want))
+
+
+def _gather_host(rt, kernel, kind, dtype, count, root, base):
+    n = rt.nranks
+    src, dst = rt.alloc((count,), dtype), rt.alloc((n * count,), dtype)
+    src[:] = _values(count, dtype, rt.rank * base)
+    dst[:] = np.array(-1).astype(dtype)
+    rt.barrier()
+    extra = (root,) if kind in ("", "Empty") else ()
+    rt.launch(kernel, blocks=1, args=(dst.ptr, src.ptr, rt.device_context, n, *extra))
+    rt.barrier()
+    if rt.rank != root:
+        return True
+    if kind == "Empty":
+        return bool(np.all(dst == np.array(-1).astype(dtype)))
+    want = np.concatenate([_values(count, dtype, r * base) for r in range(n)])
+    return bool(np.array_equal(dst, want))
+
+
+@pytest.fixture(scope="module")
+def tscatter():
+    return native.load(_suite("tscatter"), pto_isa=True,
+                       kernels=sorted({f"TScatter{k}KernelImpl{t}" for _, k, t, *_ in SCATTER_GATHER}))
+
+
+@pytest.fixture(scope="module")
+def tgather():
+    return native.load(_suite("tgather"), pto_isa=True,
+                       kernels=sorted({f"TGather{k}KernelImpl{t}" for _, k, t, *_ in SCATTER_GATHER}))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_tscatter(tscatter, mode):
+    for case, kind, t, dtype, count, n, root, base in SCATTER_GATHER:
+        res = _run(_scatter_host, n, mode, tscatter.kernel(f"TScatter{kind}KernelImpl{t}"), kind, dtype, count,
+                   root, base)
+        assert res == [True] * n, (case, res)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_tgather(tgather, mode):
+    for case, kind, t, dtype, count, n, root, base in SCATTER_GATHER:
+        res = _run(_gather_host, n, mode, tgather.kernel(f"TGather{kind}KernelImpl{t}"), kind, dtype, count,
+                   root, base)
+        assert res == [True] * n, (case, res)
+
+
+# --- TREDUCE ----------------------------------------------------------------------------------
+
+# (case, template, dtype, elements, ranks, root, op)
+REDUCE = (
+    *((f"{name}_{n}Ranks" if n > 2 else name, f"TReduceKernelImpl<{CT[dt]}, {c}, {op}>", dt, c, n, 0, op)
+      for name, dt, c, op, ns in (("FloatSmall_Sum", np.float32, 256, SUM, (4, 8)),
+                                  ("Int32Large_Sum", np.int32, 4096, SUM, (2, 8)),
+                                  ("Int32Small_Sum", np.int32, 512, SUM, (2, 8)),
+                                  ("Int32Small_Max", np.int32, 256, MAX, (2, 8)),
+                                  ("Int32Small_Min", np.int32, 256, MIN, (2, 8)))
+      for n in ns),
+    ("Root1_FloatSmall_Sum", f"TReduceKernelImpl<float, 256, {SUM}>", np.float32, 256, 2, 1, SUM),
+    ("EmptyRows_FloatSmall_Sum", f"TReduceEmptyKernelImpl<float, 256, {SUM}>", np.float32, 256, 2, 0, SUM),
+    *((f"{kind}_{name}", f"TReduce{kind}KernelImpl<{CT[dt]}, {r}, {c}, {t}, {op}>", dt, r * c, n, 0, op)
+      for kind, rows in (("LargeShape", (("Int32_128x32_tile16_Sum", np.int32, 128, 32, 16, SUM, 2),
+                                         ("Int32_128x32_tile16_Sum_4Ranks", np.int32, 128, 32, 16, SUM, 4),
+                                         ("Float_256x64_tile32_Sum", np.float32, 256, 64, 32, SUM, 2),
+                                         ("Int32_128x32_tile16_Max", np.int32, 128, 32, 16, MAX, 2),
+                                         ("Int32_512x32_tile64_Sum", np.int32, 512, 32, 64, SUM, 2),
+                                         ("Int32_512x32_tile64_Sum_8Ranks", np.int32, 512, 32, 64, SUM, 8))),
+                         ("PingPong", (("Int32_128x32_tile16_Sum", np.int32, 128, 32, 16, SUM, 2),
+                                       ("Int32_128x32_tile16_Sum_4Ranks", np.int32, 128, 32, 16, SUM, 4),
+                                       ("Float_256x64_tile32_Sum", np.float32, 256, 64, 32, SUM, 2),
+                                       ("Int32_128x32_tile16_Max", np.int32, 128, 32, 16, MAX, 2),
+                                       ("Float_256x64_tile32_Sum_8Ranks", np.float32, 256, 64, 32, SUM, 8))))
+      for name, dt, r, c, t, op, n in rows),
+)
+
+
+def _reduce_expected(count, dtype, n, op):
+    """ReduceExpected: rank r holds i + 100 r; folded from rank 0 in the element type."""
+    acc = _values(count, dtype, 0)
+    for r in range(1, n):
+        v = _values(count, dtype, 100 * r)
+        acc = (acc + v).astype(dtype) if op == SUM else (np.maximum if op == MAX else np.minimum)(acc, v)
+    return acc
+
+
+def _reduce_host(rt, kernel, dtype, count, root, op, kind):
+    inp, out = rt.alloc((count,), dtype), rt.alloc((count,), dtype)
+    inp[:] = _values(count, dtype, rt.rank * 100)
+    out[:] = np.array(-1).astype(dtype)
+    rt.barrier()
+    extra = (root,) if kind in ("", "Empty") else ()
+    rt.launch(kernel, blocks=1, args=(inp.ptr, out.ptr, rt.nranks, *extra, rt.device_context))
+    rt.barrier()
+    if rt.rank != root:
+        return True
+    want = np.full(count, -1).astype(dtype) if kind == "Empty" else _reduce_expected(count, dtype, rt.nranks, op)
+    return bool(np.array_equal(out, want))
+
+
+@pytest.fixture(scope="module")
+def treduce():
+    return native.load(_suite("treduce"), pto_isa=True, kernels=sorted({c[1] for c in REDUCE}))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_treduce(treduce, mode):
+    for case, spec, dtype, count, n, root, op in REDUCE:
+        kind = spec[len("TReduce"):spec.index("KernelImpl")]
+        res = _run(_reduce_host, n, mode, treduce.kernel(spec), dtype, count, root, op, kind)
+        assert res == [True] * n, (case, res)
