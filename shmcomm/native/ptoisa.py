@@ -16,9 +16,11 @@ A kernel file of pto-isa's a2a3 suites mixes kernels with host code (ACL / HCCL 
 unchanged, treated mechanically in the generated unit (the file itself is never edited):
 
 * every top-level function (not ``__global__``) whose body contains a ``<<<`` launch is host
-  code, and so is every one that calls host code: their text, and any top-level statement
-  naming them (an explicit instantiation), is blanked (newlines kept, so every line number of
-  the file stays);
+  code, and so is every top-level function, type or statement that names the suite's host
+  harness (what its ``common.hpp`` and the headers beside it declare, less what a kernel uses,
+  and the ACL runtime's ``acl*`` / ``ACL_*`` names) or names host code (calls, explicit
+  instantiations, types and aliases of host code, to a fixpoint): their text is blanked
+  (newlines kept, so every line number of the file stays);
 * ``#include "...common.hpp"`` (the suite's host harness) becomes shmcomm's shim, which gives
   the device side of it (``CommRemotePtr`` over the rank's windows);
 * ``#line`` keeps the file's own name, so diagnostics and reports name the user's file and line;

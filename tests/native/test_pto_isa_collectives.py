@@ -161,16 +161,16 @@ def tgather():
 @pytest.mark.parametrize("mode", MODES)
 def test_tscatter(tscatter, mode):
     for case, kind, t, dtype, count, n, root, base in SCATTER_GATHER:
-        res = _run(_scatter_host, n, mode, tscatter.kernel(f"TScatter{kind}KernelImpl{t}"), kind, dtype, count,
-                   root, base)
+        kernel = tscatter.kernel(f"TScatter{kind}KernelImpl{t}")
+        res = _run(_scatter_host, n, mode, kernel, kind, dtype, count, root, base)
         assert res == [True] * n, (case, res)
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_tgather(tgather, mode):
     for case, kind, t, dtype, count, n, root, base in SCATTER_GATHER:
-        res = _run(_gather_host, n, mode, tgather.kernel(f"TGather{kind}KernelImpl{t}"), kind, dtype, count,
-                   root, base)
+        kernel = tgather.kernel(f"TGather{kind}KernelImpl{t}")
+        res = _run(_gather_host, n, mode, kernel, kind, dtype, count, root, base)
         assert res == [True] * n, (case, res)
 
 
@@ -222,7 +222,8 @@ def _reduce_host(rt, kernel, dtype, count, root, op, kind):
     rt.barrier()
     if rt.rank != root:
         return True
-    want = np.full(count, -1).astype(dtype) if kind == "Empty" else _reduce_expected(count, dtype, rt.nranks, op)
+    empty = np.full(count, -1).astype(dtype)
+    want = empty if kind == "Empty" else _reduce_expected(count, dtype, rt.nranks, op)
     return bool(np.array_equal(out, want))
 
 
@@ -237,3 +238,102 @@ def test_treduce(treduce, mode):
         kind = spec[len("TReduce"):spec.index("KernelImpl")]
         res = _run(_reduce_host, n, mode, treduce.kernel(spec), dtype, count, root, op, kind)
         assert res == [True] * n, (case, res)
+
+
+# --- TPUT_ASYNC / TGET_ASYNC ------------------------------------------------------------------
+
+# (case, family, template arguments, dtype, elements, ranks, launch arguments after the fixed ones)
+ASYNC = (
+    ("Vec_FloatSmall_4Ranks", "", "<float, 256>", np.float32, 256, 4, ()),
+    ("Vec_Int32Large", "", "<int32_t, 4096>", np.int32, 4096, 2, ()),
+    ("Vec_Uint8Small_8Ranks", "", "<uint8_t, 512>", np.uint8, 512, 8, ()),
+    ("Vec_Int32_QueueNum2", "Config", "<int32_t, 4096>", np.int32, 4096, 2, (4096, 0, 2)),
+    ("Vec_Float_SmallBlockBytes", "Config", "<float, 4096>", np.float32, 4096, 2, (4096, 0, 1)),
+    ("Vec_Float_LargeBlockBytes", "Config", "<float, 4096>", np.float32, 4096, 2, (2 * 1024 * 1024, 0, 1)),
+    ("Vec_Float_CommOffset", "Config", "<float, 2048>", np.float32, 2048, 2, (1024 * 1024, 1024 * 4, 1)),
+    ("Vec_Float_MultiCoreSplit", "MultiCore", "<float, 2048>", np.float32, 2048, 2, (2, 0)),
+    ("Vec_Float_MultiCoreIndep", "MultiCore", "<float, 256>", np.float32, 256, 2, (2, 1)),
+    *((f"ConcurrentRank_{name}_8Ranks", "ConcurrentRank", f"<{CT[dt]}, 8192>", dt, 8192, 8, extra)
+      for name, dt, extra in (("Float", np.float32, (1, 0)), ("Int32", np.int32, (1, 0)),
+                              ("FloatIter16Reuse", np.float32, (16, 0)),
+                              ("FloatIter16Fresh", np.float32, (16, 1)))),
+)
+WORKSPACE = 4096  # bytes: SdmaWorkspaceManager's device buffer; the CPU back end only checks it is there
+
+
+def _async_host(rt, kernel, put, family, dtype, count, extra):
+    """RunPutAsync* / RunGetAsync*: root 0; TPUT's buffer is send | recv, TGET's and every
+    ConcurrentRank one's send | recv[nranks] (slot s: what came from rank s)."""
+    n, root = rt.nranks, 0
+    slots = n if (not put or family == "ConcurrentRank") else 1
+    buf = rt.alloc(((1 + slots) * count,), dtype)
+    ws = rt.alloc((WORKSPACE,), np.uint8)
+    buf[:count] = _values(count, dtype, rt.rank * 10000)
+    buf[count:] = np.array(-1).astype(dtype)
+    rt.barrier()
+    ctx = rt.device_context
+    lo, hi = 0, count  # the elements checked
+    if family == "":
+        rt.launch(kernel, blocks=1, args=(buf.ptr, n, root, 0, count, ctx, ws.ptr, 0))
+    elif family == "Config":
+        block_bytes, offset, queues = extra
+        skip = offset // np.dtype(dtype).itemsize
+        elems = count - skip if offset > 0 and skip < count else count
+        lo, hi = skip, skip + elems
+        args = (buf.ptr, n, root, 0, elems, ctx, ws.ptr, 0, block_bytes, offset, queues)
+        rt.launch(kernel, blocks=1, args=args)
+    elif family == "MultiCore":
+        blocks, multi = extra
+        rt.launch(kernel, blocks=blocks, args=(buf.ptr, n, root, count, ctx, ws.ptr, 0, multi))
+    else:
+        iters, fresh = extra
+        rt.launch(kernel, blocks=n, args=(buf.ptr, n, ctx, ws.ptr, iters, fresh))
+    rt.barrier()
+    recv = np.asarray(buf[count:]).reshape(slots, count)
+    if family == "ConcurrentRank":  # every rank got every rank's send buffer, its own included
+        return all(np.array_equal(recv[s], _values(count, dtype, s * 10000)) for s in range(n))
+    if put:  # every rank but the root got the root's
+        want = _values(count, dtype, root * 10000)
+        return rt.rank == root or bool(np.array_equal(recv[0, lo:hi], want[lo:hi]))
+    # the root got every other rank's, each into its slot
+    return rt.rank != root or all(np.array_equal(recv[s, lo:hi], _values(count, dtype, s * 10000)[lo:hi])
+                                  for s in range(n) if s != root)
+
+
+def _async_specs(op):
+    return sorted({f"{op}{fam}KernelImpl{t}" for _, fam, t, *_ in ASYNC})
+
+
+@pytest.fixture(scope="module")
+def tput_async():
+    return native.load(_suite("tput_async"), pto_isa=True, kernels=_async_specs("TPutAsync"))
+
+
+@pytest.fixture(scope="module")
+def tget_async():
+    return native.load(_suite("tget_async"), pto_isa=True, kernels=_async_specs("TGetAsync"))
+
+
+def _async_suite(lib, op, mode):
+    for case, family, t, dtype, count, n, extra in ASYNC:
+        kernel = lib.kernel(f"{op}{family}KernelImpl{t}")
+        try:
+            res = _run(_async_host, n, mode, kernel, op == "TPutAsync", family, dtype, count, extra)
+        except shmcomm.RunError as e:
+            # MultiCoreIndep: every core copies the whole buffer to the same place with nothing
+            # ordering the copies, a race the detector of the observed modes reports
+            # (docs/pto-parity.md); eager never does
+            assert case == "Vec_Float_MultiCoreIndep" and mode != "eager", (case, str(e))
+            assert "data race" in str(e) and "both stored the same bytes" in str(e), str(e)
+            continue
+        assert res == [True] * n, (case, res)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_tput_async(tput_async, mode):
+    _async_suite(tput_async, "TPutAsync", mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_tget_async(tget_async, mode):
+    _async_suite(tget_async, "TGetAsync", mode)

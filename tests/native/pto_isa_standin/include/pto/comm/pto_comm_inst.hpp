@@ -6,6 +6,11 @@
 #include "pto/cpu/comm/TWait.hpp"
 #include "pto/cpu/comm/TTest.hpp"
 #include "pto/cpu/comm/TPut.hpp"
+#include "pto/cpu/comm/TBroadcast.hpp"
+#include "pto/cpu/comm/TScatter.hpp"
+#include "pto/cpu/comm/TGather.hpp"
+#include "pto/cpu/comm/TReduce.hpp"
+#include "pto/cpu/TPrefetchAsync.hpp"
 
 namespace pto {
 namespace comm {
@@ -21,6 +26,24 @@ PTO_INST void TPUT(GD& dst, GS& src, TileData& tile) {
 }
 template <typename GD, typename GS, typename TileData>
 PTO_INST void TGET(GD& dst, GS& src, TileData& tile) { ::pto::comm::TGET_IMPL(dst, src, tile); }
+template <DmaEngine engine = DmaEngine::SDMA, typename GD, typename GS>
+PTO_INST AsyncEvent TPUT_ASYNC(GD& dst, GS& src, const AsyncSession& session) {
+    return ::pto::comm::TPUT_ASYNC_IMPL<engine>(dst, src, session);
+}
+template <DmaEngine engine = DmaEngine::SDMA, typename GD, typename GS>
+PTO_INST AsyncEvent TGET_ASYNC(GD& dst, GS& src, const AsyncSession& session) {
+    return ::pto::comm::TGET_ASYNC_IMPL<engine>(dst, src, session);
+}
+template <typename PG, typename G, typename TileData>
+PTO_INST void TBROADCAST(PG& pg, G& src, TileData& tile) { ::pto::comm::TBROADCAST_IMPL(pg, src, tile); }
+template <typename PG, typename G, typename TileData>
+PTO_INST void TSCATTER(PG& pg, G& src, TileData& tile) { ::pto::comm::TSCATTER_IMPL(pg, src, tile); }
+template <typename PG, typename G, typename TileData>
+PTO_INST void TGATHER(PG& pg, G& dst, TileData& ping, TileData& pong) { ::pto::comm::TGATHER_IMPL(pg, dst, ping, pong); }
+template <typename PG, typename G, typename TileData>
+PTO_INST void TREDUCE(PG& pg, G& dst, TileData& acc, TileData& recv, ReduceOp op) {
+    ::pto::comm::TREDUCE_IMPL(pg, dst, acc, recv, op);
+}
 }  // namespace comm
 
 template <SyncCoreType CoreType = SyncCoreType::AIVOnly>

@@ -22,6 +22,7 @@ struct GlobalTensor {
     T* ptr;
     S shape{};
     St stride{};
+    GlobalTensor() : ptr(nullptr) {}
     explicit GlobalTensor(T* p) : ptr(p) {}
     T* data() { return ptr; }
     int64_t GetShape(int i) const { return shape.v[i]; }
