@@ -302,7 +302,7 @@ def kernel_owned(source: Path) -> list[str]:
 _HARNESS = re.compile(r'^\s*#\s*include\s*"((?:[^"]*/)?common\.hpp)"', re.M)
 # declarations a harness header makes: macros, types, aliases, constants, functions (by the
 # name before their parameter list)
-_DECLS = re.compile(r"^\s*#\s*define\s+(\w+)|\b(?:struct|class|union|enum(?:\s+class)?)\s+(\w+)\s*[{:;]"
+_DECLS = re.compile(r"^\s*#\s*define\s+(\w+)|\b(?:struct|class|union|enum(?:\s+class)?)\s+(\w+)\s*(?:[{:;]|$)"
                     r"|\busing\s+(\w+)\s*=|\b(\w+)\s*=|\b(\w+)\s*\(", re.M)
 _ACL = re.compile(r"\b(?:acl[a-z]*[A-Z]\w*|ACL_\w+)\b")  # the ACL runtime: host-only by definition
 _IDENT = re.compile(r"[A-Za-z_]\w*")
@@ -371,6 +371,8 @@ def kernel_text(source: Path) -> str:
     chars = list(text)
     for i in host:
         _, a, b, _ = items[i]
+        m = re.compile(r"\s*;").match(text, b + 1)  # the ';' closing a type's definition
+        b = m.end() - 1 if m is not None and text[b] == "}" else b
         for k in range(a, b + 1):
             if chars[k] != "\n":
                 chars[k] = " "

@@ -337,3 +337,86 @@ def test_tput_async(tput_async, mode):
 @pytest.mark.parametrize("mode", MODES)
 def test_tget_async(tget_async, mode):
     _async_suite(tget_async, "TGetAsync", mode)
+
+
+# --- TPUT / TGET: the cases tests/native/test_pto_isa_checkout.py leaves -------------------------
+
+def _p2p_cases(op):
+    """(case, template, dtype, elements, ranks) of pto-isa's tput / tget suites not run there."""
+    u8_ranks = 8 if op == "TPut" else 2
+    u8 = "Vec_Uint8Small" + ("_8Ranks" if op == "TPut" else "")
+    cases = [(u8, f"{op}KernelImpl<uint8_t, 512>", np.uint8, 512, u8_ranks)]
+    cases += [(f"Shape2D_{n}", f"{op}Kernel2DImpl<{CT[dt]}, {r}, {c}>", dt, r * c, 2)
+              for n, dt, r, c in (("Float16x16", np.float32, 16, 16), ("Float8x32", np.float32, 8, 32),
+                                  ("Int32_4x64", np.int32, 4, 64))]
+    large = [("Float_2048x32_tile64", np.float32, 2048, 32, 64),
+             ("Float_4096x32_tile64", np.float32, 4096, 32, 64),
+             ("Float_2048x64_tile128", np.float32, 2048, 64, 128),
+             ("Int32_4096x64_tile128", np.int32, 4096, 64, 128)]
+    if op == "TGet":  # the checkout test runs none of tget's chunked shapes
+        large = [("Float_128x64_tile16", np.float32, 128, 64, 16),
+                 ("Int32_256x32_tile32", np.int32, 256, 32, 32),
+                 ("Float_512x32_tile64", np.float32, 512, 32, 64)] + large
+    cases += [(f"LargeShape_{n}", f"{op}LargeShapeKernelImpl<{CT[dt]}, {r}, {c}, {t}>", dt, r * c, 2)
+              for n, dt, r, c, t in large]
+    cases += [(f"MultiDim_{n}", f"{op}MultiDimKernelImpl<{CT[dt]}, {', '.join(map(str, d))}, {t}>", dt,
+               int(np.prod(d)), 2)
+              for n, dt, d, t in (("Float_2x2x1x32x32_tile16", np.float32, (2, 2, 1, 32, 32), 16),
+                                  ("Int32_4x1x1x32x64_tile16", np.int32, (4, 1, 1, 32, 64), 16))]
+    cases += [(f"Irregular_{n}", f"{op}IrregularShapeKernelImpl<{CT[dt]}, {r}, {c}, {t}>", dt, r * c, 2)
+              for n, dt, r, c, t in (("Float_2047x32_tile64", np.float32, 2047, 32, 64),
+                                     ("Int32_1025x32_tile64", np.int32, 1025, 32, 64),
+                                     ("Float_4095x32_tile128", np.float32, 4095, 32, 128))]
+    cases += [(f"Sliding2D_{n}", f"{op}2DSlidingKernelImpl<{CT[dt]}, {r}, {c}, {tr}, {tc}>", dt, r * c, 2)
+              for n, dt, r, c, tr, tc in (("Float_64x128_tile16x32", np.float32, 64, 128, 16, 32),
+                                          ("Int32_128x256_tile32x64", np.int32, 128, 256, 32, 64),
+                                          ("Float_256x512_tile64x128", np.float32, 256, 512, 64, 128),
+                                          ("IrregRow_Float_65x64_tile16x32", np.float32, 65, 64, 16, 32),
+                                          ("IrregCol_Float_64x104_tile16x32", np.float32, 64, 104, 16, 32),
+                                          ("IrregBoth_Float_65x104_tile16x32", np.float32, 65, 104, 16, 32))]
+    cases += [(f"PingPong_{n}", f"{op}PingPongKernelImpl<{CT[dt]}, {r}, {c}, {tr}, {tc}>", dt, r * c, 2)
+              for n, dt, r, c, tr, tc in (("Float_128x128_tile16x32", np.float32, 128, 128, 16, 32),
+                                          ("Int32_256x256_tile32x64", np.int32, 256, 256, 32, 64),
+                                          ("Irregular_Float_65x104_tile16x32", np.float32, 65, 104, 16, 32),
+                                          ("Float_7x10_tile5x7_PyptoAllReduceShape", np.float32,
+                                           7, 10, 5, 7))]
+    return cases
+
+
+def _ring_host(rt, kernel, dtype, count):
+    """RunPutRing* / RunGetRing*: src i + 10000 rank; phase 0 moves it, a barrier, phase 1 copies
+    what arrived into dst; shmem is the window's 64-word prefix and four buffers."""
+    src, dst = rt.alloc((count,), dtype), rt.alloc((count,), dtype)
+    shmem = rt.alloc((64 * 4 // np.dtype(dtype).itemsize + 4 * count,), dtype)
+    src[:] = _values(count, dtype, 10000 * rt.rank)
+    dst[:] = 0
+    shmem[:] = 0
+    for phase in (0, 1):
+        rt.barrier()
+        rt.launch(kernel, blocks=1, args=(dst.ptr, src.ptr, shmem.ptr, rt.nranks, rt.device_context, phase))
+        rt.barrier()
+    return bool(np.array_equal(dst, _values(count, dtype, 10000 * ((rt.rank + 1) % rt.nranks))))
+
+
+@pytest.fixture(scope="module")
+def tput():
+    return native.load(_suite("tput"), pto_isa=True, kernels=sorted({c[1] for c in _p2p_cases("TPut")}))
+
+
+@pytest.fixture(scope="module")
+def tget():
+    return native.load(_suite("tget"), pto_isa=True, kernels=sorted({c[1] for c in _p2p_cases("TGet")}))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_tput_rest(tput, mode):
+    for case, spec, dtype, count, n in _p2p_cases("TPut"):
+        res = _run(_ring_host, n, mode, tput.kernel(spec), dtype, count)
+        assert res == [True] * n, (case, res)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_tget_rest(tget, mode):
+    for case, spec, dtype, count, n in _p2p_cases("TGet"):
+        res = _run(_ring_host, n, mode, tget.kernel(spec), dtype, count)
+        assert res == [True] * n, (case, res)

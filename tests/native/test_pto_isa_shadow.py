@@ -255,3 +255,27 @@ def test_a_root_collective_called_off_its_root_is_refused(coll, mode):
         shmcomm.run(host, nranks=2, mode=mode, seed=0, timeout=60)
     msg = str(err.value)
     assert "TBROADCAST: called on rank 1" in msg and "only the root calls" in msg, msg
+
+
+def test_host_code_naming_the_suites_harness_is_found(tmp_path):
+    suite = tmp_path / "suite"
+    (suite / "case").mkdir(parents=True)
+    (suite / "mpi.h").write_text("#define COMM_MPI_CHAR 1\ninline int CommMpiRank() { return 0; }\n")
+    (suite / "common.hpp").write_text(
+        '#include "mpi.h"\n'
+        "struct CommDeviceContext { int rankId; };  // the kernels use it: never host code\n"
+        "struct TestContext { int stream; };\n"
+        "inline void* WindowAlloc(unsigned long base, unsigned long& off, unsigned long n);\n")
+    src = suite / "case" / "k.cpp"
+    src.write_text(
+        '#include "../common.hpp"\n'
+        "static int Helper(CommDeviceContext* c) { return c->rankId; }\n"
+        "__global__ AICORE void K(CommDeviceContext* c) { Helper(c); }\n"
+        "bool Ready(bool ok) { return CommMpiRank() == 0 && ok && COMM_MPI_CHAR; }\n"
+        "struct Device { TestContext ctx; };\n"
+        "using Launcher = void (*)(int*, aclrtStream);\n"
+        "bool RunOne(Launcher l, Device& d) { return Ready(true) && l != nullptr && d.ctx.stream; }\n"
+        "void* Carve() { unsigned long off = 0; return WindowAlloc(0, off, 64); }\n")
+    out = ptoisa.kernel_text(src).split("\n", 1)[1].splitlines()
+    assert out[1].startswith("static int Helper") and out[2].startswith("__global__ AICORE void K")
+    assert all(not ln.strip() for ln in out[3:8]), out[3:8]
