@@ -339,6 +339,77 @@ def test_tget_async(tget_async, mode):
     _async_suite(tget_async, "TGetAsync", mode)
 
 
+# the post-stability cases: (case, ranks, post count, rounds, queues, kernel); rank 0 posts
+# 1024-element copies in one session, its peers (TPUT) or itself (TGET) consume each one
+# after its Wait, TLOADing it, adding 100 (TADDS) and TSTOREing it
+POSTS = (("Immediate_P4_Q1", 2, 4, 1, 1, "ImmediatePostWait"),
+         ("Deferred_P16_Q4", 2, 16, 1, 4, "ConsecutivePostsWaitEach"),
+         ("Immediate_512Posts_Q4", 2, 8, 64, 4, "ImmediatePostWait"),
+         ("UsedQueueCount_Q4ThenQ1_LastWaitOnly", 2, 2, 1, 4, "PostsWaitFinal"),
+         ("Deferred_P8_Q4_3Ranks", 3, 8, 1, 4, "ConsecutivePostsWaitEach"))
+PER_POST, ADD, RECV_POISON, CONSUME_POISON = 1024, 100, -777777, -888888
+EVENT_VALID, WAIT_PASSED, CONSUMED = 1, 2, 4
+
+
+def _posts_host(rt, kernel, put, posts, rounds, queues, final):
+    """RunTPutPostStabilityRank / RunTGetPostStabilityRank."""
+    n, per_peer = rt.nranks, posts * rounds
+    transfers = per_peer * (n - 1)
+    elems = transfers * PER_POST
+    send, recv, consumed = (rt.alloc((elems,), np.int32) for _ in range(3))
+    status = rt.alloc((transfers,), np.uint32)
+    ws = rt.alloc((WORKSPACE,), np.uint8)
+    send[:] = rt.rank * 1000000 + np.arange(elems) + 7
+    recv[:] = RECV_POISON
+    consumed[:] = CONSUME_POISON
+    status[:] = 0
+    signal = rt.alloc((1,), np.int32)  # TPUT's: rank 0 Sets a peer's to the post count it may consume
+    signal[:] = 0
+    head = (send.ptr, recv.ptr, signal.ptr) if put else (send.ptr, recv.ptr)
+    args = (*head, consumed.ptr, status.ptr, rt.device_context, ws.ptr, posts, rounds, queues)
+    rt.barrier()
+    rt.launch(kernel, blocks=1, args=args)
+    rt.barrier()
+    if put and rt.rank != 0:  # a consumer: its own transfers, consumed
+        first = (rt.rank - 1) * per_peer
+        lo, count = first * PER_POST, per_peer * PER_POST
+        if not all(int(v) == CONSUMED for v in status[first:first + per_peer]):
+            return "status", status[first:first + per_peer].tolist()
+    elif rt.rank == 0:
+        if not all(int(v) == EVENT_VALID | WAIT_PASSED | CONSUMED for v in status[:transfers]):
+            return "status", status[:transfers].tolist()
+        if put:
+            return True
+        lo, count = 0, elems
+    else:
+        return True
+    idx = np.arange(lo, lo + count)
+    moved = idx < PER_POST + PER_POST // 4 if final else np.ones(count, bool)
+    source = 0 if put else idx // PER_POST // per_peer + 1
+    want = (source * 1000000 + idx + 7).astype(np.int32)
+    r, c = np.asarray(recv[lo:lo + count]), np.asarray(consumed[lo:lo + count])
+    ok = np.all(np.where(moved, r == want, r == RECV_POISON)) and \
+        np.all(np.where(moved, c == want + ADD, c == CONSUME_POISON))
+    return bool(ok) or ("data", int(np.sum(r != np.where(moved, want, RECV_POISON))))
+
+
+def _posts_suite(lib, op, mode):
+    for case, n, posts, rounds, queues, kind in POSTS:
+        kernel = lib.kernel(f"{op}{kind}Kernel")
+        final = kind == "PostsWaitFinal"
+        res = _run(_posts_host, n, mode, kernel, op == "TPut", posts, rounds, queues, final)
+        assert res == [True] * n, (case, res)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_tput_async_posts(tput_async, mode):
+    _posts_suite(tput_async, "TPut", mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_tget_async_posts(tget_async, mode):
+    _posts_suite(tget_async, "TGet", mode)
+
 # --- TPUT / TGET: the cases tests/native/test_pto_isa_checkout.py leaves -------------------------
 
 def _p2p_cases(op):
