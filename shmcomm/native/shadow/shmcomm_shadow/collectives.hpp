@@ -114,12 +114,12 @@ inline T reduce_one(T acc, T v, int32_t op) {
 template <typename PG, typename G, typename... Tiles>
 inline void move(int32_t kind, PG& pg, G& local, const char* file, int line, Tiles&... tiles) {
     using T = std::remove_cv_t<typename G::RawDType>;
+    n::at(file, line);
     check_root(kind, pg);
     if (n::bridged()) {
         call_collective(kind, 0, pg, local, file, line, tiles...);
         return;
     }
-    n::at(file, line);
     int64_t ls[5], lt[5];
     dims(local, ls, lt);
     T* base = reinterpret_cast<T*>(local.data());
@@ -144,13 +144,13 @@ inline void move(int32_t kind, PG& pg, G& local, const char* file, int line, Til
 template <typename PG, typename G, typename... Tiles>
 inline void reduce(PG& pg, G& dst, int32_t op, const char* file, int line, Tiles&... tiles) {
     using T = std::remove_cv_t<typename G::RawDType>;
+    n::at(file, line);
     check_root(REDUCE, pg);
     if (op < 0 || op > 2) n::fail("TREDUCE: unknown ReduceOp " + std::to_string(op));
     if (n::bridged()) {
         call_collective(REDUCE, op, pg, dst, file, line, tiles...);
         return;
     }
-    n::at(file, line);
     const int root = pg.GetRootIdx();
     int64_t ds[5], dt[5], rs[5], rt[5];
     dims(dst, ds, dt);

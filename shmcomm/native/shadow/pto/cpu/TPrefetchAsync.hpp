@@ -30,15 +30,17 @@ struct pto_isa_cpu_AsyncEvent : AsyncEvent {
 namespace pto {
 namespace comm {
 
-// Wait and Test have no call-site argument in pto-isa's declaration: reports name this line
+// Wait and Test have no call-site argument in pto-isa's declaration: the PC names the user's line
 PTO_INTERNAL bool AsyncEvent::Wait(const AsyncSession& session) const
 {
+    shmcomm::native::mark_pc();  // the user's call site, resolved when a report needs it
     if (engine != DmaEngine::SDMA) return pto_isa_cpu_AsyncEvent(handle, engine).Wait(session);
     return shmcomm::pto_isa::async_done(handle, session, false, __builtin_FILE(), __builtin_LINE());
 }
 
 PTO_INTERNAL bool AsyncEvent::Test(const AsyncSession& session) const
 {
+    shmcomm::native::mark_pc();  // the user's call site, resolved when a report needs it
     if (engine != DmaEngine::SDMA) return pto_isa_cpu_AsyncEvent(handle, engine).Test(session);
     return shmcomm::pto_isa::async_done(handle, session, true, __builtin_FILE(), __builtin_LINE());
 }
@@ -50,6 +52,7 @@ PTO_INTERNAL bool BuildAsyncSession(ScratchTile& scratchTile, __gm__ uint8_t* wo
                                     uint32_t channelGroupIdx = sdma::kAutoChannelGroupIdx,
                                     const char* file = __builtin_FILE(), int line = __builtin_LINE())
 {
+    shmcomm::native::mark_pc();  // the user's call site, resolved when a report needs it
     static_assert(engine == DmaEngine::SDMA,
                   "BuildAsyncSession: this form is SDMA's, the only engine of a2a3 (as pto-isa's a2a3 back end)");
     session.engine = engine;

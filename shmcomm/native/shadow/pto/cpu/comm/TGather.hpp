@@ -18,6 +18,7 @@ template <typename ParallelGroupType, typename GlobalDstData, typename TileData>
 PTO_INTERNAL void TGATHER_IMPL(ParallelGroupType& parallelGroup, GlobalDstData& dstGlobalData, TileData& stagingTileData,
                              const char* file = __builtin_FILE(), int line = __builtin_LINE())
 {
+    shmcomm::native::mark_pc();  // the user's call site, resolved when a report needs it
     shmcomm::pto_isa::move(shmcomm::pto_isa::GATHER, parallelGroup, dstGlobalData, file, line, stagingTileData);
 }
 
@@ -25,6 +26,7 @@ template <typename ParallelGroupType, typename GlobalDstData, typename TileData>
 PTO_INTERNAL void TGATHER_IMPL(ParallelGroupType& parallelGroup, GlobalDstData& dstGlobalData, TileData& pingTile,
                              TileData& pongTile, const char* file = __builtin_FILE(), int line = __builtin_LINE())
 {
+    shmcomm::native::mark_pc();  // the user's call site, resolved when a report needs it
     shmcomm::pto_isa::move(shmcomm::pto_isa::GATHER, parallelGroup, dstGlobalData, file, line, pingTile, pongTile);
 }
 

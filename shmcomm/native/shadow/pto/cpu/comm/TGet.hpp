@@ -38,6 +38,7 @@ template <DmaEngine engine = DmaEngine::SDMA, typename GlobalDstData, typename G
 PTO_INTERNAL AsyncEvent TGET_ASYNC_IMPL(GlobalDstData& dst, GlobalSrcData& src, const AsyncSession& session,
                                        const char* file = __builtin_FILE(), int line = __builtin_LINE())
 {
+    shmcomm::native::mark_pc();  // the user's call site, resolved when a report needs it
     if constexpr (engine == DmaEngine::SDMA) {
         return AsyncEvent(shmcomm::pto_isa::async_copy<1>(dst, src, session, file, line), engine);
     } else {
@@ -51,6 +52,7 @@ PTO_INTERNAL AsyncEvent TGET_ASYNC_IMPL(GlobalDstData& dst, GlobalSrcData& src, 
                                        uint32_t peer, const char* file = __builtin_FILE(),
                                        int line = __builtin_LINE())
 {
+    shmcomm::native::mark_pc();  // the user's call site, resolved when a report needs it
     if constexpr (engine == DmaEngine::SDMA) {
         (void)peer;
         return AsyncEvent(shmcomm::pto_isa::async_copy<1>(dst, src, session, file, line), engine);

@@ -41,6 +41,7 @@ template <DmaEngine engine = DmaEngine::SDMA, typename GlobalDstData, typename G
 PTO_INTERNAL AsyncEvent TPUT_ASYNC_IMPL(GlobalDstData& dst, GlobalSrcData& src, const AsyncSession& session,
                                        const char* file = __builtin_FILE(), int line = __builtin_LINE())
 {
+    shmcomm::native::mark_pc();  // the user's call site, resolved when a report needs it
     if constexpr (engine == DmaEngine::SDMA) {
         return AsyncEvent(shmcomm::pto_isa::async_copy<0>(dst, src, session, file, line), engine);
     } else {
@@ -54,6 +55,7 @@ PTO_INTERNAL AsyncEvent TPUT_ASYNC_IMPL(GlobalDstData& dst, GlobalSrcData& src, 
                                        uint32_t peer, const char* file = __builtin_FILE(),
                                        int line = __builtin_LINE())
 {
+    shmcomm::native::mark_pc();  // the user's call site, resolved when a report needs it
     if constexpr (engine == DmaEngine::SDMA) {
         (void)peer;
         return AsyncEvent(shmcomm::pto_isa::async_copy<0>(dst, src, session, file, line), engine);

@@ -20,6 +20,7 @@ PTO_INTERNAL void TREDUCE_IMPL(ParallelGroupType& parallelGroup, GlobalDstData& 
                                TileData& recvTileData, pto::comm::ReduceOp op, const char* file = __builtin_FILE(),
                                int line = __builtin_LINE())
 {
+    shmcomm::native::mark_pc();  // the user's call site, resolved when a report needs it
     shmcomm::pto_isa::reduce(parallelGroup, dstGlobalData, static_cast<int32_t>(op), file, line, accTileData,
                              recvTileData);
 }
@@ -29,6 +30,7 @@ PTO_INTERNAL void TREDUCE_IMPL(ParallelGroupType& parallelGroup, GlobalDstData& 
                                TileData& pingTile, TileData& pongTile, pto::comm::ReduceOp op,
                                const char* file = __builtin_FILE(), int line = __builtin_LINE())
 {
+    shmcomm::native::mark_pc();  // the user's call site, resolved when a report needs it
     shmcomm::pto_isa::reduce(parallelGroup, dstGlobalData, static_cast<int32_t>(op), file, line, accTileData,
                              pingTile, pongTile);
 }
