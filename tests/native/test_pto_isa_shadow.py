@@ -276,6 +276,6 @@ def test_host_code_naming_the_suites_harness_is_found(tmp_path):
         "using Launcher = void (*)(int*, aclrtStream);\n"
         "bool RunOne(Launcher l, Device& d) { return Ready(true) && l != nullptr && d.ctx.stream; }\n"
         "void* Carve() { unsigned long off = 0; return WindowAlloc(0, off, 64); }\n")
-    out = ptoisa.kernel_text(src).split("\n", 1)[1].splitlines()
+    out = ptoisa.kernel_text(src)[len(ptoisa.PRELUDE):].split("\n", 1)[1].splitlines()
     assert out[1].startswith("static int Helper") and out[2].startswith("__global__ AICORE void K")
     assert all(not ln.strip() for ln in out[3:8]), out[3:8]
