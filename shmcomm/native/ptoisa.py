@@ -17,9 +17,10 @@ unchanged, treated mechanically in the generated unit (the file itself is never 
 
 * every top-level function (not ``__global__``) whose body contains a ``<<<`` launch is host
   code, and so is every top-level function, type or statement that names the suite's host
-  harness (what its ``common.hpp`` and the headers beside it declare, less what a kernel uses,
-  and the ACL runtime's ``acl*`` / ``ACL_*`` names) or names host code (calls, explicit
-  instantiations, types and aliases of host code, to a fixpoint): their text is blanked
+  harness (what its ``common.hpp`` and the headers beside it declare, less shmcomm's shim and
+  what device code uses, and the ACL runtime's ``acl*`` / ``ACL_*`` names) or names host code
+  (calls, explicit instantiations, types and aliases of host code, to a fixpoint); device code
+  (the kernels and every item they name, to a fixpoint) never is: host code's text is blanked
   (newlines kept, so every line number of the file stays);
 * ``#include "...common.hpp"`` (the suite's host harness) becomes shmcomm's shim, which gives
   the device side of it (``CommRemotePtr`` over the rank's windows);
@@ -309,29 +310,36 @@ _IDENT = re.compile(r"[A-Za-z_]\w*")
 _ITEM = re.compile(r"\b(?:struct|class|union)\s+(\w+)|\busing\s+(\w+)\s*=")
 
 
+def _declared(first: Path) -> set[str]:
+    """What a header declares at top level, with the headers it includes from its own directory."""
+    names: set[str] = set()
+    files, seen = [first.resolve()], set()
+    while files:
+        f = files.pop()
+        if f in seen or not f.is_file():
+            continue
+        seen.add(f)
+        body = _COMMENTS.sub(" ", f.read_text(errors="replace"))
+        files += [(f.parent / q).resolve() for q in _QUOTED.findall(body)]
+        stmts: list[tuple[int, int]] = []
+        heads = [body[d:o] for d, o, _ in _blocks(body, 0, len(body), stmts)]
+        heads += [body[a:b] for a, b in stmts]
+        heads += re.findall(r"^\s*#\s*define\s+\w+", body, re.M)
+        for h in heads:
+            m = _DECLS.search(h)
+            if m is not None:
+                names.add(next(g for g in m.groups() if g))
+    return names
+
+
 def _harness_names(source: Path, text: str) -> set[str]:
-    """What the suite's host harness declares at top level: its ``common.hpp`` and the headers it
-    includes from its own directory (ACL / HCCL contexts, MPI shims)."""
+    """What the suite's host harness declares at top level (its ``common.hpp`` and the headers it
+    includes from its own directory: ACL / HCCL contexts, MPI shims), less the device side
+    shmcomm's shim of it provides (``CommRemotePtr``)."""
     names: set[str] = set()
     for m in _HARNESS.finditer(text):
-        first = (source.parent / m.group(1)).resolve()
-        files, seen = [first], set()
-        while files:
-            f = files.pop()
-            if f in seen or not f.is_file():
-                continue
-            seen.add(f)
-            body = _COMMENTS.sub(" ", f.read_text(errors="replace"))
-            files += [(f.parent / q).resolve() for q in _QUOTED.findall(body)]
-            stmts: list[tuple[int, int]] = []
-            heads = [body[d:o] for d, o, _ in _blocks(body, 0, len(body), stmts)]
-            heads += [body[a:b] for a, b in stmts]
-            heads += re.findall(r"^\s*#\s*define\s+\w+", body, re.M)
-            for h in heads:
-                m2 = _DECLS.search(h)
-                if m2 is not None:
-                    names.add(next(g for g in m2.groups() if g))
-    return names
+        names |= _declared(source.parent / m.group(1))
+    return names - _declared(SHADOW_DIR / "shmcomm_shadow" / "a2a3_common.hpp")
 
 
 def kernel_text(source: Path) -> str:
@@ -355,16 +363,25 @@ def kernel_text(source: Path) -> str:
         body = _COMMENTS.sub(" ", text[a:b + 1])
         m = _ITEM.search(body)
         items.append(((m.group(1) or m.group(2)) if m is not None else "", a, b, body))
-    # host code: what launches a kernel (<<<), what names the host harness (what the harness
-    # declares that no kernel uses, and the ACL runtime), and what names host code, to a fixpoint
-    used = {w for k in kernels for w in _IDENT.findall(k)}
-    harness = _harness_names(source, text) - used
+    # device code: the kernels and every item they name, to a fixpoint; never host code
     words = [set(_IDENT.findall(body)) - {name} for name, _, _, body in items]
-    host = {i for i, (_, _, _, body) in enumerate(items)
-            if "<<<" in body or words[i] & harness or _ACL.search(body)}
+    used = {w for k in kernels for w in _IDENT.findall(k)}
+    device: set[int] = set()
+    while True:
+        more = {i for i, (name, *_) in enumerate(items) if name and name in used and i not in device}
+        if not more:
+            break
+        device |= more
+        for i in more:
+            used |= words[i]
+    # host code: what launches a kernel (<<<), what names the host harness (what the harness
+    # declares that device code does not use, and the ACL runtime), and what names host code
+    harness = _harness_names(source, text) - used
+    host = {i for i, (_, _, _, body) in enumerate(items) if i not in device
+            and ("<<<" in body or words[i] & harness or _ACL.search(body))}
     while True:
         names = {items[i][0] for i in host if items[i][0]}
-        more = {i for i in range(len(items)) if i not in host and words[i] & names}
+        more = {i for i in range(len(items)) if i not in host and i not in device and words[i] & names}
         if not more:
             break
         host |= more

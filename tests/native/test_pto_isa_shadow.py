@@ -265,11 +265,12 @@ def test_host_code_naming_the_suites_harness_is_found(tmp_path):
         '#include "mpi.h"\n'
         "struct CommDeviceContext { int rankId; };  // the kernels use it: never host code\n"
         "struct TestContext { int stream; };\n"
-        "inline void* WindowAlloc(unsigned long base, unsigned long& off, unsigned long n);\n")
+        "inline void* WindowAlloc(unsigned long base, unsigned long& off, unsigned long n);\n"
+        "inline int PeerOf(int r) { return r + 1; }  // device-side, used through a helper\n")
     src = suite / "case" / "k.cpp"
     src.write_text(
         '#include "../common.hpp"\n'
-        "static int Helper(CommDeviceContext* c) { return c->rankId; }\n"
+        "static int Helper(CommDeviceContext* c) { return PeerOf(c->rankId); }\n"
         "__global__ AICORE void K(CommDeviceContext* c) { Helper(c); }\n"
         "bool Ready(bool ok) { return CommMpiRank() == 0 && ok && COMM_MPI_CHAR; }\n"
         "struct Device { TestContext ctx; };\n"
@@ -277,5 +278,6 @@ def test_host_code_naming_the_suites_harness_is_found(tmp_path):
         "bool RunOne(Launcher l, Device& d) { return Ready(true) && l != nullptr && d.ctx.stream; }\n"
         "void* Carve() { unsigned long off = 0; return WindowAlloc(0, off, 64); }\n")
     out = ptoisa.kernel_text(src)[len(ptoisa.PRELUDE):].split("\n", 1)[1].splitlines()
+    # Helper names the harness's PeerOf, but a kernel calls it: device code, kept
     assert out[1].startswith("static int Helper") and out[2].startswith("__global__ AICORE void K")
     assert all(not ln.strip() for ln in out[3:8]), out[3:8]
