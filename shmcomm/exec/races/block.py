@@ -265,6 +265,9 @@ class RaceBlockModel(BlockObserver):
                 self._late(view)
         else:
             for r, (lo, hi) in enumerate(self._ranges(g)):
+                if not known:  # a load's (or a native copy's) bytes are not read here
+                    self._add(gwin, lo, hi, gflags, comp, epoch, snap, issue, name, op, site, 0)
+                    continue
                 view = tile.array[r, :g.cols]
                 self._add(gwin, lo, hi, gflags, comp, epoch, snap, issue, name, op, site,
                           (_LATE if late else _digest(view)) if known else 0)
