@@ -16,7 +16,7 @@ import time
 
 from .._startup import interrupts_as_usual
 from ..config import BY_NAME, Config, add_options, given
-from ..errors import ArgumentError, RunError, RunTimeout, ShmcommError
+from ..errors import ArgumentError, ShmcommError
 from . import options as opt
 from .options import load_program  # noqa: F401  (the historical import path of the loader)
 from .supervisor import run
@@ -179,16 +179,5 @@ def _run_job(parser: argparse.ArgumentParser, ns: argparse.Namespace, watching: 
         if mpi and _quiet():
             return opt.EXIT_USAGE
         return opt.usage_error(parser, str(exc))
-    except RunTimeout as exc:
-        print(exc, file=sys.stderr)
-        return opt.EXIT_TIMEOUT
-    except RunError as exc:
-        print(exc, file=sys.stderr)
-        signum = getattr(exc, "signum", None)  # interrupted: the shell's 128 + signal number
-        return 128 + signum if exc.kind == "interrupt" and signum else opt.EXIT_FAILED
-    except KeyboardInterrupt:  # Ctrl-C outside the run (imports, printing): no traceback
-        print(f"{prog}: interrupted", file=sys.stderr)
-        return opt.EXIT_SIGINT
-    except ShmcommError as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
-        return opt.EXIT_FAILED
+    except (ShmcommError, KeyboardInterrupt) as exc:  # a failed run, Ctrl-C, an error: no traceback
+        return opt.failure_status(prog, exc)

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..config import MODES
-from ..errors import ArgumentError, ShmcommError
+from ..errors import ArgumentError, RunError, RunTimeout, ShmcommError
 from ..exec.compose import reads
 
 # the exit codes of every command: the same number means the same thing everywhere
@@ -106,6 +106,23 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # argparse's own errors in the one style, coloured
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"{self.prog}: {colour('error', 'red')}: {message}\n")
+
+
+def failure_status(prog: str, exc: BaseException) -> int:
+    """Print a failed run's report (or ``prog: interrupted`` / ``prog: error: ...``) to standard
+    error; the command's exit status for it."""
+    if isinstance(exc, RunTimeout):
+        print(exc, file=sys.stderr)
+        return EXIT_TIMEOUT
+    if isinstance(exc, RunError):
+        print(exc, file=sys.stderr)
+        signum = getattr(exc, "signum", None)  # interrupted: the shell's 128 + signal number
+        return 128 + signum if exc.kind == "interrupt" and signum else EXIT_FAILED
+    if isinstance(exc, KeyboardInterrupt):  # Ctrl-C outside the run (imports, a build, printing)
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return EXIT_SIGINT
+    print(f"{prog}: error: {exc}", file=sys.stderr)
+    return EXIT_FAILED
 
 
 def usage_error(p: argparse.ArgumentParser, message: str) -> int:

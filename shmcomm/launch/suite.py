@@ -24,7 +24,7 @@ from typing import Any
 
 from .._startup import interrupts_as_usual
 from ..config import BY_NAME, add_options, given
-from ..errors import ArgumentError, RunError, RunTimeout, ShmcommError
+from ..errors import ArgumentError, ShmcommError
 from ..native import ptoisa
 from ..native import suite as S
 from . import options as opt
@@ -144,19 +144,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         result = run_suite(ns.suite, ns.pto_isa, ns.nranks, gtest, ns.window_bytes, **settings)
     except ArgumentError as exc:
         return opt.usage_error(parser, str(exc))
-    except RunTimeout as exc:
-        print(exc, file=sys.stderr)
-        return opt.EXIT_TIMEOUT
-    except RunError as exc:
-        print(exc, file=sys.stderr)
-        signum = getattr(exc, "signum", None)  # interrupted: the shell's 128 + signal number
-        return 128 + signum if exc.kind == "interrupt" and signum else opt.EXIT_FAILED
-    except KeyboardInterrupt:  # Ctrl-C outside the run (the build): no traceback
-        print(f"{prog}: interrupted", file=sys.stderr)
-        return opt.EXIT_SIGINT
-    except ShmcommError as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
-        return opt.EXIT_FAILED
+    except (ShmcommError, KeyboardInterrupt) as exc:  # a failed run, Ctrl-C, an error: no traceback
+        return opt.failure_status(prog, exc)
     sys.stdout.flush()
     print(result.summary(), flush=True)
     return opt.EXIT_OK if result.exit_code == 0 and not result.failed else opt.EXIT_FAILED
