@@ -30,7 +30,8 @@ from ..core.waiting import first_unsatisfied
 from ..dma import AUTO_CHANNEL_GROUP
 from ..errors import ArgumentError, WaitTimeout
 from ..types import CMP_FUNCS, CMP_SYMBOLS, AtomicType, NotifyOp, ReduceOp, WaitCmp
-from . import sites, tilecopy
+from .sites import site as user_site
+from .tilecopy import issue as issue_tile_copy
 
 OP_NOTIFY, OP_WAIT, OP_TEST, OP_PIPE_BARRIER, OP_SET_FLAG, OP_WAIT_FLAG, OP_DSB, OP_DCCI = range(1, 9)
 OP_LOAD, OP_STORE, OP_PUT, OP_GET, OP_SYNCALL, OP_ST_ATOMIC, OP_WAIT_EXPIRED = range(9, 16)
@@ -226,7 +227,7 @@ def _call(code: int, a: list[int], d: _Decoder) -> tuple[Callable[..., Any], tup
     if code == OP_SYNCALL:
         return comm.SYNCALL, ()
     if code == OP_TILE_COPY:
-        return tilecopy.issue, (d, a)
+        return issue_tile_copy, (d, a)
     if code == OP_ST_ATOMIC:
         ptr = d.ptr(a[0], a[1])
         raw = a[2]
@@ -261,7 +262,7 @@ def _op(code: int, args: Any, n: int, file: bytes, line: int) -> int:
         call = d.calls.get(key)
         if call is None:
             fn, call_args = _call(code, a, d)
-            call = (at_line(*sites.site(file, line)), {"f": fn, "a": call_args})
+            call = (at_line(*user_site(file, line)), {"f": fn, "a": call_args})
             if code in _PURE and len(d.calls) < MAX_CACHED_CALLS:
                 d.calls[key] = call
         result = eval(call[0], call[1])  # the frame at the C++ file:line (see at_line)
