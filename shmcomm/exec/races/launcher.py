@@ -194,12 +194,22 @@ class RaceDetector(Observer):
         if not self.shadow.found():
             return []
         self.reported = self.shadow.found()
-        if self.shadow.races:
-            x, y = self.shadow.races[0]
+        # in the order of who raced where, not of arrival (records from several ranks arrive
+        # in any order), so a scheduled run's report is the same for the same seed
+        races = sorted(self.shadow.races, key=_race_order)
+        direct = sorted(self.shadow.direct, key=lambda d: (d[0], -1 if d[1] is None else d[1], d[2]))
+        if races:
+            x, y = races[0]
             rank, block = y.rank, y.block
         else:
-            rank, block = self.shadow.direct[0][0], self.shadow.direct[0][1]
-        return [Failure(rank, block, "race", render(self.shadow))]
+            rank, block = direct[0][0], direct[0][1]
+        return [Failure(rank, block, "race", render(self.shadow, races, direct))]
+
+
+def _race_order(pair: tuple[Access, Access]) -> tuple:
+    x, y = pair
+    return (y.rank, -1 if y.block is None else y.block, x.rank, -1 if x.block is None else x.block,
+            str(y.win), y.lo, y.site, x.site)
 
 
 class PoolState:

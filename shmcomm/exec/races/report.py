@@ -110,12 +110,15 @@ def _knows(shadow: Shadow, x: Access, y: Access) -> int:
     return int(shadow.snaps[y.snap][x.scomp]) - x.issue
 
 
-def render(shadow: Shadow) -> str:
-    """The report of every race found (the first ``shadow.limit`` in full)."""
+def render(shadow: Shadow, races: list | None = None, direct: list | None = None) -> str:
+    """The report of every race found (the first ``shadow.limit`` in full; ``races`` and
+    ``direct``: the shadow's, in the order to show them)."""
+    races = shadow.races if races is None else races
+    direct = shadow.direct if direct is None else direct
     n = shadow.found()
     lines = [f"{n} data race{'s' if n != 1 else ''} found by the race detector:"]
-    shown = [text for _, _, text in shadow.direct[:shadow.limit]]
-    shown += [describe(shadow, x, y) for x, y in shadow.races[:shadow.limit - len(shown)]]
+    shown = [text for _, _, text in direct[:shadow.limit]]
+    shown += [describe(shadow, x, y) for x, y in races[:shadow.limit - len(shown)]]
     lines += ["  " + text for text in shown]
     if n > len(shown):
         lines.append(f"  ... and {n - len(shown)} more")
